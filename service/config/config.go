@@ -1,0 +1,203 @@
+// Package config loads and validates vipproxy's TOML configuration file,
+// the single source of truth for the daemon, the host network setup, the
+// keepalived wiring and the systemd socket drop-in.
+package config
+
+import (
+	"net/netip"
+	"time"
+)
+
+// DefaultPath is where the daemon and every subcommand look for the config.
+const DefaultPath = "/etc/vipproxy/vipproxy.toml"
+
+// Config is the whole configuration file after defaults are applied.
+type Config struct {
+	// Path is the file this config was read from (not a TOML key).
+	Path string `toml:"-"`
+
+	VIP        VIP        `toml:"vip"`
+	Backends   []Backend  `toml:"backend"`
+	Balance    Balance    `toml:"balance"`
+	Health     Health     `toml:"health"`
+	Timeouts   Timeouts   `toml:"timeouts"`
+	Limits     Limits     `toml:"limits"`
+	Admin      Admin      `toml:"admin"`
+	Network    Network    `toml:"network"`
+	Keepalived Keepalived `toml:"keepalived"`
+	Log        Log        `toml:"log"`
+}
+
+// VIP is the virtual address clients connect to.
+type VIP struct {
+	// Addresses holds one IPv4 and/or one or more IPv6 VIPs; all share Port.
+	Addresses []netip.Addr `toml:"addresses"`
+	Port      uint16       `toml:"port"`
+}
+
+// Backend is one apiserver.
+type Backend struct {
+	// Name labels logs and metrics; defaults to Address.
+	Name string `toml:"name"`
+	// Address is host:port; host is an IP literal or a DNS name.
+	Address string `toml:"address"`
+}
+
+// Balancing algorithms.
+const (
+	RoundRobin       = "round-robin"
+	LeastConnections = "least-connections"
+	RandomTwoChoices = "random-two-choices"
+)
+
+// Balance says how a backend is picked and what happens when one fails.
+type Balance struct {
+	Algorithm string `toml:"algorithm"`
+	// DialAttempts bounds how many backends one client connection tries.
+	DialAttempts int `toml:"dial_attempts"`
+	// CloseOnDown closes connections to a backend when it is marked down,
+	// so long watches reconnect to a healthy apiserver at once.
+	CloseOnDown bool `toml:"close_on_down"`
+}
+
+// Health check kinds.
+const (
+	CheckTCP   = "tcp"
+	CheckTLS   = "tls"
+	CheckHTTPS = "https"
+)
+
+// Health configures the active health checks, the same for every backend.
+type Health struct {
+	Type     string   `toml:"type"`
+	Interval Duration `toml:"interval"`
+	Timeout  Duration `toml:"timeout"`
+	// Rise consecutive successes mark a down backend up; Fall consecutive
+	// failures mark an up backend down.
+	Rise int `toml:"rise"`
+	Fall int `toml:"fall"`
+	// Path and ExpectStatus apply to https checks.
+	Path         string `toml:"path"`
+	ExpectStatus int    `toml:"expect_status"`
+	// CAFile verifies the backend certificate (tls, https); empty skips verification.
+	CAFile string `toml:"ca_file"`
+	// CertFile and KeyFile are a client certificate for clusters that
+	// refuse anonymous /readyz.
+	CertFile   string `toml:"cert_file"`
+	KeyFile    string `toml:"key_file"`
+	ServerName string `toml:"server_name"`
+}
+
+// Timeouts bound every wait the proxy does.
+type Timeouts struct {
+	Dial Duration `toml:"dial"`
+	// KeepAlive is the TCP keepalive idle time on both sides.
+	KeepAlive Duration `toml:"keepalive"`
+	// UserTimeout is TCP_USER_TIMEOUT on both sides: unacknowledged data
+	// older than this kills the connection.
+	UserTimeout Duration `toml:"user_timeout"`
+	// Drain is how long open connections may finish after SIGTERM.
+	Drain Duration `toml:"drain"`
+}
+
+// Limits protect the node.
+type Limits struct {
+	// MaxConnections caps open client connections; 0 means no cap.
+	MaxConnections int `toml:"max_connections"`
+	// AcceptBackoffMax caps the pause after an accept error such as EMFILE.
+	AcceptBackoffMax Duration `toml:"accept_backoff_max"`
+}
+
+// Admin is the HTTP endpoint for metrics, health and status.
+type Admin struct {
+	// Listen is "host:port" (loopback only unless AllowRemote), "unix:/path",
+	// or "" to use only the systemd socket named "admin" if one is passed.
+	Listen string `toml:"listen"`
+	// AllowRemote permits a non-loopback Listen address.
+	AllowRemote bool `toml:"allow_remote"`
+	// EnableMutations turns on endpoints that change state (e.g. draining a backend).
+	EnableMutations bool `toml:"enable_mutations"`
+}
+
+// Network describes the host side: the dummy link holding the VIP and the
+// uplinks whose ARP sysctls are tightened.
+type Network struct {
+	Interface string `toml:"interface"`
+	// Uplinks get arp_ignore=1 and arp_announce=2; never "all" or "default".
+	Uplinks []string `toml:"uplinks"`
+	// NetworkdDir holds the .netdev and .network drop-ins.
+	NetworkdDir string `toml:"networkd_dir"`
+	NetdevFile  string `toml:"netdev_file"`
+	NetworkFile string `toml:"network_file"`
+	// SysctlFile is the sysctl.d drop-in (absolute path).
+	SysctlFile string `toml:"sysctl_file"`
+	// SocketDropIn is the vipproxy.socket.d drop-in with the ListenStream lines.
+	SocketDropIn string `toml:"socket_dropin"`
+}
+
+// Keepalived feeds `vipproxy keepalived`, which renders the VRRP instance.
+type Keepalived struct {
+	Instance     string   `toml:"instance"`
+	Interface    string   `toml:"interface"` // defaults to the first uplink
+	RouterID     int      `toml:"router_id"`
+	Priority     int      `toml:"priority"`
+	State        string   `toml:"state"` // MASTER or BACKUP
+	AdvertInt    int      `toml:"advert_int"`
+	UnicastSrcIP string   `toml:"unicast_src_ip"`
+	UnicastPeers []string `toml:"unicast_peers"`
+	AuthPass     string   `toml:"auth_pass"`
+	// ProbeCommand is what the vrrp_script runs.
+	ProbeCommand string `toml:"probe_command"`
+}
+
+// Log sets the log level: debug, info, warn or error.
+type Log struct {
+	Level string `toml:"level"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("1s", "250ms").
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(text []byte) error {
+	v, err := time.ParseDuration(string(text))
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText writes the duration as a Go duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
+
+// Default returns the configuration used for every key the file leaves out.
+func Default() Config {
+	return Config{
+		VIP:     VIP{Port: 6443},
+		Balance: Balance{Algorithm: RoundRobin, DialAttempts: 3, CloseOnDown: true},
+		Health: Health{
+			Type: CheckTCP, Interval: Duration{time.Second}, Timeout: Duration{time.Second},
+			Rise: 2, Fall: 2, Path: "/readyz", ExpectStatus: 200,
+		},
+		Timeouts: Timeouts{
+			Dial: Duration{2 * time.Second}, KeepAlive: Duration{15 * time.Second},
+			UserTimeout: Duration{30 * time.Second}, Drain: Duration{30 * time.Second},
+		},
+		Limits: Limits{AcceptBackoffMax: Duration{time.Second}},
+		Admin:  Admin{Listen: "127.0.0.1:6444"},
+		Network: Network{
+			Interface:    "dummyvip0",
+			NetworkdDir:  "/etc/systemd/network",
+			NetdevFile:   "60-vipproxy.netdev",
+			NetworkFile:  "60-vipproxy.network",
+			SysctlFile:   "/etc/sysctl.d/60-vipproxy.conf",
+			SocketDropIn: "/etc/systemd/system/vipproxy.socket.d/50-listen.conf",
+		},
+		Keepalived: Keepalived{
+			Instance: "vipproxy", RouterID: 51, Priority: 100, State: "BACKUP", AdvertInt: 1,
+			ProbeCommand: "/usr/bin/vipproxy probe",
+		},
+		Log: Log{Level: "info"},
+	}
+}
