@@ -1,0 +1,100 @@
+// Package balance holds the backend pool and picks a backend for each new
+// connection: round-robin, least-connections or random-two-choices over the
+// backends that are not known to be down.
+package balance
+
+import (
+	"io"
+	"sync"
+	"sync/atomic"
+)
+
+// Health states as the pool sees them; the health package decides them.
+const (
+	stateUnknown int32 = iota // not checked yet: usable, optimistically
+	stateUp
+	stateDown
+)
+
+// Backend is one apiserver and the connections open to it.
+type Backend struct {
+	Name    string
+	Address string
+
+	state   atomic.Int32
+	suspect atomic.Bool // a dial failed since the last good health check
+	removed atomic.Bool // dropped by a reload; never picked again
+	open    atomic.Int64
+
+	mu    sync.Mutex
+	conns map[io.Closer]struct{}
+}
+
+func newBackend(name, address string) *Backend {
+	return &Backend{Name: name, Address: address, conns: make(map[io.Closer]struct{})}
+}
+
+// Open is the number of connections currently proxied to the backend.
+func (b *Backend) Open() int64 { return b.open.Load() }
+
+// Up reports whether the last health verdict was up.
+func (b *Backend) Up() bool { return b.state.Load() == stateUp }
+
+// Down reports whether the backend is known to be down.
+func (b *Backend) Down() bool { return b.state.Load() == stateDown }
+
+// Suspect reports whether a dial failed since the last good check.
+func (b *Backend) Suspect() bool { return b.suspect.Load() }
+
+// MarkUp records a successful health verdict and clears suspicion.
+func (b *Backend) MarkUp() {
+	b.state.Store(stateUp)
+	b.suspect.Store(false)
+}
+
+// MarkDown records a failed health verdict.
+func (b *Backend) MarkDown() { b.state.Store(stateDown) }
+
+// CheckPassed clears suspicion after a successful probe, even while the
+// state machine still waits for `rise` successes.
+func (b *Backend) CheckPassed() { b.suspect.Store(false) }
+
+// MarkSuspect is called when a dial fails: the picker avoids the backend
+// until a health check succeeds again.
+func (b *Backend) MarkSuspect() { b.suspect.Store(true) }
+
+// usable says whether the picker may choose the backend in a first pass.
+func (b *Backend) usable() bool {
+	return !b.removed.Load() && b.state.Load() != stateDown && !b.suspect.Load()
+}
+
+// Track registers an open connection so that CloseAll can end it; the
+// returned func unregisters it and must be called exactly once.
+func (b *Backend) Track(c io.Closer) (untrack func()) {
+	b.open.Add(1)
+	b.mu.Lock()
+	b.conns[c] = struct{}{}
+	b.mu.Unlock()
+	return func() {
+		b.mu.Lock()
+		delete(b.conns, c)
+		b.mu.Unlock()
+		b.open.Add(-1)
+	}
+}
+
+// CloseAll closes every tracked connection and returns how many it closed.
+// Used when the backend goes down (long watches must reconnect at once)
+// and when draining ends.
+func (b *Backend) CloseAll() int {
+	b.mu.Lock()
+	victims := make([]io.Closer, 0, len(b.conns))
+	for c := range b.conns {
+		victims = append(victims, c)
+	}
+	b.mu.Unlock()
+	for _, c := range victims {
+		c.Close()
+	}
+	return len(victims)
+}

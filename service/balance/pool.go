@@ -1,0 +1,172 @@
+package balance
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/vipproxy/vipproxy/service/config"
+)
+
+// Pool is the current set of backends and the algorithm that picks among
+// them. Pick is lock-free; Update swaps the set for a reload.
+type Pool struct {
+	algorithm string
+	backends  atomic.Pointer[[]*Backend]
+	next      atomic.Uint64 // round-robin cursor
+	mu        sync.Mutex    // serialises Update
+}
+
+// NewPool builds a pool from the configured backends.
+func NewPool(algorithm string, backends []config.Backend) (*Pool, error) {
+	p := &Pool{}
+	if err := p.SetAlgorithm(algorithm); err != nil {
+		return nil, err
+	}
+	list := make([]*Backend, 0, len(backends))
+	for _, b := range backends {
+		list = append(list, newBackend(b.Name, b.Address))
+	}
+	p.backends.Store(&list)
+	return p, nil
+}
+
+// SetAlgorithm changes the balancing algorithm (on reload).
+func (p *Pool) SetAlgorithm(algorithm string) error {
+	switch algorithm {
+	case config.RoundRobin, config.LeastConnections, config.RandomTwoChoices:
+	default:
+		return fmt.Errorf("unknown balancing algorithm %q", algorithm)
+	}
+	p.mu.Lock()
+	p.algorithm = algorithm
+	p.mu.Unlock()
+	return nil
+}
+
+// Backends returns the current backends; the slice must not be modified.
+func (p *Pool) Backends() []*Backend { return *p.backends.Load() }
+
+// Lookup returns the backend with the given name, or nil.
+func (p *Pool) Lookup(name string) *Backend {
+	for _, b := range p.Backends() {
+		if b.Name == name {
+			return b
+		}
+	}
+	return nil
+}
+
+// Update replaces the backend set. Backends whose name and address are
+// unchanged keep their state and connections; the others are returned as
+// added and removed so the caller can start checks and drain.
+func (p *Pool) Update(backends []config.Backend) (added, removed []*Backend) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := p.Backends()
+	next := make([]*Backend, 0, len(backends))
+	for _, cb := range backends {
+		i := slices.IndexFunc(old, func(b *Backend) bool { return b.Name == cb.Name && b.Address == cb.Address })
+		if i >= 0 {
+			next = append(next, old[i])
+			continue
+		}
+		b := newBackend(cb.Name, cb.Address)
+		next = append(next, b)
+		added = append(added, b)
+	}
+	for _, b := range old {
+		if !slices.Contains(next, b) {
+			b.removed.Store(true)
+			removed = append(removed, b)
+		}
+	}
+	p.backends.Store(&next)
+	return added, removed
+}
+
+// Pick chooses a backend for a new connection, skipping those already
+// tried for it. It prefers backends that are neither down nor suspect; if
+// none is left it falls back to suspect ones that are not down, and
+// returns nil only when every remaining backend is down.
+func (p *Pool) Pick(tried []*Backend) *Backend {
+	list := p.Backends()
+	if b := p.pick(list, tried, (*Backend).usable); b != nil {
+		return b
+	}
+	return p.pick(list, tried, func(b *Backend) bool { return !b.removed.Load() && !b.Down() })
+}
+
+func (p *Pool) pick(list, tried []*Backend, ok func(*Backend) bool) *Backend {
+	eligible := func(b *Backend) bool { return ok(b) && !slices.Contains(tried, b) }
+	switch p.algorithm {
+	case config.LeastConnections:
+		return p.leastConnections(list, eligible)
+	case config.RandomTwoChoices:
+		return randomTwoChoices(list, eligible)
+	default:
+		return p.roundRobin(list, eligible)
+	}
+}
+
+func (p *Pool) roundRobin(list []*Backend, eligible func(*Backend) bool) *Backend {
+	n := uint64(len(list))
+	if n == 0 {
+		return nil
+	}
+	start := p.next.Add(1) - 1
+	for i := uint64(0); i < n; i++ {
+		if b := list[(start+i)%n]; eligible(b) {
+			return b
+		}
+	}
+	return nil
+}
+
+// leastConnections starts its scan at the round-robin cursor so ties are
+// spread instead of always going to the first backend.
+func (p *Pool) leastConnections(list []*Backend, eligible func(*Backend) bool) *Backend {
+	n := uint64(len(list))
+	if n == 0 {
+		return nil
+	}
+	start := p.next.Add(1) - 1
+	var best *Backend
+	for i := uint64(0); i < n; i++ {
+		b := list[(start+i)%n]
+		if eligible(b) && (best == nil || b.Open() < best.Open()) {
+			best = b
+		}
+	}
+	return best
+}
+
+// randomTwoChoices samples two eligible backends and keeps the one with
+// fewer open connections: near least-connections balance without a scan
+// of shared counters on every pick.
+func randomTwoChoices(list []*Backend, eligible func(*Backend) bool) *Backend {
+	n := len(list)
+	if n == 0 {
+		return nil
+	}
+	var a, b *Backend
+	for _, off := range []int{rand.IntN(n), rand.IntN(n)} {
+		for i := 0; i < n; i++ {
+			c := list[(off+i)%n]
+			if eligible(c) && c != a {
+				if a == nil {
+					a = c
+				} else {
+					b = c
+				}
+				break
+			}
+		}
+	}
+	if b == nil || (a != nil && a.Open() <= b.Open()) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,177 @@
+package balance
+
+import (
+	"io"
+	"testing"
+
+	"github.com/vipproxy/vipproxy/service/config"
+)
+
+func threeBackends() []config.Backend {
+	return []config.Backend{
+		{Name: "a", Address: "127.0.0.1:1"},
+		{Name: "b", Address: "127.0.0.1:2"},
+		{Name: "c", Address: "127.0.0.1:3"},
+	}
+}
+
+func newPool(t testing.TB, alg string) *Pool {
+	t.Helper()
+	p, err := NewPool(alg, threeBackends())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func countPicks(p *Pool, n int) map[string]int {
+	got := map[string]int{}
+	for i := 0; i < n; i++ {
+		if b := p.Pick(nil); b != nil {
+			got[b.Name]++
+		} else {
+			got["<nil>"]++
+		}
+	}
+	return got
+}
+
+func TestRoundRobinIsEven(t *testing.T) {
+	got := countPicks(newPool(t, config.RoundRobin), 300)
+	for _, name := range []string{"a", "b", "c"} {
+		if got[name] != 100 {
+			t.Errorf("backend %s got %d of 300 picks, want 100 (%v)", name, got[name], got)
+		}
+	}
+}
+
+func TestPickSkipsDownAndTried(t *testing.T) {
+	for _, alg := range []string{config.RoundRobin, config.LeastConnections, config.RandomTwoChoices} {
+		t.Run(alg, func(t *testing.T) {
+			p := newPool(t, alg)
+			p.Lookup("b").MarkDown()
+			got := countPicks(p, 200)
+			if got["b"] != 0 || got["<nil>"] != 0 || got["a"] == 0 || got["c"] == 0 {
+				t.Errorf("with b down: picks %v, want only a and c", got)
+			}
+			a := p.Lookup("a")
+			for i := 0; i < 50; i++ {
+				if b := p.Pick([]*Backend{a}); b == nil || b.Name != "c" {
+					t.Fatalf("a tried, b down: picked %v, want c", b)
+				}
+			}
+			if b := p.Pick([]*Backend{a, p.Lookup("c")}); b != nil {
+				t.Errorf("all tried or down: picked %s, want nil", b.Name)
+			}
+		})
+	}
+}
+
+func TestSuspectIsAvoidedButNotExcluded(t *testing.T) {
+	p := newPool(t, config.RoundRobin)
+	p.Lookup("a").MarkSuspect()
+	if got := countPicks(p, 90); got["a"] != 0 {
+		t.Errorf("suspect backend picked %d times while others are fine", got["a"])
+	}
+	p.Lookup("b").MarkDown()
+	p.Lookup("c").MarkSuspect()
+	if b := p.Pick(nil); b == nil || b.Down() {
+		t.Errorf("only suspects left: picked %v, want a suspect that is not down", b)
+	}
+	p.Lookup("a").MarkUp()
+	if p.Lookup("a").Suspect() {
+		t.Error("MarkUp did not clear suspicion")
+	}
+}
+
+func TestLeastConnectionsPrefersIdle(t *testing.T) {
+	p := newPool(t, config.LeastConnections)
+	var untrack []func()
+	for i := 0; i < 3; i++ {
+		untrack = append(untrack, p.Lookup("a").Track(&nopCloser{}), p.Lookup("b").Track(&nopCloser{}))
+	}
+	for i := 0; i < 10; i++ {
+		if b := p.Pick(nil); b.Name != "c" {
+			t.Fatalf("picked %s with 3 open, want c with 0", b.Name)
+		}
+	}
+	for _, u := range untrack {
+		u()
+	}
+	if p.Lookup("a").Open() != 0 {
+		t.Errorf("open = %d after untrack, want 0", p.Lookup("a").Open())
+	}
+}
+
+func TestRandomTwoChoicesPrefersLessLoaded(t *testing.T) {
+	p := newPool(t, config.RandomTwoChoices)
+	for i := 0; i < 10; i++ {
+		p.Lookup("a").Track(&nopCloser{})
+	}
+	got := countPicks(p, 600)
+	if got["a"] >= got["b"] || got["a"] >= got["c"] {
+		t.Errorf("loaded backend a picked %d times, b %d, c %d: want a least", got["a"], got["b"], got["c"])
+	}
+}
+
+func TestUpdateKeepsUnchangedBackends(t *testing.T) {
+	p := newPool(t, config.RoundRobin)
+	a := p.Lookup("a")
+	a.MarkUp()
+	untrack := a.Track(&nopCloser{})
+	defer untrack()
+	added, removed := p.Update([]config.Backend{
+		{Name: "a", Address: "127.0.0.1:1"},
+		{Name: "d", Address: "127.0.0.1:4"},
+	})
+	if len(added) != 1 || added[0].Name != "d" {
+		t.Errorf("added = %v, want [d]", added)
+	}
+	if len(removed) != 2 {
+		t.Errorf("removed %d backends, want 2 (b, c)", len(removed))
+	}
+	if p.Lookup("a") != a || !a.Up() || a.Open() != 1 {
+		t.Error("unchanged backend a lost its identity, state or connections")
+	}
+	for _, b := range removed {
+		if b.usable() {
+			t.Errorf("removed backend %s is still usable", b.Name)
+		}
+	}
+}
+
+func TestCloseAllClosesTracked(t *testing.T) {
+	p := newPool(t, config.RoundRobin)
+	b := p.Lookup("a")
+	var closed int
+	for i := 0; i < 3; i++ {
+		b.Track(&closeCounter{&closed})
+	}
+	if n := b.CloseAll(); n != 3 || closed != 3 {
+		t.Errorf("CloseAll closed %d (counted %d), want 3", n, closed)
+	}
+}
+
+type nopCloser struct{ _ int }
+
+func (*nopCloser) Close() error { return nil }
+
+type closeCounter struct{ n *int }
+
+func (c *closeCounter) Close() error { *c.n++; return nil }
+
+var _ io.Closer = &closeCounter{}
+
+func BenchmarkPick(b *testing.B) {
+	for _, alg := range []string{config.RoundRobin, config.LeastConnections, config.RandomTwoChoices} {
+		b.Run(alg, func(b *testing.B) {
+			p := newPool(b, alg)
+			b.ReportAllocs()
+			for b.Loop() {
+				if p.Pick(nil) == nil {
+					b.Fatal("no backend")
+				}
+			}
+		})
+	}
+}
