@@ -3,9 +3,37 @@ package cli
 import (
 	"context"
 	"fmt"
+
+	"github.com/vipproxy/vipproxy/service/atomicfile"
+	"github.com/vipproxy/vipproxy/service/keepalived"
 )
 
-func runKeepalived(_ context.Context, env Env, _ []string) int {
-	fmt.Fprintln(env.Stderr, "vipproxy keepalived: not implemented yet")
-	return ExitFailure
+// runKeepalived prints (or writes with --out, atomically) the keepalived
+// vrrp_script and vrrp_instance for the VIPs.
+func runKeepalived(_ context.Context, env Env, args []string) int {
+	var path, out string
+	fs := newFlags(env, "keepalived", &path)
+	fs.StringVar(&out, "out", "", "write to this file (atomically) instead of stdout")
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	cfg, ok := loadConfig(env, path)
+	if !ok {
+		return ExitUsage
+	}
+	data, err := keepalived.Render(cfg)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "vipproxy keepalived: %v\n", err)
+		return ExitUsage
+	}
+	if out == "" {
+		env.Stdout.Write(data)
+		return ExitOK
+	}
+	if _, err := atomicfile.WriteSet([]atomicfile.File{{Path: out, Data: data, Perm: 0o644}}, nil); err != nil {
+		fmt.Fprintf(env.Stderr, "vipproxy keepalived: %v\n", err)
+		return ExitFailure
+	}
+	fmt.Fprintf(env.Stdout, "wrote %s\n", out)
+	return ExitOK
 }

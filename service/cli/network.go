@@ -3,9 +3,142 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/vipproxy/vipproxy/service/atomicfile"
+	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/netcfg"
 )
 
-func runNetwork(_ context.Context, env Env, _ []string) int {
-	fmt.Fprintln(env.Stderr, "vipproxy network: not implemented yet")
+const networkUsage = "usage: vipproxy network render|apply|check|remove [--config FILE] [--root DIR] [--netlink]"
+
+// runNetwork sets up the VIP link and the uplink ARP sysctls; see netcfg.
+func runNetwork(ctx context.Context, env Env, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(env.Stderr, networkUsage)
+		return ExitUsage
+	}
+	sub := args[0]
+	var path, root string
+	var useNetlink bool
+	var wait time.Duration
+	fs := newFlags(env, "network "+sub, &path)
+	switch sub {
+	case "render", "apply", "remove":
+		fs.StringVar(&root, "root", "/", "write files under this directory instead of /")
+	case "check":
+	default:
+		fmt.Fprintf(env.Stderr, "vipproxy network: unknown subcommand %q\n%s\n", sub, networkUsage)
+		return ExitUsage
+	}
+	if sub == "apply" || sub == "remove" {
+		fs.BoolVar(&useNetlink, "netlink", false, "create/delete the link and addresses with netlink instead of systemd-networkd")
+	}
+	if sub == "apply" {
+		fs.DurationVar(&wait, "wait", 10*time.Second, "how long to wait for the link and VIP after a reload")
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		return ExitUsage
+	}
+	cfg, ok := loadConfig(env, path)
+	if !ok {
+		return ExitUsage
+	}
+	if sub == "render" {
+		return networkRender(env, cfg, root)
+	}
+	nl, err := netlink.NewHandle()
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "vipproxy network %s: open netlink: %v\n", sub, err)
+		return ExitFailure
+	}
+	defer nl.Close()
+	host := netcfg.Host{Netlink: nl, Reloader: netcfg.Networkctl{}}
+	opts := netcfg.Options{Root: root, Netlink: useNetlink, Wait: wait}
+	switch sub {
+	case "apply":
+		return networkApply(ctx, env, host, cfg, opts)
+	case "remove":
+		return networkRemove(ctx, env, host, cfg, opts)
+	default:
+		return reportProblems(env, "check", netcfg.Verify(host.Netlink, host.Sysctl, cfg))
+	}
+}
+
+func networkRender(env Env, cfg *config.Config, root string) int {
+	files, err := netcfg.Render(cfg, root)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "vipproxy network render: %v\n", err)
+		return ExitUsage
+	}
+	if _, err := atomicfile.WriteSet(files.List(), nil); err != nil {
+		fmt.Fprintf(env.Stderr, "vipproxy network render: %v\n", err)
+		return ExitFailure
+	}
+	for _, f := range files.List() {
+		fmt.Fprintf(env.Stdout, "wrote %s\n", f.Path)
+	}
+	return ExitOK
+}
+
+func networkApply(ctx context.Context, env Env, host netcfg.Host, cfg *config.Config, opts netcfg.Options) int {
+	res, err := host.Apply(ctx, cfg, opts)
+	for _, f := range res.Changed {
+		fmt.Fprintf(env.Stdout, "wrote %s\n", f)
+	}
+	if res.Reloaded {
+		fmt.Fprintln(env.Stdout, "reloaded systemd-networkd")
+	}
+	for _, s := range res.Sysctls {
+		fmt.Fprintf(env.Stdout, "set %s\n", s)
+	}
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "vipproxy network apply: %v\n", err)
+		if _, isCfg := err.(*config.Error); isCfg {
+			return ExitUsage
+		}
+		return ExitFailure
+	}
+	if len(res.Changed) == 0 && len(res.Sysctls) == 0 {
+		fmt.Fprintln(env.Stdout, "nothing changed")
+	}
+	return reportProblems(env, "apply", res.Problems)
+}
+
+func networkRemove(ctx context.Context, env Env, host netcfg.Host, cfg *config.Config, opts netcfg.Options) int {
+	res, err := host.Remove(ctx, cfg, opts)
+	for _, f := range res.Removed {
+		fmt.Fprintf(env.Stdout, "removed %s\n", f)
+	}
+	if res.Reloaded {
+		fmt.Fprintln(env.Stdout, "reloaded systemd-networkd")
+	}
+	if res.LinkDeleted {
+		fmt.Fprintf(env.Stdout, "deleted link %s\n", cfg.Network.Interface)
+	}
+	if len(res.AddrsGone) > 0 {
+		fmt.Fprintf(env.Stdout, "removed %s from %s\n", strings.Join(res.AddrsGone, ", "), cfg.Network.Interface)
+	}
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "vipproxy network remove: %v\n", err)
+		return ExitFailure
+	}
+	return ExitOK
+}
+
+// reportProblems prints one line per verification problem and maps them to
+// the exit code: 0 when none, 1 otherwise.
+func reportProblems(env Env, sub string, problems []string) int {
+	if len(problems) == 0 {
+		fmt.Fprintln(env.Stdout, "ok: VIP link, addresses and uplink ARP sysctls as configured")
+		return ExitOK
+	}
+	fmt.Fprintf(env.Stderr, "vipproxy network %s: %d problem(s):\n", sub, len(problems))
+	for _, p := range problems {
+		fmt.Fprintln(env.Stderr, p)
+	}
 	return ExitFailure
 }

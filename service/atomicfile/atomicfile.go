@@ -1,0 +1,125 @@
+// Package atomicfile replaces files so that a reader sees either the old or
+// the new content, never a mix, and a set of files either all change or none.
+package atomicfile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// File is one file to write: where, what, and with which permissions.
+type File struct {
+	Path string
+	Data []byte
+	Perm fs.FileMode
+}
+
+// WriteFunc writes one file atomically. Tests swap it to inject failures.
+type WriteFunc func(path string, data []byte, perm fs.FileMode) error
+
+// Write replaces path with data: a temporary file in the same directory is
+// written, synced and renamed over path, then the directory is synced, so a
+// crash leaves either the old or the new file.
+func Write(path string, data []byte, perm fs.FileMode) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // no-op once renamed
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: sync: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Unchanged reports whether path already holds exactly data.
+func Unchanged(path string, data []byte) bool {
+	old, err := os.ReadFile(path)
+	return err == nil && bytes.Equal(old, data)
+}
+
+// WriteSet writes every file whose content differs, creating parent
+// directories, and returns the paths it changed. If one write fails, the
+// files already replaced by this call get their old content back (or are
+// removed if they did not exist), so nothing is half-applied.
+func WriteSet(files []File, write WriteFunc) (changed []string, err error) {
+	if write == nil {
+		write = Write
+	}
+	type backup struct {
+		path    string
+		data    []byte
+		perm    fs.FileMode
+		existed bool
+	}
+	var done []backup
+	restore := func() error {
+		var errs []error
+		for i := len(done) - 1; i >= 0; i-- {
+			b := done[i]
+			if b.existed {
+				errs = append(errs, Write(b.path, b.data, b.perm))
+			} else if err := os.Remove(b.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	for _, f := range files {
+		if Unchanged(f.Path, f.Data) {
+			continue
+		}
+		b := backup{path: f.Path}
+		if st, err := os.Stat(f.Path); err == nil {
+			old, err := os.ReadFile(f.Path)
+			if err != nil {
+				return nil, errors.Join(fmt.Errorf("read %s: %w", f.Path, err), restore())
+			}
+			b.data, b.perm, b.existed = old, st.Mode().Perm(), true
+		}
+		if err := os.MkdirAll(filepath.Dir(f.Path), 0o755); err != nil {
+			return nil, errors.Join(fmt.Errorf("create %s: %w", filepath.Dir(f.Path), err), restore())
+		}
+		if err := write(f.Path, f.Data, f.Perm); err != nil {
+			if rerr := restore(); rerr != nil {
+				return nil, errors.Join(err, fmt.Errorf("restore earlier files: %w", rerr))
+			}
+			return nil, fmt.Errorf("%w (files written before it were restored)", err)
+		}
+		done = append(done, b)
+		changed = append(changed, f.Path)
+	}
+	return changed, nil
+}

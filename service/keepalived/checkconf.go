@@ -1,0 +1,192 @@
+package keepalived
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/vipproxy/vipproxy/service/config"
+)
+
+// maxIncludeDepth stops include loops (a file including itself).
+const maxIncludeDepth = 8
+
+// CheckConf reads the keepalived configuration at path, following include
+// directives (globs, relative to the including file), and rejects any
+// virtual_server for a VIP: directly (address and any port) or through a
+// virtual_server_group that contains it. IPVS must not balance the VIP:
+// vipproxy replaces it, and IPVS together with arp_ignore breaks pod hairpin
+// on nodes that are both controller and worker.
+func CheckConf(cfg *config.Config, path string) error {
+	lines, err := readLines(path, 0)
+	if err != nil {
+		return err
+	}
+	groups := groupMembers(lines)
+	for _, l := range lines {
+		if len(l.words) < 2 || l.words[0] != "virtual_server" {
+			continue
+		}
+		members := []entry{{l, l.words[1:]}}
+		if l.words[1] == "group" && len(l.words) > 2 {
+			members = groups[l.words[2]]
+		}
+		for _, m := range members {
+			if vip, ok := matchVIP(cfg.VIP.Addresses, m.words); ok {
+				return &config.Error{File: l.file, Line: l.num, Key: "virtual_server", Reason: fmt.Sprintf(
+					"%s balances the VIP %s with IPVS (from %s:%d): vipproxy replaces IPVS for the VIP, and IPVS together with arp_ignore breaks pod -> VIP hairpin on nodes that are both controller and worker; remove it and let vipproxy balance",
+					strings.Join(l.words, " "), vip, m.file, m.num)}
+			}
+		}
+	}
+	return nil
+}
+
+type line struct {
+	file  string
+	num   int
+	words []string
+}
+
+type entry struct {
+	line
+	words []string
+}
+
+// groupMembers maps each virtual_server_group name to its member lines.
+func groupMembers(lines []line) map[string][]entry {
+	groups := map[string][]entry{}
+	name, depth := "", 0
+	for _, l := range lines {
+		if name == "" {
+			if len(l.words) >= 2 && l.words[0] == "virtual_server_group" {
+				name, depth = l.words[1], braces(l.words)
+			}
+			continue
+		}
+		if ws := trimBraces(l.words); len(ws) > 0 && depth == 1 {
+			groups[name] = append(groups[name], entry{l, ws})
+		}
+		if depth += braces(l.words); depth <= 0 {
+			name = ""
+		}
+	}
+	return groups
+}
+
+func braces(words []string) int {
+	n := 0
+	for _, w := range words {
+		n += strings.Count(w, "{") - strings.Count(w, "}")
+	}
+	return n
+}
+
+func trimBraces(words []string) []string {
+	var out []string
+	for _, w := range words {
+		if w = strings.Trim(w, "{}"); w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// matchVIP reports whether an address spec ("IP [port]", "IP-last [port]"
+// range, "fwmark N" never) names one of the VIPs.
+func matchVIP(vips []netip.Addr, words []string) (netip.Addr, bool) {
+	words = trimBraces(words)
+	if len(words) == 0 || words[0] == "fwmark" || words[0] == "group" {
+		return netip.Addr{}, false
+	}
+	spec := words[0]
+	if host, _, ok := strings.Cut(spec, "]:"); ok { // [v6]:port
+		spec = strings.TrimPrefix(host, "[")
+	}
+	first, last, isRange := strings.Cut(spec, "-")
+	lo, err := netip.ParseAddr(first)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	for _, vip := range vips {
+		if vip == lo || (isRange && inRange(lo, last, vip)) {
+			return vip, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// inRange handles keepalived's "10.0.0.1-10" ranges, where the number after
+// the dash replaces the last byte (IPv4) or group (IPv6, hex).
+func inRange(lo netip.Addr, last string, vip netip.Addr) bool {
+	if lo.Is4() != vip.Is4() {
+		return false
+	}
+	a, b := lo.AsSlice(), vip.AsSlice()
+	if lo.Is4() {
+		end, err := strconv.ParseUint(last, 10, 8)
+		return err == nil && bytes.Equal(a[:3], b[:3]) && b[3] >= a[3] && uint64(b[3]) <= end
+	}
+	end, err := strconv.ParseUint(last, 16, 16)
+	group := func(s []byte) uint64 { return uint64(s[14])<<8 | uint64(s[15]) }
+	return err == nil && bytes.Equal(a[:14], b[:14]) && group(b) >= group(a) && group(b) <= end
+}
+
+// readLines returns the significant lines of path with includes expanded in
+// place, comments (# and !) removed and "{" "}" split into their own words.
+func readLines(path string, depth int) ([]line, error) {
+	if depth > maxIncludeDepth {
+		return nil, fmt.Errorf("keepalived config %s: includes nested deeper than %d (a loop?)", path, maxIncludeDepth)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read keepalived config: %w", err)
+	}
+	var out []line
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for num := 1; sc.Scan(); num++ {
+		text := sc.Text()
+		if i := strings.IndexAny(text, "#!"); i >= 0 {
+			text = text[:i]
+		}
+		text = strings.NewReplacer("{", " { ", "}", " } ").Replace(text)
+		words := strings.Fields(text)
+		if len(words) == 0 {
+			continue
+		}
+		if words[0] != "include" || len(words) < 2 {
+			out = append(out, line{path, num, words})
+			continue
+		}
+		included, err := readIncludes(path, words[1], depth)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, num, err)
+		}
+		out = append(out, included...)
+	}
+	return out, sc.Err()
+}
+
+func readIncludes(from, pattern string, depth int) ([]line, error) {
+	if !filepath.IsAbs(pattern) {
+		pattern = filepath.Join(filepath.Dir(from), pattern)
+	}
+	matches, err := filepath.Glob(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("include %s: %w", pattern, err)
+	}
+	var out []line
+	for _, m := range matches { // Glob returns them sorted, as keepalived reads them
+		ls, err := readLines(m, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ls...)
+	}
+	return out, nil
+}

@@ -1,0 +1,268 @@
+package netcfg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/vipproxy/vipproxy/service/atomicfile"
+	"github.com/vipproxy/vipproxy/service/config"
+)
+
+// Host is the machine (or network namespace) being set up.
+type Host struct {
+	Netlink  *netlink.Handle // the namespace to act in
+	Sysctl   Sysctl          // /proc/sys of the same namespace
+	Reloader Reloader        // systemd-networkd; unused with Options.Netlink
+	// Write replaces one file atomically; nil means atomicfile.Write.
+	Write atomicfile.WriteFunc
+}
+
+// Options tune Apply and Remove.
+type Options struct {
+	// Root prefixes every file path ("" or "/" for the real system).
+	Root string
+	// Netlink creates the link and addresses directly instead of relying on
+	// systemd-networkd (which then need not run).
+	Netlink bool
+	// Wait bounds how long Apply polls for the link to come up after a reload.
+	Wait time.Duration
+}
+
+// Result is what Apply did and what verification found.
+type Result struct {
+	Changed  []string // files written
+	Reloaded bool     // networkd was asked to reload
+	Sysctls  []string // sysctls changed, as "key=value"
+	Problems []string // verification failures, one per line; empty on success
+}
+
+// Apply checks the input against the live host, writes the files (atomic,
+// unchanged ones untouched, all or nothing), reloads networkd only when a
+// file changed, sets the uplink sysctls at once and verifies, polling up to
+// opts.Wait. Bad input returns an error before anything is written.
+func (h Host) Apply(ctx context.Context, cfg *config.Config, opts Options) (Result, error) {
+	var res Result
+	files, err := Render(cfg, opts.Root)
+	if err != nil {
+		return res, err
+	}
+	if err := h.preflight(ctx, cfg, opts); err != nil {
+		return res, err
+	}
+	res.Changed, err = atomicfile.WriteSet(files.List(), h.Write)
+	if err != nil {
+		return res, err
+	}
+	switch {
+	case opts.Netlink:
+		if err := h.ensureLink(cfg); err != nil {
+			return res, err
+		}
+	case len(res.Changed) > 0:
+		if err := h.Reloader.Reload(ctx); err != nil {
+			return res, err
+		}
+		res.Reloaded = true
+	}
+	if res.Sysctls, err = h.setUplinkSysctls(cfg.Network.Uplinks); err != nil {
+		return res, err
+	}
+	res.Problems = h.waitVerified(ctx, cfg, opts.Wait)
+	return res, nil
+}
+
+// preflight rejects what would leave the host half-configured: a missing
+// uplink, a VIP already held by an unrelated interface, networkd not running.
+func (h Host) preflight(ctx context.Context, cfg *config.Config, opts Options) error {
+	for i, up := range cfg.Network.Uplinks {
+		if _, err := h.Netlink.LinkByName(up); err != nil {
+			return &config.Error{File: cfg.Path, Key: fmt.Sprintf("network.uplinks[%d]", i), Reason: fmt.Sprintf("uplink %s does not exist on this host: %v", up, err)}
+		}
+	}
+	if err := h.checkVIPHolders(cfg); err != nil {
+		return err
+	}
+	if !opts.Netlink {
+		return h.Reloader.Running(ctx)
+	}
+	return nil
+}
+
+// checkVIPHolders allows the VIP on the VIP link and on an uplink (where
+// keepalived puts it on the VRRP master) and rejects it anywhere else: a
+// second copy elsewhere would answer ARP or steal the address.
+func (h Host) checkVIPHolders(cfg *config.Config) error {
+	allowed := map[string]bool{cfg.Network.Interface: true}
+	for _, up := range cfg.Network.Uplinks {
+		allowed[up] = true
+	}
+	links, err := h.Netlink.LinkList()
+	if err != nil {
+		return fmt.Errorf("list links: %w", err)
+	}
+	for _, link := range links {
+		name := link.Attrs().Name
+		if allowed[name] {
+			continue
+		}
+		have, err := linkAddrs(h.Netlink, link)
+		if err != nil {
+			return err
+		}
+		for i, vip := range cfg.VIP.Addresses {
+			if have[vip] {
+				return &config.Error{File: cfg.Path, Key: fmt.Sprintf("vip.addresses[%d]", i),
+					Reason: fmt.Sprintf("%s is already on interface %s, which is neither %s nor an uplink: remove it there first", vip, name, cfg.Network.Interface)}
+			}
+		}
+	}
+	return nil
+}
+
+// ensureLink creates the dummy link if missing, brings it up and adds each
+// VIP as a host address (IPv6 without DAD). An existing link of another
+// kind is used as is: tests stand in a veth where the kernel has no dummy.
+func (h Host) ensureLink(cfg *config.Config) error {
+	name := cfg.Network.Interface
+	link, err := h.Netlink.LinkByName(name)
+	if errors.As(err, new(netlink.LinkNotFoundError)) {
+		dummy := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: name}}
+		if err := h.Netlink.LinkAdd(dummy); err != nil {
+			return fmt.Errorf("create dummy link %s: %w (is the dummy kernel module available?)", name, err)
+		}
+		link, err = h.Netlink.LinkByName(name)
+	}
+	if err != nil {
+		return fmt.Errorf("look up link %s: %w", name, err)
+	}
+	if err := h.Netlink.LinkSetUp(link); err != nil {
+		return fmt.Errorf("set link %s up: %w", name, err)
+	}
+	for _, vip := range cfg.VIP.Addresses {
+		addr := &netlink.Addr{IPNet: ipNet(hostPrefix(vip))}
+		if vip.Is6() {
+			addr.Flags = unix.IFA_F_NODAD
+		}
+		if err := h.Netlink.AddrReplace(link, addr); err != nil {
+			return fmt.Errorf("add %s to %s: %w", hostPrefix(vip), name, err)
+		}
+	}
+	return nil
+}
+
+func ipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+// setUplinkSysctls applies the ARP values at once (sysctl.d only acts at
+// boot and when udev sees a new interface) and returns what it changed.
+func (h Host) setUplinkSysctls(uplinks []string) ([]string, error) {
+	var changed []string
+	for _, up := range uplinks {
+		for _, kv := range []struct {
+			name string
+			val  int
+		}{{"arp_ignore", ArpIgnore}, {"arp_announce", ArpAnnounce}} {
+			if v, err := h.Sysctl.Get(up, kv.name); err == nil && v == kv.val {
+				continue
+			}
+			if err := h.Sysctl.Set(up, kv.name, kv.val); err != nil {
+				return changed, err
+			}
+			changed = append(changed, fmt.Sprintf("net.ipv4.conf.%s.%s=%d", up, kv.name, kv.val))
+		}
+	}
+	return changed, nil
+}
+
+// waitVerified polls Verify until it passes or wait (at least one check) ends.
+func (h Host) waitVerified(ctx context.Context, cfg *config.Config, wait time.Duration) []string {
+	deadline := time.Now().Add(wait)
+	for {
+		problems := Verify(h.Netlink, h.Sysctl, cfg)
+		if len(problems) == 0 || time.Now().After(deadline) {
+			return problems
+		}
+		select {
+		case <-ctx.Done():
+			return append(problems, ctx.Err().Error())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// RemoveResult is what Remove did.
+type RemoveResult struct {
+	Removed     []string // files deleted
+	Reloaded    bool
+	LinkDeleted bool     // the dummy link was deleted
+	AddrsGone   []string // VIPs taken off a non-dummy link
+}
+
+// Remove deletes the files Apply writes, reloads networkd if it runs and a
+// file went away (networkd never deletes a netdev itself), then deletes the
+// dummy link; a link of another kind (a test stand-in) only loses the VIPs.
+// The uplink sysctls keep their values until reboot: harmless without a VIP.
+func (h Host) Remove(ctx context.Context, cfg *config.Config, opts Options) (RemoveResult, error) {
+	var res RemoveResult
+	files, err := Render(cfg, opts.Root)
+	if err != nil {
+		return res, err
+	}
+	for _, f := range files.List() {
+		err := os.Remove(f.Path)
+		if err == nil {
+			res.Removed = append(res.Removed, f.Path)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return res, fmt.Errorf("remove %s: %w", f.Path, err)
+		}
+	}
+	if len(res.Removed) > 0 && !opts.Netlink && h.Reloader.Running(ctx) == nil {
+		if err := h.Reloader.Reload(ctx); err != nil {
+			return res, err
+		}
+		res.Reloaded = true
+	}
+	return res, h.removeLink(cfg, &res)
+}
+
+func (h Host) removeLink(cfg *config.Config, res *RemoveResult) error {
+	name := cfg.Network.Interface
+	link, err := h.Netlink.LinkByName(name)
+	if errors.As(err, new(netlink.LinkNotFoundError)) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up link %s: %w", name, err)
+	}
+	if link.Type() == "dummy" {
+		if err := h.Netlink.LinkDel(link); err != nil {
+			return fmt.Errorf("delete link %s: %w", name, err)
+		}
+		res.LinkDeleted = true
+		return nil
+	}
+	have, err := linkAddrs(h.Netlink, link)
+	if err != nil {
+		return err
+	}
+	for _, vip := range cfg.VIP.Addresses {
+		if !have[vip] {
+			continue
+		}
+		if err := h.Netlink.AddrDel(link, &netlink.Addr{IPNet: ipNet(hostPrefix(vip))}); err != nil {
+			return fmt.Errorf("remove %s from %s: %w", hostPrefix(vip), name, err)
+		}
+		res.AddrsGone = append(res.AddrsGone, hostPrefix(vip).String())
+	}
+	return nil
+}
