@@ -1,0 +1,212 @@
+package netcfg
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vipproxy/vipproxy/service/atomicfile"
+	"github.com/vipproxy/vipproxy/service/config"
+)
+
+// fakeNetworkd counts reloads and, like networkd, configures the link on
+// reload (on a veth stand-in, since this kernel has no dummy module).
+type fakeNetworkd struct {
+	host    *Host
+	cfg     *config.Config
+	reloads int
+	down    bool
+}
+
+func (f *fakeNetworkd) Running(context.Context) error {
+	if f.down {
+		return ErrNetworkdDown
+	}
+	return nil
+}
+
+func (f *fakeNetworkd) Reload(context.Context) error {
+	f.reloads++
+	return f.host.ensureLink(f.cfg)
+}
+
+// hostIn sets up a namespace with uplink up0 and a stand-in VIP link.
+func hostIn(t *testing.T, cfg *config.Config) (*testNS, *Host, *fakeNetworkd) {
+	n := newTestNS(t)
+	n.veth(t, "up0", "up0-peer")
+	n.veth(t, cfg.Network.Interface, "vip-peer")
+	h := &Host{Netlink: n.nl, Sysctl: n.sysctl()}
+	fake := &fakeNetworkd{host: h, cfg: cfg}
+	h.Reloader = fake
+	return n, h, fake
+}
+
+func testConfig(t *testing.T) *config.Config {
+	return parseConfig(t, `[vip]`, `addresses = ["10.0.0.100", "2001:db8:1::100"]`, `[network]`, `uplinks = ["up0"]`)
+}
+
+func TestApplyIsIdempotent(t *testing.T) {
+	cfg := testConfig(t)
+	_, h, fake := hostIn(t, cfg)
+	root := t.TempDir()
+	ctx := context.Background()
+	opts := Options{Root: root, Wait: 5 * time.Second}
+
+	first, err := h.Apply(ctx, cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Changed) != 3 || !first.Reloaded || fake.reloads != 1 || len(first.Problems) != 0 {
+		t.Fatalf("first apply: %+v, reloads %d; want 3 files, one reload, no problems", first, fake.reloads)
+	}
+	wantSysctls := []string{"net.ipv4.conf.up0.arp_ignore=1", "net.ipv4.conf.up0.arp_announce=2"}
+	if !slices.Equal(first.Sysctls, wantSysctls) {
+		t.Errorf("sysctls set: %v, want %v", first.Sysctls, wantSysctls)
+	}
+	stamps := modTimes(t, first.Changed)
+
+	second, err := h.Apply(ctx, cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(second.Changed) != 0 || second.Reloaded || fake.reloads != 1 || len(second.Sysctls) != 0 || len(second.Problems) != 0 {
+		t.Fatalf("second apply: %+v, reloads %d; want nothing written, no reload", second, fake.reloads)
+	}
+	if after := modTimes(t, first.Changed); !slices.Equal(stamps, after) {
+		t.Errorf("files were rewritten: mtimes %v -> %v", stamps, after)
+	}
+}
+
+func modTimes(t *testing.T, paths []string) []time.Time {
+	var out []time.Time
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, st.ModTime())
+	}
+	return out
+}
+
+// TestApplyFailureLeavesOldFiles makes the second file's write fail: the
+// first file, already replaced, gets its old bytes back, the third is never
+// touched, and networkd is not reloaded.
+func TestApplyFailureLeavesOldFiles(t *testing.T) {
+	cfg := testConfig(t)
+	_, h, fake := hostIn(t, cfg)
+	root := t.TempDir()
+	files, err := Render(cfg, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := map[string][]byte{}
+	for i, f := range files.List() {
+		old[f.Path] = []byte("# old content " + string(rune('a'+i)) + "\n")
+		if err := os.MkdirAll(filepath.Dir(f.Path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f.Path, old[f.Path], 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writes := 0
+	h.Write = func(path string, data []byte, perm fs.FileMode) error {
+		if writes++; writes == 2 {
+			return errors.New("injected: disk full")
+		}
+		return atomicfile.Write(path, data, perm)
+	}
+	_, err = h.Apply(context.Background(), cfg, Options{Root: root})
+	if err == nil || !strings.Contains(err.Error(), "injected: disk full") || !strings.Contains(err.Error(), "restored") {
+		t.Fatalf("apply: %v, want the injected error and a note that files were restored", err)
+	}
+	for path, want := range old {
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("%s: got %q (%v), want the old %q", path, got, err, want)
+		}
+	}
+	if fake.reloads != 0 {
+		t.Errorf("networkd reloaded %d times after a failed write", fake.reloads)
+	}
+	if v, _ := h.Sysctl.Get("up0", "arp_ignore"); v != 0 {
+		t.Errorf("arp_ignore on up0 set to %d although apply failed before it", v)
+	}
+}
+
+// TestApplyFailureRemovesNewFiles: with no old files, a failure leaves none.
+func TestApplyFailureRemovesNewFiles(t *testing.T) {
+	cfg := testConfig(t)
+	_, h, _ := hostIn(t, cfg)
+	root := t.TempDir()
+	writes := 0
+	h.Write = func(path string, data []byte, perm fs.FileMode) error {
+		if writes++; writes == 3 {
+			return errors.New("injected")
+		}
+		return atomicfile.Write(path, data, perm)
+	}
+	if _, err := h.Apply(context.Background(), cfg, Options{Root: root}); err == nil {
+		t.Fatal("apply succeeded despite a failing write")
+	}
+	var left []string
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			left = append(left, p)
+		}
+		return nil
+	})
+	if len(left) != 0 {
+		t.Errorf("files left behind: %v", left)
+	}
+}
+
+func TestApplyRejectsBadInputBeforeWriting(t *testing.T) {
+	cfg := testConfig(t)
+	n, h, fake := hostIn(t, cfg)
+	n.veth(t, "other0", "other0-peer")
+	n.ip(t, "addr", "add", "10.0.0.100/32", "dev", "other0")
+	n.ip(t, "addr", "add", "10.0.0.100/32", "dev", "up0") // keepalived's copy on the master: allowed
+	unknown := testConfig(t)
+	unknown.Network.Uplinks = []string{"up0", "eth9"}
+
+	cases := []struct {
+		name string
+		cfg  *config.Config
+		opts Options
+		want string
+	}{
+		{"unknown uplink", unknown, Options{}, "network.uplinks[1]: uplink eth9 does not exist"},
+		{"VIP on another interface", cfg, Options{}, "vip.addresses[0]: 10.0.0.100 is already on interface other0"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			c.opts.Root = root
+			_, err := h.Apply(context.Background(), c.cfg, c.opts)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("apply: %v, want an error containing %q", err, c.want)
+			}
+			if entries, _ := os.ReadDir(root); len(entries) != 0 {
+				t.Errorf("apply wrote %d entries under the root before failing", len(entries))
+			}
+		})
+	}
+	n.ip(t, "addr", "del", "10.0.0.100/32", "dev", "other0")
+	fake.down = true
+	_, err := h.Apply(context.Background(), cfg, Options{Root: t.TempDir()})
+	if !errors.Is(err, ErrNetworkdDown) {
+		t.Fatalf("apply with networkd down: %v, want ErrNetworkdDown", err)
+	}
+	res, err := h.Apply(context.Background(), cfg, Options{Root: t.TempDir(), Netlink: true})
+	if err != nil || len(res.Problems) != 0 {
+		t.Fatalf("apply --netlink with the VIP also on the uplink: %+v, %v; want success", res, err)
+	}
+}
