@@ -1,0 +1,31 @@
+# Performance: `make bench` measures vipproxy against a direct connection,
+# HAProxy and nginx on loopback and prints one table (see README, Performance).
+# Not part of `make test`: it takes minutes and its numbers are not pass/fail.
+BENCH_APT := haproxy nginx libnginx-mod-stream util-linux procps
+BENCH_SIZE_DIR := $(BIN)/bench-size
+# e.g. make bench BENCH_FLAGS='--reps 5 --pin split'
+BENCH_FLAGS ?=
+
+.PHONY: bench bench-deps bench-size bench-go
+bench: bench-deps build bench-size bench-go
+	$(BIN)/vipproxy-bench --vipproxy $(BIN)/vipproxy --size-dir $(BENCH_SIZE_DIR) \
+		--out $(BIN)/bench-results.md $(BENCH_FLAGS)
+
+bench-deps:
+	@missing=$$(for p in $(BENCH_APT); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing: $$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+# The stripped static daemon for each architecture the flake ships.
+bench-size:
+	@mkdir -p $(BENCH_SIZE_DIR)
+	@for arch in amd64 arm64 riscv64; do \
+		GOOS=linux GOARCH=$$arch CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' \
+			-o $(BENCH_SIZE_DIR)/vipproxy-linux-$$arch ./cmd/vipproxy || exit 1; \
+	done; ls -l $(BENCH_SIZE_DIR)
+
+# Go benchmarks of the hot paths (backend pick, connection setup, copy loop).
+bench-go:
+	$(GO) test -run='^$$' -bench=. -benchmem ./service/...

@@ -1,0 +1,128 @@
+// Package bench measures vipproxy against a direct connection, HAProxy and
+// nginx on loopback: throughput, connection rate, latency, idle memory,
+// failover, start-up time and binary size. It runs as `vipproxy-bench`,
+// whose subcommands are also its own helper processes (backends, load).
+package bench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Main runs vipproxy-bench with args and returns the exit code.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "backend":
+			return backendMain(ctx, args[1:], stderr)
+		case "load":
+			return loadMain(ctx, args[1:], stdin, stdout, stderr)
+		case "naive":
+			return naiveMain(ctx, args[1:], stderr)
+		}
+	}
+	return runMain(ctx, args, stdout, stderr)
+}
+
+func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("vipproxy-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var opt Options
+	var contenders, figures string
+	fs.IntVar(&opt.Reps, "reps", 3, "interleaved repetitions of every figure (medians are reported)")
+	fs.DurationVar(&opt.Duration, "duration", 2*time.Second, "length of one throughput, rate or latency run")
+	fs.IntVar(&opt.IdleConns, "idle", 9900, "idle connections to hold")
+	fs.IntVar(&opt.FailoverRate, "failover-rate", 200, "new connections per second during failover")
+	fs.StringVar(&opt.Pin, "pin", "one", "core layout: one (everything on cpu 1), split (proxy cpu 1, load cpu 0), none")
+	fs.StringVar(&opt.Vipproxy, "vipproxy", "bin/vipproxy", "the vipproxy binary")
+	fs.StringVar(&contenders, "contenders", "direct,vipproxy,haproxy,nginx", "contenders in interleaving order (also: naive, a plain tcpproxy)")
+	fs.StringVar(&figures, "figures", "bulk,connrate,pingpong,idle,failover,ready,size", "figure groups to run")
+	fs.StringVar(&opt.SizeDir, "size-dir", "", "directory with vipproxy-linux-{amd64,arm64,riscv64} to report sizes")
+	fs.StringVar(&opt.Out, "out", "", "also write the table as markdown to this file")
+	fs.StringVar(&opt.CPUProfileDir, "cpuprofile-dir", "", "ask vipproxy for a CPU profile here (VIPPROXY_CPUPROFILE)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	opt.Contenders = splitList(contenders)
+	opt.Figures = splitList(figures)
+	if opt.Reps < 1 || opt.Reps > 20 || opt.Duration <= 0 || opt.Duration > time.Minute || opt.IdleConns < 1 || opt.FailoverRate < 1 {
+		fmt.Fprintln(stderr, "vipproxy-bench: --reps 1..20, --duration up to 1m, --idle and --failover-rate > 0")
+		return 2
+	}
+	if err := Run(ctx, opt, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "vipproxy-bench: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func backendMain(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("backend", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:0", "address to serve the bench protocol on")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := runBackend(ctx, *listen); err != nil {
+		fmt.Fprintf(stderr, "vipproxy-bench backend: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func loadMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var spec loadSpec
+	var targets string
+	fs.StringVar(&spec.Kind, "kind", "", "bulk-up, bulk-down, connrate, pingpong, idle or failover")
+	fs.StringVar(&targets, "targets", "", "comma-separated addresses")
+	fs.IntVar(&spec.Conns, "conns", 1, "streams, workers or connections")
+	fs.DurationVar(&spec.Duration, "duration", 2*time.Second, "run length (idle: longest hold)")
+	fs.IntVar(&spec.Size, "size", 64, "ping-pong message size")
+	fs.IntVar(&spec.Rate, "rate", 200, "failover: new connections per second")
+	fs.IntVar(&spec.Sources, "sources", 1, "loopback source addresses to use (127.0.0.1..N)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	spec.Targets = splitList(targets)
+	if spec.Duration <= 0 || spec.Duration > 5*time.Minute || spec.Rate < 0 || spec.Size < 0 || spec.Sources > 250 ||
+		(spec.Kind == "failover" && spec.Rate < 1) || (spec.Kind == "pingpong" && spec.Size < 1) {
+		fmt.Fprintln(stderr, "vipproxy-bench load: --duration up to 5m, --rate and --size > 0 where used, --sources up to 250")
+		return 2
+	}
+	if err := runLoad(ctx, spec, stdin, stdout); err != nil {
+		fmt.Fprintf(stderr, "vipproxy-bench load: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func naiveMain(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("naive", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
+	backends := fs.String("backends", "", "comma-separated backend addresses")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := runNaive(ctx, *listen, splitList(*backends)); err != nil {
+		fmt.Fprintf(stderr, "vipproxy-bench naive: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

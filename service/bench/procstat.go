@@ -1,0 +1,125 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTick is USER_HZ, the unit of utime and stime in /proc/<pid>/stat;
+// it is 100 on every Linux architecture Go supports.
+const clockTick = 10 * time.Millisecond
+
+// procSample is the resource use of a process tree at one moment.
+type procSample struct {
+	CPU   time.Duration // user + system time since start
+	RSSKB int64         // VmRSS summed over the tree
+	FDs   int           // open descriptors summed over the tree
+}
+
+// sampleTree reads the root process and all its descendants (nginx runs a
+// master and a worker; both count).
+func sampleTree(root int) (procSample, error) {
+	pids, err := treePIDs(root)
+	if err != nil {
+		return procSample{}, err
+	}
+	var s procSample
+	for _, pid := range pids {
+		cpu, err := procCPU(pid)
+		if err != nil {
+			return procSample{}, err
+		}
+		rss, err := procRSSKB(pid)
+		if err != nil {
+			return procSample{}, err
+		}
+		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		if err != nil {
+			return procSample{}, fmt.Errorf("count descriptors of %d: %w", pid, err)
+		}
+		s.CPU += cpu
+		s.RSSKB += rss
+		s.FDs += len(fds)
+	}
+	return s, nil
+}
+
+// treePIDs returns root and every process whose parent chain leads to it.
+func treePIDs(root int) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list /proc: %w", err)
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		fields, err := statFields(pid)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		ppid, _ := strconv.Atoi(fields[1])
+		children[ppid] = append(children[ppid], pid)
+	}
+	out := []int{root}
+	for i := 0; i < len(out) && i < 1000; i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out, nil
+}
+
+// statFields returns the fields of /proc/<pid>/stat after the command name
+// (which may contain spaces): fields[0] is the state, fields[1] the ppid.
+func statFields(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, fmt.Errorf("parse /proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return nil, fmt.Errorf("parse /proc/%d/stat: %d fields", pid, len(f))
+	}
+	return f, nil
+}
+
+// procCPU is utime+stime of every thread of pid.
+func procCPU(pid int) (time.Duration, error) {
+	f, err := statFields(pid)
+	if err != nil {
+		return 0, fmt.Errorf("read cpu of %d: %w", pid, err)
+	}
+	// fields[11] is utime and fields[12] stime (stat fields 14 and 15).
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("parse cpu of %d: %q %q", pid, f[11], f[12])
+	}
+	return time.Duration(ut+st) * clockTick, nil
+}
+
+func procRSSKB(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read memory of %d: %w", pid, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("parse VmRSS of %d: %q", pid, rest)
+			}
+			return kb, nil
+		}
+	}
+	return 0, nil // kernel threads and zombies have no VmRSS
+}

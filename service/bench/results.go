@@ -1,0 +1,271 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// results collects every measured value: figure -> contender -> one value per repetition.
+type results struct {
+	vals  map[string]map[string][]float64
+	notes []string
+}
+
+func newResults() *results { return &results{vals: map[string]map[string][]float64{}} }
+
+func (r *results) add(fig, contender string, v float64) {
+	if r.vals[fig] == nil {
+		r.vals[fig] = map[string][]float64{}
+	}
+	r.vals[fig][contender] = append(r.vals[fig][contender], v)
+}
+
+func (r *results) note(s string) { r.notes = append(r.notes, s) }
+
+// value is the median over repetitions, or the total for counts of failures.
+func (r *results) value(f figureSpec, contender string) (float64, bool) {
+	vs := r.vals[f.key][contender]
+	if len(vs) == 0 {
+		return 0, false
+	}
+	if f.sum {
+		var t float64
+		for _, v := range vs {
+			t += v
+		}
+		return t, true
+	}
+	return median(vs), true
+}
+
+func median(vs []float64) float64 {
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// figureSpec is one row of the table.
+type figureSpec struct {
+	key, label string
+	sum        bool // total over repetitions instead of the median
+	goal       *goal
+}
+
+// goal is what vipproxy must reach: a ratio to HAProxy or an absolute limit.
+type goal struct {
+	text    string
+	ratio   bool    // compare vipproxy/haproxy, else vipproxy's own value
+	atLeast bool    // pass if >= limit, else pass if <= limit
+	limit   float64 //
+}
+
+func (g goal) check(v float64) bool {
+	if g.atLeast {
+		return v >= g.limit
+	}
+	return v <= g.limit
+}
+
+func ratioAtLeast(x float64) *goal {
+	return &goal{text: fmt.Sprintf("≥ %.2g× HAProxy", x), ratio: true, atLeast: true, limit: x}
+}
+func ratioAtMost(x float64) *goal {
+	return &goal{text: fmt.Sprintf("≤ %.2g× HAProxy", x), ratio: true, limit: x}
+}
+func atMost(x float64, unit string) *goal {
+	return &goal{text: fmt.Sprintf("≤ %g %s", x, unit), limit: x}
+}
+
+func figureSpecs(opt Options) []figureSpec {
+	var fs []figureSpec
+	for _, s := range []int{1, 8} {
+		for _, d := range []string{"up", "down"} {
+			var g *goal
+			if s == 8 {
+				g = ratioAtLeast(1.5)
+			}
+			fs = append(fs, figureSpec{key: fmt.Sprintf("bulk-%d-%s", s, d),
+				label: fmt.Sprintf("bulk %d stream(s) %s, MB/s", s, d), goal: g})
+		}
+	}
+	for _, s := range []int{1, 8} {
+		for _, d := range []string{"up", "down"} {
+			fs = append(fs, figureSpec{key: fmt.Sprintf("cpugb-%d-%s", s, d),
+				label: fmt.Sprintf("proxy CPU s per GB, %d stream(s) %s", s, d), goal: ratioAtMost(0.35)})
+		}
+	}
+	for _, w := range []int{1, 32} {
+		var g, gc *goal
+		if w == 32 {
+			g, gc = ratioAtLeast(1.2), ratioAtMost(0.8)
+		}
+		fs = append(fs,
+			figureSpec{key: fmt.Sprintf("cps-%d", w), label: fmt.Sprintf("new connections/s, %d worker(s)", w), goal: g},
+			figureSpec{key: fmt.Sprintf("c2fb50-%d", w), label: fmt.Sprintf("connect to first byte p50 µs, %d worker(s)", w)},
+			figureSpec{key: fmt.Sprintf("c2fb99-%d", w), label: fmt.Sprintf("connect to first byte p99 µs, %d worker(s)", w)},
+			figureSpec{key: fmt.Sprintf("cpuconn-%d", w), label: fmt.Sprintf("proxy CPU µs per connection, %d worker(s)", w), goal: gc})
+	}
+	for _, c := range []int{1, 64} {
+		var g *goal
+		if c == 1 {
+			g = ratioAtMost(0.9)
+		}
+		fs = append(fs,
+			figureSpec{key: fmt.Sprintf("pp50-%d", c), label: fmt.Sprintf("ping-pong 64 B p50 µs, %d conn(s)", c), goal: g},
+			figureSpec{key: fmt.Sprintf("pp99-%d", c), label: fmt.Sprintf("ping-pong 64 B p99 µs, %d conn(s)", c)},
+			figureSpec{key: fmt.Sprintf("pp999-%d", c), label: fmt.Sprintf("ping-pong 64 B p99.9 µs, %d conn(s)", c)},
+			figureSpec{key: fmt.Sprintf("rtps-%d", c), label: fmt.Sprintf("ping-pong round trips/s, %d conn(s)", c)},
+			figureSpec{key: fmt.Sprintf("cpurt-%d", c), label: fmt.Sprintf("proxy CPU µs per round trip, %d conn(s)", c)})
+	}
+	fs = append(fs,
+		figureSpec{key: "idle-est", label: fmt.Sprintf("idle connections held (of %d)", opt.IdleConns),
+			goal: &goal{text: fmt.Sprintf("all %d", opt.IdleConns), atLeast: true, limit: float64(opt.IdleConns)}},
+		figureSpec{key: "idle-rss", label: "idle: proxy RSS KB per connection", goal: atMost(6, "KB")},
+		figureSpec{key: "idle-fds", label: "idle: proxy descriptors per connection", goal: atMost(2, "")},
+		figureSpec{key: "fail", label: fmt.Sprintf("failover: failed new connections (%d/s, backend SIGKILLed; total of all reps)", opt.FailoverRate),
+			sum: true, goal: &goal{text: "0", limit: 0}},
+		figureSpec{key: "fail-tried", label: "failover: new connections tried (total)", sum: true},
+		figureSpec{key: "ready", label: "start to READY=1, ms", goal: atMost(100, "ms")},
+	)
+	for _, a := range []string{"amd64", "arm64", "riscv64"} {
+		fs = append(fs, figureSpec{key: "size-" + a, label: "stripped static binary MB, linux/" + a, goal: atMost(10, "MB")})
+	}
+	return fs
+}
+
+// render writes the one table: every figure, every contender, each
+// contender's ratio to HAProxy, vipproxy's goal and whether it is met.
+func (r *results) render(contenders []string, opt Options) string {
+	var b strings.Builder
+	var others []string
+	for _, c := range contenders {
+		if c != "haproxy" {
+			others = append(others, c)
+		}
+	}
+	hdr := append([]string{"figure"}, contenders...)
+	for _, c := range others {
+		hdr = append(hdr, c+" ÷ haproxy")
+	}
+	hdr = append(hdr, "goal (vipproxy)", "result")
+	row(&b, hdr)
+	row(&b, slices.Repeat([]string{"---"}, len(hdr)))
+	for _, f := range figureSpecs(opt) {
+		if r.vals[f.key] == nil {
+			continue
+		}
+		cells := []string{f.label}
+		for _, c := range contenders {
+			cells = append(cells, r.cell(f, c))
+		}
+		hap, hasHap := r.value(f, "haproxy")
+		for _, c := range others {
+			v, ok := r.value(f, c)
+			if ok && hasHap && hap != 0 {
+				cells = append(cells, fmt.Sprintf("%.2f", v/hap))
+			} else {
+				cells = append(cells, "")
+			}
+		}
+		cells = append(cells, r.verdict(f, hap, hasHap)...)
+		row(&b, cells)
+	}
+	for _, n := range r.notes {
+		fmt.Fprintf(&b, "\nnote: %s\n", n)
+	}
+	return b.String()
+}
+
+func (r *results) cell(f figureSpec, c string) string {
+	v, ok := r.value(f, c)
+	if !ok {
+		return "–"
+	}
+	return format(v)
+}
+
+func (r *results) verdict(f figureSpec, hap float64, hasHap bool) []string {
+	if f.goal == nil {
+		return []string{"", ""}
+	}
+	v, ok := r.value(f, "vipproxy")
+	if f.goal.ratio {
+		if !ok || !hasHap || hap == 0 {
+			return []string{f.goal.text, "n/a"}
+		}
+		v /= hap
+	} else if !ok {
+		return []string{f.goal.text, "n/a"}
+	}
+	if f.goal.check(v) {
+		return []string{f.goal.text, "pass"}
+	}
+	return []string{f.goal.text, "**MISS**"}
+}
+
+func row(b *strings.Builder, cells []string) {
+	b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+}
+
+func format(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case v == math.Trunc(v) && a < 1e6:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 1:
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
+// machineLine names the CPU, the core count, the kernel and the contenders'
+// versions, so a reader can judge the numbers.
+func machineLine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	return fmt.Sprintf("%s, nproc %d, Linux %s, %s, %s, %s, %s", model, runtime.NumCPU(),
+		strings.TrimSpace(string(kernel)), version("haproxy", "-v"), version("nginx", "-v"), runtime.Version(),
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:3], " ")
+}
+
+func version(bin, flag string) string {
+	out, err := exec.Command(bin, flag).CombinedOutput()
+	if err != nil {
+		return bin + " ?"
+	}
+	line := firstLine(strings.TrimSpace(string(out)))
+	if f := strings.Fields(line); len(f) >= 3 && bin == "haproxy" {
+		return "HAProxy " + f[2]
+	}
+	return strings.TrimPrefix(line, "nginx version: ")
+}
