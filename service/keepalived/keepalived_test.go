@@ -1,0 +1,157 @@
+package keepalived
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vipproxy/vipproxy/service/config"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func parseConfig(t *testing.T, lines ...string) *config.Config {
+	t.Helper()
+	text := strings.Join(lines, "\n") + "\n[[backend]]\naddress = \"192.168.1.1:6443\"\n"
+	cfg, err := config.Parse("/etc/vipproxy/vipproxy.toml", []byte(text))
+	if err != nil {
+		t.Fatalf("parse config: %v", err)
+	}
+	return cfg
+}
+
+var goldenCases = map[string][]string{
+	"minimal": {`[vip]`, `addresses = ["192.168.1.100"]`, `[network]`, `uplinks = ["eth1"]`},
+	"unicast-auth": {`[vip]`, `addresses = ["192.168.1.100"]`, `[network]`, `uplinks = ["eth1"]`,
+		`[keepalived]`, `state = "MASTER"`, `priority = 150`, `router_id = 7`, `advert_int = 2`,
+		`unicast_src_ip = "192.168.1.1"`, `unicast_peers = ["192.168.1.2", "192.168.1.3"]`, `auth_pass = "s3cret"`},
+	"dual-stack": {`[vip]`, `addresses = ["192.168.1.100", "2001:db8:1::100"]`, `[network]`, `uplinks = ["eth1", "eth2"]`,
+		`[keepalived]`, `interface = "eth2"`, `instance = "cp_vip"`, `probe_command = "/usr/local/bin/vipproxy probe"`},
+	"ipv6": {`[vip]`, `addresses = ["2001:db8:1::100"]`, `[network]`, `uplinks = ["eth1"]`},
+}
+
+func TestRenderGolden(t *testing.T) {
+	for name, lines := range goldenCases {
+		t.Run(name, func(t *testing.T) {
+			got, err := Render(parseConfig(t, lines...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata/golden", name+".conf")
+			if *update {
+				os.MkdirAll(filepath.Dir(golden), 0o755)
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("read golden (run go test -update): %v", err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("render differs from %s:\n--- got\n%s--- want\n%s", golden, got, want)
+			}
+		})
+	}
+}
+
+func TestRenderRejects(t *testing.T) {
+	cases := map[string]struct {
+		edit       func(k *config.Keepalived)
+		key, cause string
+	}{
+		"router id":   {func(k *config.Keepalived) { k.RouterID = 256 }, "keepalived.router_id", "between 1 and 255"},
+		"priority":    {func(k *config.Keepalived) { k.Priority = 255 }, "keepalived.priority", "address owner"},
+		"state":       {func(k *config.Keepalived) { k.State = "master" }, "keepalived.state", "MASTER or BACKUP"},
+		"long pass":   {func(k *config.Keepalived) { k.AuthPass = "123456789" }, "keepalived.auth_pass", "truncate"},
+		"peer family": {func(k *config.Keepalived) { k.UnicastPeers = []string{"2001:db8::2"} }, "keepalived.unicast_peers[0]", "same family"},
+		"bad peer":    {func(k *config.Keepalived) { k.UnicastPeers = []string{"node2"} }, "keepalived.unicast_peers[0]", "not an IP"},
+		"quote":       {func(k *config.Keepalived) { k.ProbeCommand = `vipproxy "probe"` }, "keepalived.probe_command", "without quotes"},
+		"no iface":    {func(k *config.Keepalived) { k.Interface = "" }, "keepalived.interface", "no interface"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfg := parseConfig(t, goldenCases["minimal"]...)
+			c.edit(&cfg.Keepalived)
+			_, err := Render(cfg)
+			cerr, ok := err.(*config.Error)
+			if !ok || cerr.Key != c.key || !strings.Contains(cerr.Reason, c.cause) {
+				t.Errorf("got %v, want key %s with %q", err, c.key, c.cause)
+			}
+		})
+	}
+}
+
+// writeConf writes name under dir and returns its path.
+func writeConf(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestCheckConf(t *testing.T) {
+	cfg := parseConfig(t, `[vip]`, `addresses = ["192.168.1.100", "2001:db8:1::100"]`, `[network]`, `uplinks = ["eth1"]`)
+	rendered, err := Render(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name  string
+		files map[string]string
+		want  string // "" means accepted; else a substring of the error
+	}{
+		{"rendered snippet", map[string]string{"keepalived.conf": string(rendered)}, ""},
+		{"virtual_server for the VIP", map[string]string{"keepalived.conf": "global_defs {\n}\n# virtual_server 192.168.1.100 6443 in a comment\nvirtual_server 192.168.1.100 6443 {\n  lb_algo rr\n  real_server 192.168.1.1 6443 {\n  }\n}\n"},
+			"keepalived.conf:4: virtual_server: virtual_server 192.168.1.100 6443 { balances the VIP 192.168.1.100 with IPVS"},
+		{"any port, brace on next line", map[string]string{"keepalived.conf": "virtual_server 192.168.1.100 443\n{\n}\n"}, "VIP 192.168.1.100"},
+		{"IPv6 VIP", map[string]string{"keepalived.conf": "virtual_server 2001:db8:1::100 6443 {\n}\n"}, "VIP 2001:db8:1::100"},
+		{"other VIP is fine", map[string]string{"keepalived.conf": "virtual_server 192.168.1.200 6443 {\n  real_server 192.168.1.100 6443 {\n  }\n}\n"}, ""},
+		{"commented out", map[string]string{"keepalived.conf": "# virtual_server 192.168.1.100 6443 {\n! virtual_server 192.168.1.100 6443 {\n"}, ""},
+		{"fwmark is fine", map[string]string{"keepalived.conf": "virtual_server fwmark 1 {\n}\n"}, ""},
+		{"group containing the VIP", map[string]string{"keepalived.conf": "virtual_server_group api {\n  192.168.1.50 6443\n  192.168.1.100 6443\n}\nvirtual_server group api {\n}\n"},
+			"(from "},
+		{"group range containing the VIP", map[string]string{"keepalived.conf": "virtual_server_group api {\n  192.168.1.90-110 6443\n}\nvirtual_server group api {\n}\n"}, "VIP 192.168.1.100"},
+		{"group range without the VIP", map[string]string{"keepalived.conf": "virtual_server_group api {\n  192.168.1.101-110 6443\n}\nvirtual_server group api {\n}\n"}, ""},
+		{"unused group is fine", map[string]string{"keepalived.conf": "virtual_server_group api {\n  192.168.1.100 6443\n}\n"}, ""},
+		{"include relative glob", map[string]string{
+			"keepalived.conf":     "global_defs {\n}\ninclude conf.d/*.conf\n",
+			"conf.d/10-vrrp.conf": string(rendered),
+			"conf.d/20-ipvs.conf": "\n\nvirtual_server 192.168.1.100 6443 {\n}\n",
+			"conf.d/ignored.txt":  "virtual_server 192.168.1.100 6443 {\n}\n",
+		}, "conf.d/20-ipvs.conf:3: virtual_server"},
+		{"include loop", map[string]string{"keepalived.conf": "include keepalived.conf\n"}, "nested deeper"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, text := range c.files {
+				writeConf(t, dir, name, text)
+			}
+			err := CheckConf(cfg, filepath.Join(dir, "keepalived.conf"))
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("rejected: %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("got %v, want an error containing %q", err, c.want)
+			case c.want != "" && c.want != "nested deeper" && !strings.Contains(err.Error(), "hairpin"):
+				t.Errorf("error does not explain why: %v", err)
+			}
+		})
+	}
+}
+
+func TestCheckConfMissingFile(t *testing.T) {
+	cfg := parseConfig(t, goldenCases["minimal"]...)
+	err := CheckConf(cfg, filepath.Join(t.TempDir(), "nope.conf"))
+	if err == nil || !strings.Contains(err.Error(), "nope.conf") {
+		t.Errorf("got %v, want an error naming the file", err)
+	}
+}

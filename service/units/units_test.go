@@ -1,0 +1,73 @@
+package units
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/coreos/go-systemd/v22/unit"
+
+	"github.com/vipproxy/vipproxy/service/config"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func parseConfig(t *testing.T, lines ...string) *config.Config {
+	t.Helper()
+	text := strings.Join(lines, "\n") + "\n[network]\nuplinks = [\"eth0\"]\n[[backend]]\naddress = \"192.0.2.1:6443\"\n"
+	cfg, err := config.Parse("/etc/vipproxy/vipproxy.toml", []byte(text))
+	if err != nil {
+		t.Fatalf("parse config: %v", err)
+	}
+	return cfg
+}
+
+func TestSocketDropInGolden(t *testing.T) {
+	cases := map[string][]string{
+		"ipv4":       {`[vip]`, `addresses = ["10.0.0.100"]`},
+		"dual-stack": {`[vip]`, `addresses = ["10.0.0.100", "2001:db8:1::100"]`, `port = 443`},
+	}
+	for name, lines := range cases {
+		t.Run(name, func(t *testing.T) {
+			f, err := SocketDropIn(parseConfig(t, lines...), "/root-dir")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Path != "/root-dir/etc/systemd/system/vipproxy.socket.d/50-listen.conf" {
+				t.Errorf("path %s", f.Path)
+			}
+			golden := filepath.Join("testdata/golden", name+".conf")
+			if *update {
+				os.MkdirAll(filepath.Dir(golden), 0o755)
+				if err := os.WriteFile(golden, f.Data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("read golden (run go test -update): %v", err)
+			}
+			if string(f.Data) != string(want) {
+				t.Errorf("got\n%s\nwant\n%s", f.Data, want)
+			}
+			// systemd's own syntax, read back: the reset comes first.
+			opts, err := unit.Deserialize(strings.NewReader(string(f.Data)))
+			if err != nil || len(opts) < 2 || opts[0].Name != "ListenStream" || opts[0].Value != "" {
+				t.Errorf("deserialized %v, %v: want an empty ListenStream= first", opts, err)
+			}
+		})
+	}
+}
+
+func TestSocketDropInRejectsBadPath(t *testing.T) {
+	for _, p := range []string{"relative/vipproxy.socket.d/x.conf", "/etc/systemd/system/other.socket.d/x.conf", "/etc/systemd/system/vipproxy.socket.d/x"} {
+		cfg := parseConfig(t, `[vip]`, `addresses = ["10.0.0.100"]`)
+		cfg.Network.SocketDropIn = p
+		_, err := SocketDropIn(cfg, "/")
+		if cerr, ok := err.(*config.Error); !ok || cerr.Key != "network.socket_dropin" {
+			t.Errorf("%s: got %v, want a config error on network.socket_dropin", p, err)
+		}
+	}
+}
