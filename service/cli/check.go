@@ -1,11 +1,43 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+
+	"github.com/vipproxy/vipproxy/service/keepalived"
 )
 
-func runCheck(_ context.Context, env Env, _ []string) int {
-	fmt.Fprintln(env.Stderr, "vipproxy check: not implemented yet")
-	return ExitFailure
+// runCheck validates a config (and optionally a keepalived.conf against
+// it) and prints the effective config: exit 0, or the error and exit 2.
+func runCheck(_ context.Context, env Env, args []string) int {
+	var configPath, keepalivedConf string
+	fs := newFlags(env, "check", &configPath)
+	fs.StringVar(&keepalivedConf, "keepalived-conf", "", "also check this keepalived.conf: it must not declare a virtual_server for the VIP")
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(env.Stderr, "vipproxy check: unexpected argument %q\n", fs.Arg(0))
+		return ExitUsage
+	}
+	cfg, ok := loadConfig(env, configPath)
+	if !ok {
+		return ExitUsage
+	}
+	if keepalivedConf != "" {
+		if err := keepalived.CheckConf(cfg, keepalivedConf); err != nil {
+			fmt.Fprintf(env.Stderr, "vipproxy: %v\n", err)
+			return ExitUsage
+		}
+	}
+	var out bytes.Buffer
+	if err := cfg.Encode(&out); err != nil {
+		fmt.Fprintf(env.Stderr, "vipproxy: %v\n", err)
+		return ExitFailure
+	}
+	if _, err := env.Stdout.Write(out.Bytes()); err != nil {
+		return ExitFailure
+	}
+	return ExitOK
 }

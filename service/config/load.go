@@ -3,13 +3,15 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"reflect"
 
 	"github.com/BurntSushi/toml"
 )
 
-// Error is a configuration problem: the file, the key and, where the
-// decoder knows it, the line.
+// Error is a configuration problem: the file, the key (a TOML path such as
+// health.interval or backend[1].address) and, where known, the line.
 type Error struct {
 	File   string
 	Key    string
@@ -28,37 +30,89 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s: %s", loc, e.Key, e.Reason)
 }
 
+// maxFileSize bounds what Load reads; a config is a few kilobytes.
+const maxFileSize = 1 << 20
+
 // Load reads, decodes and validates the file at path.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := readSmallFile(path, maxFileSize)
 	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
+		var perr *os.PathError
+		if errors.As(err, &perr) {
+			err = perr.Err // the path is already in Error.File
+		}
+		return nil, &Error{File: path, Reason: "read: " + err.Error()}
 	}
 	return Parse(path, data)
 }
 
-// Parse decodes and validates data as if read from the file name.
+// Parse decodes and validates data as if read from the file name. Every
+// error is an *Error.
 func Parse(name string, data []byte) (*Config, error) {
+	src := string(data)
+	var tree map[string]any
+	if _, err := toml.Decode(src, &tree); err != nil {
+		return nil, syntaxError(name, err)
+	}
 	cfg := Default()
+	if err := decodeTable("", tree, reflect.ValueOf(&cfg).Elem()); err != nil {
+		var de *decodeError
+		if errors.As(err, &de) {
+			return nil, &Error{File: name, Key: de.key, Line: keyLine(src, de.key), Reason: de.reason}
+		}
+		return nil, &Error{File: name, Reason: err.Error()}
+	}
 	cfg.Path = name
-	md, err := toml.Decode(string(data), &cfg)
-	if err != nil {
-		return nil, decodeError(name, err)
-	}
-	if und := md.Undecoded(); len(und) > 0 {
-		return nil, &Error{File: name, Key: und[0].String(), Reason: "unknown key"}
-	}
 	if err := cfg.Validate(); err != nil {
+		var ce *Error
+		if errors.As(err, &ce) && ce.Line == 0 && ce.Key != "" {
+			ce.Line = keyLine(src, ce.Key)
+		}
 		return nil, err
 	}
 	return &cfg, nil
 }
 
-// decodeError turns a TOML decoder error into an Error with key and line.
-func decodeError(name string, err error) error {
+// syntaxError turns a TOML parse error into an Error with key and line.
+func syntaxError(name string, err error) error {
 	var perr toml.ParseError
 	if errors.As(err, &perr) {
 		return &Error{File: name, Key: perr.LastKey, Line: perr.Position.Line, Reason: perr.Message}
 	}
 	return &Error{File: name, Reason: err.Error()}
+}
+
+// Encode writes the effective configuration (defaults filled in) as TOML
+// that Parse reads back to the same Config.
+func (c *Config) Encode(w io.Writer) error {
+	if c.Path != "" {
+		if _, err := fmt.Fprintf(w, "# effective configuration of %s\n", c.Path); err != nil {
+			return fmt.Errorf("write config: %w", err)
+		}
+	}
+	if err := toml.NewEncoder(w).Encode(c); err != nil {
+		return fmt.Errorf("encode config: %w", err)
+	}
+	return nil
+}
+
+// readSmallFile reads a regular file of at most limit bytes; it refuses
+// devices and FIFOs, which could block or never end.
+func readSmallFile(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	if st.Size() > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
+	}
+	return io.ReadAll(io.LimitReader(f, limit+1))
 }

@@ -1,57 +1,51 @@
 package config
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"strconv"
+	"strings"
+	"time"
 )
 
+// Bounds that keep a typo from turning into a denial of service.
+const (
+	maxRiseFall     = 100
+	maxDialAttempts = 100
+	minInterval     = 100 * time.Millisecond
+	maxPEMFile      = 1 << 20
+)
+
+// validator collects the first problem; each check is one short method.
+type validator struct {
+	c   *Config
+	err error
+}
+
+func (v *validator) bad(key, format string, args ...any) {
+	if v.err == nil {
+		v.err = &Error{File: v.c.Path, Key: key, Reason: fmt.Sprintf(format, args...)}
+	}
+}
+
 // Validate checks the whole config and fills derived defaults (backend
-// names, the keepalived interface). The first problem found is returned.
+// names, the keepalived interface). The first problem found is returned as
+// an *Error. It does not require what only the host-side commands need:
+// see ValidateNetwork.
 func (c *Config) Validate() error {
-	bad := func(key, format string, args ...any) error {
-		return &Error{File: c.Path, Key: key, Reason: fmt.Sprintf(format, args...)}
-	}
-	if len(c.VIP.Addresses) == 0 {
-		return bad("vip.addresses", "at least one VIP address is required")
-	}
-	if c.VIP.Port == 0 {
-		return bad("vip.port", "must be between 1 and 65535")
-	}
-	if len(c.Backends) == 0 {
-		return bad("backend", "at least one [[backend]] is required")
-	}
-	for i := range c.Backends {
-		b := &c.Backends[i]
-		key := fmt.Sprintf("backend[%d].address", i)
-		host, port, err := net.SplitHostPort(b.Address)
-		if err != nil {
-			return bad(key, "%q is not host:port: %v", b.Address, err)
+	v := &validator{c: c}
+	for _, check := range []func(){
+		v.vip, v.backends, v.balance, v.health, v.timeouts, v.limits,
+		v.admin, v.network, v.keepalived, v.log,
+	} {
+		check()
+		if v.err != nil {
+			return v.err
 		}
-		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-			return bad(key, "%q has no valid port", b.Address)
-		}
-		if ip, err := netip.ParseAddr(host); err == nil && uint16(mustAtoi(port)) == c.VIP.Port {
-			for _, vip := range c.VIP.Addresses {
-				if ip == vip {
-					return bad(key, "%q is the VIP listener itself: the proxy would loop", b.Address)
-				}
-			}
-		}
-		if b.Name == "" {
-			b.Name = b.Address
-		}
-	}
-	switch c.Balance.Algorithm {
-	case RoundRobin, LeastConnections, RandomTwoChoices:
-	default:
-		return bad("balance.algorithm", "%q is not one of %s, %s, %s", c.Balance.Algorithm, RoundRobin, LeastConnections, RandomTwoChoices)
-	}
-	switch c.Health.Type {
-	case CheckTCP, CheckTLS, CheckHTTPS:
-	default:
-		return bad("health.type", "%q is not one of tcp, tls, https", c.Health.Type)
 	}
 	if c.Keepalived.Interface == "" && len(c.Network.Uplinks) > 0 {
 		c.Keepalived.Interface = c.Network.Uplinks[0]
@@ -59,4 +53,418 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-func mustAtoi(s string) int { n, _ := strconv.Atoi(s); return n }
+// ValidateNetwork adds what the network and keepalived commands need on
+// top of Validate: an IPv4 VIP needs an uplink whose ARP sysctls are fixed
+// and on which keepalived runs VRRP.
+func (c *Config) ValidateNetwork() error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	for _, a := range c.VIP.Addresses {
+		if a.Is4() && len(c.Network.Uplinks) == 0 {
+			return &Error{File: c.Path, Key: "network.uplinks",
+				Reason: fmt.Sprintf("the IPv4 VIP %s needs at least one uplink interface (its ARP sysctls are set there)", a)}
+		}
+	}
+	if c.Keepalived.Interface == "" {
+		return &Error{File: c.Path, Key: "keepalived.interface", Reason: "must be set when network.uplinks is empty"}
+	}
+	return nil
+}
+
+func (v *validator) vip() {
+	vip := v.c.VIP
+	if len(vip.Addresses) == 0 {
+		v.bad("vip.addresses", "at least one VIP address is required")
+		return
+	}
+	seen := map[netip.Addr]bool{}
+	ipv4 := 0
+	for i, a := range vip.Addresses {
+		key := fmt.Sprintf("vip.addresses[%d]", i)
+		switch {
+		case a.Is4In6():
+			v.bad(key, "%s is an IPv4-mapped IPv6 address: write %s", a, a.Unmap())
+		case a.Zone() != "":
+			v.bad(key, "%s has a zone; a VIP cannot be link-local", a)
+		case !a.IsGlobalUnicast() && !a.IsLoopback():
+			v.bad(key, "%s is not a unicast address", a)
+		case seen[a]:
+			v.bad(key, "%s is listed twice", a)
+		}
+		seen[a] = true
+		if a.Is4() {
+			ipv4++
+		}
+	}
+	if ipv4 > 1 {
+		v.bad("vip.addresses", "at most one IPv4 VIP is supported, found %d", ipv4)
+	}
+	if vip.Port == 0 {
+		v.bad("vip.port", "must be between 1 and 65535")
+	}
+}
+
+func (v *validator) backends() {
+	bs := v.c.Backends
+	if len(bs) == 0 {
+		v.bad("backend", "at least one [[backend]] is required")
+		return
+	}
+	addrs := map[string]int{}
+	names := map[string]int{}
+	for i := range bs {
+		b := &bs[i]
+		key := fmt.Sprintf("backend[%d]", i)
+		canon, ok := v.backendAddress(key+".address", b.Address)
+		if !ok {
+			return
+		}
+		if j, dup := addrs[canon]; dup {
+			v.bad(key+".address", "%q is the same backend as backend[%d]", b.Address, j)
+			return
+		}
+		addrs[canon] = i
+		if b.Name == "" {
+			b.Name = b.Address
+		}
+		if strings.TrimSpace(b.Name) != b.Name || strings.ContainsFunc(b.Name, isControl) {
+			v.bad(key+".name", "%q has surrounding spaces or control characters", b.Name)
+			return
+		}
+		if j, dup := names[b.Name]; dup {
+			v.bad(key+".name", "%q is already the name of backend[%d]", b.Name, j)
+			return
+		}
+		names[b.Name] = i
+	}
+}
+
+// backendAddress checks one backend host:port and returns a canonical
+// form for duplicate detection (IPs in one spelling, names lower-cased).
+func (v *validator) backendAddress(key, addr string) (string, bool) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		v.bad(key, "%q is not host:port", addr)
+		return "", false
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 {
+		v.bad(key, "%q has no valid port (1..65535)", addr)
+		return "", false
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		if !isDNSName(host) {
+			v.bad(key, "%q: %q is neither an IP address nor a DNS name", addr, host)
+			return "", false
+		}
+		name := strings.ToLower(strings.TrimSuffix(host, "."))
+		if name == "localhost" && uint16(p) == v.c.VIP.Port && v.hasLoopbackVIP() {
+			v.bad(key, "%q is the VIP listener itself: the proxy would connect to itself", addr)
+			return "", false
+		}
+		return net.JoinHostPort(name, port), true
+	}
+	ip = ip.Unmap().WithZone("")
+	if uint16(p) == v.c.VIP.Port && (ip.IsUnspecified() || v.isVIP(ip)) {
+		v.bad(key, "%q is the VIP listener itself: the proxy would connect to itself", addr)
+		return "", false
+	}
+	if ip.IsMulticast() || ip.IsUnspecified() {
+		v.bad(key, "%q is not a unicast address", addr)
+		return "", false
+	}
+	return netip.AddrPortFrom(ip, uint16(p)).String(), true
+}
+
+func (v *validator) isVIP(ip netip.Addr) bool {
+	for _, a := range v.c.VIP.Addresses {
+		if a.Unmap().WithZone("") == ip {
+			return true
+		}
+	}
+	return false
+}
+
+func (v *validator) hasLoopbackVIP() bool {
+	for _, a := range v.c.VIP.Addresses {
+		if a.IsLoopback() {
+			return true
+		}
+	}
+	return false
+}
+
+func (v *validator) balance() {
+	b := v.c.Balance
+	switch b.Algorithm {
+	case RoundRobin, LeastConnections, RandomTwoChoices:
+	default:
+		v.bad("balance.algorithm", "%q is not one of %s, %s, %s", b.Algorithm, RoundRobin, LeastConnections, RandomTwoChoices)
+	}
+	if b.DialAttempts < 1 || b.DialAttempts > maxDialAttempts {
+		v.bad("balance.dial_attempts", "%d is out of range (1..%d)", b.DialAttempts, maxDialAttempts)
+	}
+}
+
+func (v *validator) health() {
+	h := v.c.Health
+	switch h.Type {
+	case CheckTCP, CheckTLS, CheckHTTPS:
+	default:
+		v.bad("health.type", "%q is not one of %s, %s, %s", h.Type, CheckTCP, CheckTLS, CheckHTTPS)
+	}
+	if h.Interval.Duration < minInterval {
+		v.bad("health.interval", "%s is shorter than the minimum %s", h.Interval, Duration{minInterval})
+	}
+	if h.Timeout.Duration <= 0 {
+		v.bad("health.timeout", "must be positive")
+	}
+	if h.Timeout.Duration > h.Interval.Duration {
+		v.bad("health.timeout", "%s is longer than health.interval (%s)", h.Timeout, h.Interval)
+	}
+	if h.Rise < 1 || h.Rise > maxRiseFall {
+		v.bad("health.rise", "%d is out of range (1..%d)", h.Rise, maxRiseFall)
+	}
+	if h.Fall < 1 || h.Fall > maxRiseFall {
+		v.bad("health.fall", "%d is out of range (1..%d)", h.Fall, maxRiseFall)
+	}
+	if !strings.HasPrefix(h.Path, "/") || strings.ContainsFunc(h.Path, isSpaceOrControl) {
+		v.bad("health.path", "%q must start with / and contain no spaces", h.Path)
+	}
+	if h.ExpectStatus < 100 || h.ExpectStatus > 599 {
+		v.bad("health.expect_status", "%d is not an HTTP status (100..599)", h.ExpectStatus)
+	}
+	v.healthTLS()
+}
+
+// healthTLS checks the certificate files now rather than at the first
+// health check, so a typo fails `vipproxy check` and a reload.
+func (v *validator) healthTLS() {
+	h := v.c.Health
+	if h.CAFile != "" {
+		pem, err := readSmallFile(h.CAFile, maxPEMFile)
+		if err != nil {
+			v.bad("health.ca_file", "%v", err)
+		} else if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+			v.bad("health.ca_file", "%s holds no PEM certificate", h.CAFile)
+		}
+	}
+	switch {
+	case h.CertFile != "" && h.KeyFile == "":
+		v.bad("health.key_file", "must be set when health.cert_file is")
+	case h.KeyFile != "" && h.CertFile == "":
+		v.bad("health.cert_file", "must be set when health.key_file is")
+	case h.CertFile != "":
+		v.clientCert(h.CertFile, h.KeyFile)
+	}
+}
+
+func (v *validator) clientCert(certFile, keyFile string) {
+	cert, err := readSmallFile(certFile, maxPEMFile)
+	if err != nil {
+		v.bad("health.cert_file", "%v", err)
+		return
+	}
+	key, err := readSmallFile(keyFile, maxPEMFile)
+	if err != nil {
+		v.bad("health.key_file", "%v", err)
+		return
+	}
+	if _, err := tls.X509KeyPair(cert, key); err != nil {
+		v.bad("health.cert_file", "%s with %s: %v", certFile, keyFile, err)
+	}
+}
+
+func (v *validator) timeouts() {
+	t := v.c.Timeouts
+	if t.Dial.Duration <= 0 {
+		v.bad("timeouts.dial", "must be positive")
+	}
+	for _, d := range []struct {
+		key string
+		d   Duration
+	}{{"timeouts.keepalive", t.KeepAlive}, {"timeouts.user_timeout", t.UserTimeout}, {"timeouts.drain", t.Drain}} {
+		if d.d.Duration < 0 {
+			v.bad(d.key, "%s is negative", d.d)
+		}
+	}
+}
+
+func (v *validator) limits() {
+	l := v.c.Limits
+	if l.MaxConnections < 0 {
+		v.bad("limits.max_connections", "%d is negative (0 means no cap)", l.MaxConnections)
+	}
+	if l.AcceptBackoffMax.Duration <= 0 {
+		v.bad("limits.accept_backoff_max", "must be positive")
+	}
+}
+
+func (v *validator) admin() {
+	a := v.c.Admin
+	if a.Listen == "" {
+		return
+	}
+	if path, ok := strings.CutPrefix(a.Listen, "unix:"); ok {
+		if !filepath.IsAbs(path) || len(path) > 107 {
+			v.bad("admin.listen", "%q: a unix socket needs an absolute path of at most 107 bytes", a.Listen)
+		}
+		return
+	}
+	host, port, err := net.SplitHostPort(a.Listen)
+	if err != nil {
+		v.bad("admin.listen", "%q is neither host:port nor unix:/path", a.Listen)
+		return
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		v.bad("admin.listen", "%q has no valid port", a.Listen)
+		return
+	}
+	if isLoopbackHost(host) || a.AllowRemote {
+		return
+	}
+	v.bad("admin.listen", "%q is not a loopback address; set admin.allow_remote = true to expose it", a.Listen)
+}
+
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+func (v *validator) network() {
+	n := v.c.Network
+	if err := checkInterfaceName(n.Interface); err != nil {
+		v.bad("network.interface", "%v", err)
+	}
+	seen := map[string]bool{}
+	for i, u := range n.Uplinks {
+		key := fmt.Sprintf("network.uplinks[%d]", i)
+		switch u {
+		case "all", "default", "lo":
+			v.bad(key, "%q is not allowed: ARP sysctls are set per uplink, never on all, default or lo", u)
+		}
+		if err := checkInterfaceName(u); err != nil {
+			v.bad(key, "%v", err)
+		}
+		if u == n.Interface {
+			v.bad(key, "%q is the VIP interface (network.interface), not an uplink", u)
+		}
+		if seen[u] {
+			v.bad(key, "%q is listed twice", u)
+		}
+		seen[u] = true
+	}
+	if !filepath.IsAbs(n.NetworkdDir) {
+		v.bad("network.networkd_dir", "%q is not an absolute path", n.NetworkdDir)
+	}
+	v.fileName("network.netdev_file", n.NetdevFile, ".netdev")
+	v.fileName("network.network_file", n.NetworkFile, ".network")
+	v.absConf("network.sysctl_file", n.SysctlFile)
+	v.absConf("network.socket_dropin", n.SocketDropIn)
+}
+
+// fileName checks a bare file name inside networkd_dir with its suffix.
+func (v *validator) fileName(key, name, suffix string) {
+	if name == "" || strings.Contains(name, "/") || !strings.HasSuffix(name, suffix) || name == suffix {
+		v.bad(key, "%q must be a file name (no /) ending in %s", name, suffix)
+	}
+}
+
+func (v *validator) absConf(key, path string) {
+	if !filepath.IsAbs(path) || !strings.HasSuffix(path, ".conf") {
+		v.bad(key, "%q must be an absolute path ending in .conf", path)
+	}
+}
+
+// checkInterfaceName applies the kernel's rules (dev_valid_name).
+func checkInterfaceName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("an interface name is required")
+	case len(name) > 15:
+		return fmt.Errorf("%q is longer than 15 bytes, the kernel's limit for interface names", name)
+	case name == "." || name == "..", strings.ContainsAny(name, "/:"), strings.ContainsFunc(name, isSpaceOrControl):
+		return fmt.Errorf("%q is not a valid interface name", name)
+	}
+	return nil
+}
+
+func (v *validator) keepalived() {
+	k := v.c.Keepalived
+	if k.Instance == "" || strings.ContainsFunc(k.Instance, isSpaceOrControl) || strings.ContainsAny(k.Instance, `{}"#!`) {
+		v.bad("keepalived.instance", "%q must be a non-empty word", k.Instance)
+	}
+	if k.Interface != "" {
+		if err := checkInterfaceName(k.Interface); err != nil {
+			v.bad("keepalived.interface", "%v", err)
+		}
+	}
+	if k.RouterID < 1 || k.RouterID > 255 {
+		v.bad("keepalived.router_id", "%d is out of range (1..255)", k.RouterID)
+	}
+	if k.Priority < 1 || k.Priority > 254 {
+		v.bad("keepalived.priority", "%d is out of range (1..254)", k.Priority)
+	}
+	if k.State != "MASTER" && k.State != "BACKUP" {
+		v.bad("keepalived.state", "%q is not MASTER or BACKUP", k.State)
+	}
+	if k.AdvertInt < 1 || k.AdvertInt > 255 {
+		v.bad("keepalived.advert_int", "%d is out of range (1..255 seconds)", k.AdvertInt)
+	}
+	if k.UnicastSrcIP != "" {
+		if _, err := netip.ParseAddr(k.UnicastSrcIP); err != nil {
+			v.bad("keepalived.unicast_src_ip", "%q is not an IP address", k.UnicastSrcIP)
+		}
+	}
+	for i, p := range k.UnicastPeers {
+		if _, err := netip.ParseAddr(p); err != nil {
+			v.bad(fmt.Sprintf("keepalived.unicast_peers[%d]", i), "%q is not an IP address", p)
+		}
+	}
+	if len(k.AuthPass) > 8 || strings.ContainsFunc(k.AuthPass, isSpaceOrControl) || strings.Contains(k.AuthPass, `"`) {
+		v.bad("keepalived.auth_pass", "must be at most 8 characters without spaces or quotes (VRRP PASS auth)")
+	}
+	if strings.TrimSpace(k.ProbeCommand) == "" || strings.ContainsAny(k.ProbeCommand, "\n\r\"") {
+		v.bad("keepalived.probe_command", "%q must be a non-empty single line without double quotes", k.ProbeCommand)
+	}
+}
+
+func (v *validator) log() {
+	switch v.c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		v.bad("log.level", "%q is not one of debug, info, warn, error", v.c.Log.Level)
+	}
+}
+
+// isDNSName reports whether host is a syntactically valid DNS name. A name
+// whose last label is all digits is refused: it is a mistyped IP address
+// ("10.0.0.256", "127.1") that a resolver might read in surprising ways.
+func isDNSName(host string) bool {
+	host = strings.TrimSuffix(host, ".")
+	if host == "" || len(host) > 253 {
+		return false
+	}
+	labels := strings.Split(host, ".")
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for _, r := range l {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	last := labels[len(labels)-1]
+	return strings.Trim(last, "0123456789") != ""
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+func isSpaceOrControl(r rune) bool { return r == ' ' || isControl(r) }

@@ -1,0 +1,114 @@
+package standin
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vipproxy/vipproxy/service/testpki"
+)
+
+// TestMain lets the test binary run as vipproxy-apiserver in a child
+// process (STANDIN_MAIN=1), so the command and its signals are tested for real.
+func TestMain(m *testing.M) {
+	if os.Getenv("STANDIN_MAIN") == "1" {
+		ctx, stop := signalContext()
+		code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+func signalContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	go func() { <-ch; cancel() }()
+	return ctx, cancel
+}
+
+func TestPKICommand(t *testing.T) {
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	if code := Main(context.Background(), []string{"pki", "--dir", dir, "--hosts", "10.0.0.10, cp.example.org"}, &out, &errOut); code != 0 {
+		t.Fatalf("pki = %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "ca="+filepath.Join(dir, "ca.pem")) {
+		t.Errorf("pki output %q does not list the CA", out.String())
+	}
+	files := &testpki.Files{CA: filepath.Join(dir, "ca.pem"), ServerCert: filepath.Join(dir, "server.pem"), ServerKey: filepath.Join(dir, "server-key.pem")}
+	if _, err := files.ServerTLS(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCommandSIGUSR1TogglesReadyz runs the real command in a child process.
+func TestCommandSIGUSR1TogglesReadyz(t *testing.T) {
+	files, err := testpki.Write(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := freePort(t)
+	cmd := exec.Command(os.Args[0], "--listen", addr, "--name", "cp9", "--cert", files.ServerCert, "--key", files.ServerKey, "--client-ca", files.CA)
+	cmd.Env = append(os.Environ(), "STANDIN_MAIN=1")
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	c := client(t, files)
+	url := "https://" + addr + "/readyz"
+	waitStatus(t, c, url, 200)
+	cmd.Process.Signal(syscall.SIGUSR1)
+	waitStatus(t, c, url, 500)
+	cmd.Process.Signal(syscall.SIGUSR1)
+	waitStatus(t, c, url, 200)
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
+	}
+	if !strings.Contains(logs.String(), "readyz switched") {
+		t.Errorf("logs do not show the switch:\n%s", logs.String())
+	}
+}
+
+// waitStatus polls url (up to 10 s) until it answers code.
+func waitStatus(t *testing.T, c *http.Client, url string, code int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	last := "no answer"
+	for time.Now().Before(deadline) {
+		if resp, err := c.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == code {
+				return
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s never answered %d; last: %s", url, code, last)
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
