@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Build (or reuse) the Debian guest for the VM tests of one architecture:
+#   OUT/kernel      the kernel qemu boots (uncompressed vmlinux on amd64: PVH
+#                   boot skips the BIOS and the decompressor)
+#   OUT/initrd      busybox + the few modules needed to mount the root disk;
+#                   it also installs /opt/vipproxy (second disk) and the
+#                   node's identity (kernel command line) into the root
+#   OUT/rootfs.ext4 debootstrap minbase + systemd, networkd, keepalived, ...
+# Every VM boots the same rootfs with snapshot=on, so it is never modified.
+# The cache is keyed by this file's hash: edit the file, get a new image.
+#
+# usage: image.sh ARCH OUT      (ARCH: amd64 | arm64 | riscv64)
+set -euo pipefail
+
+ARCH=${1:?usage: image.sh ARCH OUT}
+OUT=${2:?usage: image.sh ARCH OUT}
+HERE=$(cd "$(dirname "$0")" && pwd)
+
+case $ARCH in
+amd64) SUITE=bookworm ;;
+arm64) SUITE=bookworm ;;
+riscv64) SUITE=trixie ;; # riscv64 is an official architecture from Debian 13 on
+*) echo "image.sh: unknown ARCH $ARCH (amd64, arm64, riscv64)" >&2; exit 2 ;;
+esac
+
+# The packages the scenario uses inside the guest. Keep it small: every
+# megabyte is paid for by debootstrap in CI on every run.
+PACKAGES=systemd,systemd-sysv,udev,kmod,iproute2,keepalived,arping,ndisc6,nftables,curl,openssl,ca-certificates,procps,socat,iputils-ping
+
+key=$(cd "$HERE" && cat image.sh binfmt.sh driver/extract_vmlinux.py $(find guest -type f | sort) | sha256sum | cut -c1-16)
+if [[ -f $OUT/stamp && $(cat "$OUT/stamp") == "$key" ]]; then
+	echo "image.sh: $ARCH image up to date in $OUT"
+	exit 0
+fi
+
+# The Debian mirror is the host's own (never a name hard-coded here).
+mirror() {
+	if [[ -n ${VM_MIRROR:-} ]]; then echo "$VM_MIRROR"; return; fi
+	local m
+	m=$(awk '/^URIs:/ && $2 ~ /\/debian\/?$/ {print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+	[[ -z $m ]] && m=$(awk '$1=="deb" && $3 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+	[[ -n $m ]] || { echo "image.sh: no Debian mirror found in /etc/apt; set VM_MIRROR" >&2; exit 1; }
+	echo "$m"
+}
+MIRROR=$(mirror)
+
+WORK=$OUT/build
+rm -rf "$WORK" "$OUT/stamp"
+mkdir -p "$WORK"
+t0=$SECONDS
+log() { echo "image.sh[$ARCH +$((SECONDS - t0))s]: $*"; }
+
+# apt for the guest architecture and suite, with its own state directory so
+# the host's apt configuration is left alone (amd64 bookworm: the host's own).
+APT_OPTS=()
+if [[ $ARCH != amd64 || $SUITE != bookworm ]]; then
+	d=$WORK/apt
+	mkdir -p "$d/etc/apt.conf.d" "$d/etc/preferences.d" "$d/etc/trusted.gpg.d" "$d/state/lists/partial" "$d/cache/archives/partial"
+	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR $SUITE main" >"$d/etc/sources.list"
+	touch "$d/state/status"
+	APT_OPTS=(-o Dir::Etc="$d/etc" -o Dir::State="$d/state" -o Dir::State::status="$d/state/status"
+		-o Dir::Cache="$d/cache" -o APT::Architecture="$ARCH" -o APT::Architectures="$ARCH" -o Debug::NoLocking=1)
+fi
+
+log "kernel and busybox from $SUITE/$ARCH"
+[[ ${#APT_OPTS[@]} -gt 0 ]] && apt-get -qq "${APT_OPTS[@]}" update
+kpkg=$(apt-cache "${APT_OPTS[@]}" depends "linux-image-$ARCH" | awk '/Depends: linux-image-/ {print $2; exit}')
+[[ -n $kpkg ]] || { echo "image.sh: cannot resolve linux-image-$ARCH (apt-get update?)" >&2; exit 1; }
+(cd "$WORK" && apt-get -q "${APT_OPTS[@]}" download "$kpkg" busybox-static 2>&1 | grep -v 'unsandboxed' || true)
+ls "$WORK"/linux-image-*.deb "$WORK"/busybox-static_*.deb >/dev/null
+chmod 644 "$WORK"/*.deb
+mkdir -p "$WORK/k" "$WORK/bb"
+dpkg-deb -x "$WORK"/linux-image-*.deb "$WORK/k"
+dpkg-deb -x "$WORK"/busybox-static_*.deb "$WORK/bb"
+KVER=$(ls "$WORK/k/lib/modules" | head -1)
+log "kernel $KVER"
+
+# Kernel image. amd64: the uncompressed ELF inside the bzImage, for PVH boot.
+vmlinuz=$(ls "$WORK"/k/boot/vmlinuz-*)
+if [[ $ARCH == amd64 ]]; then
+	python3 "$HERE/driver/extract_vmlinux.py" "$vmlinuz" "$WORK/kernel"
+else
+	cp "$vmlinuz" "$WORK/kernel"
+fi
+
+# The modules the initramfs needs to mount the root disk. Module files may
+# be compressed (trixie: .ko.xz); busybox insmod wants them plain.
+depmod -b "$WORK/k" "$KVER"
+mkdir -p "$WORK/initrd/lib/modules" "$WORK/initrd/bin" "$WORK/initrd/newroot" "$WORK/initrd/proc" "$WORK/initrd/sys" "$WORK/initrd/dev"
+: >"$WORK/initrd/modules.order"
+for m in virtio_pci virtio_mmio virtio_blk crc32c_generic ext4; do
+	modprobe -d "$WORK/k" -S "$KVER" --show-depends "$m" 2>/dev/null | awk '$1=="insmod" {print $2}'
+done | awk '!seen[$0]++' | while read -r ko; do
+	base=$(basename "$ko")
+	case $ko in
+	*.xz) xz -dc "$ko" >"$WORK/initrd/lib/modules/${base%.xz}"; base=${base%.xz} ;;
+	*.zst) zstd -qdc "$ko" >"$WORK/initrd/lib/modules/${base%.zst}"; base=${base%.zst} ;;
+	*) cp "$ko" "$WORK/initrd/lib/modules/$base" ;;
+	esac
+	echo "$base" >>"$WORK/initrd/modules.order"
+done
+cp "$WORK/bb/bin/busybox" "$WORK/initrd/bin/busybox"
+cp "$HERE/guest/init" "$WORK/initrd/init"
+chmod 755 "$WORK/initrd/init"
+(cd "$WORK/initrd" && find . | cpio -o -H newc --quiet | gzip -1) >"$WORK/initrd.img"
+
+# Root filesystem. Foreign architectures: first stage here, second stage in
+# the chroot through qemu-user (binfmt_misc).
+log "debootstrap $SUITE/$ARCH ($PACKAGES)"
+ROOT=$WORK/root
+if [[ $ARCH == amd64 ]]; then
+	debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$ROOT" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 ||
+		{ tail -30 "$WORK/debootstrap.log"; exit 1; }
+else
+	"$HERE/binfmt.sh" "$ARCH"
+	debootstrap --foreign --arch="$ARCH" --variant=minbase --include="$PACKAGES" "$SUITE" "$ROOT" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 ||
+		{ tail -30 "$WORK/debootstrap.log"; exit 1; }
+	log "debootstrap second stage (emulated)"
+	chroot "$ROOT" /debootstrap/debootstrap --second-stage >>"$WORK/debootstrap.log" 2>&1 ||
+		{ tail -30 "$WORK/debootstrap.log"; exit 1; }
+fi
+
+log "configure the guest"
+# Kernel modules the guest loads itself (dummy, veth, nftables, ...): the
+# whole tree minus hardware the VM never has.
+mkdir -p "$ROOT/lib/modules"
+cp -a "$WORK/k/lib/modules/$KVER" "$ROOT/lib/modules/"
+for d in drivers/gpu drivers/media drivers/infiniband drivers/net/wireless drivers/net/ethernet drivers/scsi \
+	drivers/usb drivers/staging drivers/bluetooth drivers/iio drivers/hid drivers/input drivers/isdn \
+	drivers/mtd drivers/thunderbolt drivers/nvme drivers/md drivers/target drivers/video sound net/bluetooth \
+	net/wireless net/mac80211 fs/btrfs fs/xfs fs/ocfs2 fs/nfs fs/nfsd fs/gfs2 fs/ceph fs/smb fs/cifs; do
+	rm -rf "$ROOT/lib/modules/$KVER/kernel/$d"
+done
+depmod -b "$ROOT" "$KVER"
+cp -a "$HERE/guest/rootfs/." "$ROOT/"
+chroot "$ROOT" /bin/sh -e <<'EOF'
+# Nothing here needs a password; the backdoor is the only way in.
+passwd -d root >/dev/null
+systemctl enable systemd-networkd.service vm-backdoor.service >/dev/null 2>&1
+# keepalived is started by the test, with the config vipproxy renders.
+systemctl disable keepalived.service >/dev/null 2>&1 || true
+# Boot time: mask what a test VM never needs.
+for u in getty@tty1.service serial-getty@hvc0.service serial-getty@ttyS0.service serial-getty@ttyAMA0.service \
+	apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer e2scrub_reap.service fstrim.timer \
+	systemd-timesyncd.service dpkg-db-backup.timer systemd-tmpfiles-clean.timer \
+	sys-kernel-debug.mount sys-kernel-tracing.mount sys-kernel-config.mount sys-fs-fuse-connections.mount \
+	dev-hugepages.mount dev-mqueue.mount systemd-networkd-wait-online.service systemd-logind.service \
+	systemd-pstore.service systemd-update-utmp.service systemd-update-utmp-runlevel.service \
+	modprobe@drm.service modprobe@fuse.service modprobe@configfs.service modprobe@efi_pstore.service \
+	modprobe@loop.service modprobe@dm_mod.service keepalived.service; do
+	systemctl mask "$u" >/dev/null 2>&1
+done
+rm -f /etc/machine-id /var/lib/dbus/machine-id
+: > /etc/machine-id
+apt-get clean
+rm -rf /var/lib/apt/lists/* /usr/share/doc /usr/share/man /usr/share/locale /var/cache/debconf/*-old
+EOF
+
+log "mkfs.ext4"
+mkfs.ext4 -q -F -O ^has_journal -L vmroot -d "$ROOT" "$WORK/rootfs.ext4" 1200M
+mv "$WORK/kernel" "$OUT/kernel"
+mv "$WORK/initrd.img" "$OUT/initrd"
+mv "$WORK/rootfs.ext4" "$OUT/rootfs.ext4"
+echo "$KVER" >"$OUT/kver"
+rm -rf "$WORK"
+echo "$key" >"$OUT/stamp"
+log "done: $OUT"

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Run scenario scripts on Debian VMs: build (or reuse) the image, stage this
+# checkout's binaries and units, boot the script's nodes in a private network
+# namespace, print a summary per script.
+# usage: run.sh ARCH SCRIPT.py...      (env: VM_WORK=cache dir, VM_MEMORY=MiB)
+set -euo pipefail
+ARCH=${1:?usage: run.sh ARCH SCRIPT.py...}
+shift
+HERE=$(cd "$(dirname "$0")" && pwd)
+WORK=${VM_WORK:-$HERE/.work}
+t0=$SECONDS
+"$HERE/image.sh" "$ARCH" "$WORK/$ARCH"
+t_image=$((SECONDS - t0))
+"$HERE/stage.sh" "$ARCH" "$WORK/$ARCH-run/opt.ext4"
+rc=0
+for script in "$@"; do
+	name=$(basename "$script" .py)
+	python3 "$HERE/driver/run.py" --arch "$ARCH" --image "$WORK/$ARCH" --opt "$WORK/$ARCH-run/opt.ext4" \
+		--memory "${VM_MEMORY:-384}" --run-dir "$WORK/$ARCH-run/$name" "$script" || rc=1
+done
+echo "run.sh: $ARCH: image ${t_image} s, total $((SECONDS - t0)) s, exit $rc"
+exit $rc
