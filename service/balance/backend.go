@@ -7,6 +7,8 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Health states as the pool sees them; the health package decides them.
@@ -26,12 +28,35 @@ type Backend struct {
 	removed atomic.Bool // dropped by a reload; never picked again
 	open    atomic.Int64
 
+	// Stats are this backend's metrics, resolved once so that the proxy's
+	// hot path does no label lookups.
+	Stats *Stats
+
 	mu    sync.Mutex
 	conns map[io.Closer]struct{}
 }
 
-func newBackend(name, address string) *Backend {
-	return &Backend{Name: name, Address: address, conns: make(map[io.Closer]struct{})}
+// Stats are the per-backend counters the proxy updates.
+type Stats struct {
+	ConnectionsTotal prometheus.Counter
+	ConnectionsOpen  prometheus.Gauge
+	DialErrors       prometheus.Counter
+	BytesToBackend   prometheus.Counter
+	BytesToClient    prometheus.Counter
+}
+
+// DetachedStats returns counters registered nowhere, for pools built
+// without metrics (tests, tools).
+func DetachedStats(string) *Stats {
+	c := func() prometheus.Counter { return prometheus.NewCounter(prometheus.CounterOpts{Name: "x"}) }
+	return &Stats{
+		ConnectionsTotal: c(), DialErrors: c(), BytesToBackend: c(), BytesToClient: c(),
+		ConnectionsOpen: prometheus.NewGauge(prometheus.GaugeOpts{Name: "x"}),
+	}
+}
+
+func newBackend(name, address string, stats func(name string) *Stats) *Backend {
+	return &Backend{Name: name, Address: address, Stats: stats(name), conns: make(map[io.Closer]struct{})}
 }
 
 // Open is the number of connections currently proxied to the backend.

@@ -17,17 +17,22 @@ type Pool struct {
 	backends  atomic.Pointer[[]*Backend]
 	next      atomic.Uint64 // round-robin cursor
 	mu        sync.Mutex    // serialises Update
+	stats     func(name string) *Stats
 }
 
-// NewPool builds a pool from the configured backends.
-func NewPool(algorithm string, backends []config.Backend) (*Pool, error) {
-	p := &Pool{}
+// NewPool builds a pool from the configured backends. stats resolves each
+// backend's metrics (DetachedStats when nil).
+func NewPool(algorithm string, backends []config.Backend, stats func(name string) *Stats) (*Pool, error) {
+	if stats == nil {
+		stats = DetachedStats
+	}
+	p := &Pool{stats: stats}
 	if err := p.SetAlgorithm(algorithm); err != nil {
 		return nil, err
 	}
 	list := make([]*Backend, 0, len(backends))
 	for _, b := range backends {
-		list = append(list, newBackend(b.Name, b.Address))
+		list = append(list, newBackend(b.Name, b.Address, stats))
 	}
 	p.backends.Store(&list)
 	return p, nil
@@ -73,7 +78,7 @@ func (p *Pool) Update(backends []config.Backend) (added, removed []*Backend) {
 			next = append(next, old[i])
 			continue
 		}
-		b := newBackend(cb.Name, cb.Address)
+		b := newBackend(cb.Name, cb.Address, p.stats)
 		next = append(next, b)
 		added = append(added, b)
 	}

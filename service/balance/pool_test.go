@@ -17,7 +17,7 @@ func threeBackends() []config.Backend {
 
 func newPool(t testing.TB, alg string) *Pool {
 	t.Helper()
-	p, err := NewPool(alg, threeBackends())
+	p, err := NewPool(alg, threeBackends(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

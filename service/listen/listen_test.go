@@ -1,0 +1,149 @@
+package listen
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestFreeBindNonLocal binds an address this host does not have (TEST-NET-1,
+// nothing is sent to it): a plain bind fails, IP_FREEBIND succeeds.
+func TestFreeBindNonLocal(t *testing.T) {
+	addr := netip.MustParseAddrPort("192.0.2.57:16443")
+	if ln, err := net.Listen("tcp4", addr.String()); err == nil {
+		ln.Close()
+		t.Skip("192.0.2.57 is configured on this host; cannot show the difference")
+	}
+	ln, err := FreeBind(context.Background(), addr)
+	if err != nil {
+		t.Fatalf("FreeBind(%s): %v", addr, err)
+	}
+	defer ln.Close()
+	if got := ln.Addr().String(); got != addr.String() {
+		t.Errorf("listening on %s, want %s", got, addr)
+	}
+}
+
+func TestFreeBindServesLoopback(t *testing.T) {
+	ln, err := FreeBind(context.Background(), netip.MustParseAddrPort("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Write([]byte("hi"))
+			c.Close()
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 2)
+	if _, err := c.Read(buf); err != nil || string(buf) != "hi" {
+		t.Errorf("read %q, %v", buf, err)
+	}
+}
+
+func TestActivationWithoutVIPNameIsAnError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = fromActivation(map[string][]net.Listener{"vipproxy.socket": {ln}})
+	if err == nil || !strings.Contains(err.Error(), `none named "vip"`) || !strings.Contains(err.Error(), "FileDescriptorName=vip") {
+		t.Fatalf("error = %v, want one naming the missing vip socket and the fix", err)
+	}
+	if _, aerr := ln.Accept(); !errors.Is(aerr, net.ErrClosed) {
+		t.Errorf("unused activated listener left open")
+	}
+}
+
+// flakyListener fails Accept with the given errors before succeeding.
+type flakyListener struct {
+	net.Listener
+	errs []error
+}
+
+func (f *flakyListener) Accept() (net.Conn, error) {
+	if len(f.errs) > 0 {
+		err := f.errs[0]
+		f.errs = f.errs[1:]
+		return nil, err
+	}
+	return f.Listener.Accept()
+}
+
+func TestBackoffSurvivesDescriptorExhaustion(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	emfile := &net.OpError{Op: "accept", Err: &osSyscallErr{syscall.EMFILE}}
+	var seen []string
+	b := NewBackoff(&flakyListener{Listener: ln, errs: []error{emfile, emfile, syscall.ENFILE}}, 20*time.Millisecond,
+		func(err error) { seen = append(seen, Reason(err)) })
+	defer b.Close()
+	go func() {
+		if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+			defer c.Close()
+			time.Sleep(time.Second)
+		}
+	}()
+	c, err := b.Accept()
+	if err != nil {
+		t.Fatalf("Accept after transient errors: %v", err)
+	}
+	c.Close()
+	if strings.Join(seen, ",") != "emfile,emfile,enfile" {
+		t.Errorf("backed-off errors = %v", seen)
+	}
+}
+
+func TestBackoffCloseEndsWait(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, 1000)
+	for i := range errs {
+		errs[i] = syscall.EMFILE
+	}
+	b := NewBackoff(&flakyListener{Listener: ln, errs: errs}, time.Hour, nil)
+	done := make(chan error, 1)
+	go func() { _, err := b.Accept(); done <- err }()
+	time.Sleep(50 * time.Millisecond)
+	b.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Accept after Close = %v, want net.ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Accept still waiting 10 s after Close")
+	}
+}
+
+func TestNonTransientErrorIsReturned(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := NewBackoff(&flakyListener{Listener: ln, errs: []error{syscall.EBADF}}, time.Millisecond, nil)
+	defer b.Close()
+	if _, err := b.Accept(); !errors.Is(err, syscall.EBADF) {
+		t.Errorf("Accept = %v, want EBADF passed through", err)
+	}
+}
+
+type osSyscallErr struct{ errno syscall.Errno }
+
+func (e *osSyscallErr) Error() string { return "accept4: " + e.errno.Error() }
+func (e *osSyscallErr) Unwrap() error { return e.errno }

@@ -1,0 +1,292 @@
+// Package proxy is the layer-4 data path: it accepts client connections on
+// the VIP listeners (through tcpproxy), picks a backend from the pool,
+// dials it with transparent retry on failure, and relays bytes both ways
+// without looking at them, so TLS and mTLS pass through untouched.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/inetaf/tcpproxy"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+
+	"github.com/vipproxy/vipproxy/service/balance"
+	"github.com/vipproxy/vipproxy/service/listen"
+)
+
+// Options can change on reload; a connection uses the ones current when
+// it arrived.
+type Options struct {
+	DialTimeout  time.Duration
+	DialAttempts int
+	// KeepAlive is the TCP keepalive idle time and interval on both sides.
+	KeepAlive time.Duration
+	// UserTimeout is TCP_USER_TIMEOUT on both sides.
+	UserTimeout time.Duration
+	// MaxConnections caps open client connections; 0 means no cap.
+	MaxConnections int
+	// AcceptBackoffMax caps the pause after EMFILE and similar.
+	AcceptBackoffMax time.Duration
+
+	dialer *net.Dialer
+}
+
+// Counters are the proxy-wide metrics; per-backend ones live on the backend.
+type Counters struct {
+	Retries           prometheus.Counter
+	RejectedNoBackend prometheus.Counter
+	RejectedLimit     prometheus.Counter
+	// AcceptErrors counts accept and descriptor errors by reason.
+	AcceptErrors func(reason string)
+}
+
+// Proxy is a tcpproxy.Target that balances over a pool.
+type Proxy struct {
+	pool     *balance.Pool
+	log      *slog.Logger
+	counters Counters
+	opts     atomic.Pointer[Options]
+	relay    *relayer
+	open     atomic.Int64
+	tp       *tcpproxy.Proxy
+	stopped  chan struct{} // closed when the accept loops end
+	stopErr  error
+	closing  atomic.Bool
+}
+
+// New returns a proxy over pool. Start it with Start.
+func New(pool *balance.Pool, opts Options, counters Counters, log *slog.Logger) *Proxy {
+	p := &Proxy{pool: pool, log: log, counters: counters, relay: newRelayer(), stopped: make(chan struct{})}
+	p.SetOptions(opts)
+	return p
+}
+
+// SetOptions applies new options to connections accepted from now on.
+func (p *Proxy) SetOptions(o Options) {
+	o.DialAttempts = max(o.DialAttempts, 1)
+	o.dialer = &net.Dialer{
+		Timeout:         o.DialTimeout,
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: o.KeepAlive, Interval: o.KeepAlive, Count: 3},
+		Control:         userTimeoutControl(o.UserTimeout),
+	}
+	p.opts.Store(&o)
+}
+
+// Open is the number of client connections currently open.
+func (p *Proxy) Open() int64 { return p.open.Load() }
+
+// Start serves the listeners through tcpproxy. Each listener is wrapped so
+// that accept errors such as EMFILE pause the loop instead of ending it.
+func (p *Proxy) Start(listeners []net.Listener) error {
+	opts := p.opts.Load()
+	byKey := make(map[string]net.Listener, len(listeners))
+	p.tp = &tcpproxy.Proxy{ListenFunc: func(_, key string) (net.Listener, error) {
+		if ln, ok := byKey[key]; ok {
+			return ln, nil
+		}
+		return nil, fmt.Errorf("no listener for %s", key)
+	}}
+	for i, ln := range listeners {
+		if err := setUserTimeout(ln, opts.UserTimeout); err != nil {
+			p.log.Warn("cannot set TCP_USER_TIMEOUT on listener; accepted connections use the kernel default", "listener", ln.Addr(), "err", err)
+		}
+		key := fmt.Sprintf("vip%d %s", i, ln.Addr())
+		byKey[key] = listen.NewBackoff(ln, opts.AcceptBackoffMax, p.acceptError)
+		p.tp.AddRoute(key, p)
+	}
+	if err := p.tp.Start(); err != nil {
+		return fmt.Errorf("start accepting: %w", err)
+	}
+	go func() {
+		err := p.tp.Wait()
+		if !p.closing.Load() {
+			p.stopErr = err
+		}
+		close(p.stopped)
+	}()
+	return nil
+}
+
+// Stopped is closed when the accept loops end; Err tells why.
+func (p *Proxy) Stopped() <-chan struct{} { return p.stopped }
+
+// Err is the error that ended the accept loops, nil after StopAccepting.
+func (p *Proxy) Err() error { return p.stopErr }
+
+// Accepting reports whether the accept loops are still running.
+func (p *Proxy) Accepting() bool {
+	select {
+	case <-p.stopped:
+		return false
+	default:
+		return true
+	}
+}
+
+// StopAccepting closes our listeners. Under socket activation systemd
+// keeps its copy of the socket, so connection attempts wait in its
+// backlog for the next start instead of being refused.
+func (p *Proxy) StopAccepting() {
+	p.closing.Store(true)
+	if p.tp != nil {
+		p.tp.Close()
+		<-p.stopped
+	}
+}
+
+// Drain waits until no connection is open or ctx is done, checking every
+// 50 ms, and reports whether everything finished by itself.
+func (p *Proxy) Drain(ctx context.Context) bool {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for p.open.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
+}
+
+// Close releases the pooled pipes.
+func (p *Proxy) Close() { p.relay.pipes.drain() }
+
+func (p *Proxy) acceptError(err error) {
+	reason := listen.Reason(err)
+	if p.counters.AcceptErrors != nil {
+		p.counters.AcceptErrors(reason)
+	}
+	p.log.Warn("accept failed; backing off", "reason", reason, "err", err)
+}
+
+// HandleConn proxies one client connection (tcpproxy.Target).
+func (p *Proxy) HandleConn(c net.Conn) {
+	client, peeked := clientConn(c)
+	if client == nil {
+		c.Close()
+		return
+	}
+	opts := p.opts.Load()
+	open := p.open.Add(1)
+	defer p.open.Add(-1)
+	if opts.MaxConnections > 0 && open > int64(opts.MaxConnections) {
+		p.counters.RejectedLimit.Inc()
+		client.Close()
+		return
+	}
+	b, backend := p.dial(opts)
+	if backend == nil {
+		client.Close()
+		return
+	}
+	if opts.KeepAlive != 15*time.Second {
+		// Go already set its 15 s default on accept; only differ when asked.
+		client.SetKeepAliveConfig(opts.dialer.KeepAliveConfig)
+	}
+	if len(peeked) > 0 {
+		if _, err := backend.Write(peeked); err != nil {
+			client.Close()
+			backend.Close()
+			return
+		}
+	}
+	p.serve(b, client, backend)
+}
+
+func (p *Proxy) serve(b *balance.Backend, client, backend *net.TCPConn) {
+	s := b.Stats
+	s.ConnectionsTotal.Inc()
+	s.ConnectionsOpen.Inc()
+	untrack := b.Track(client)
+	p.relay.relay(client, backend, s.BytesToBackend, s.BytesToClient)
+	untrack()
+	s.ConnectionsOpen.Dec()
+}
+
+// dial connects to a backend, trying up to DialAttempts different ones:
+// a failed dial marks the backend suspect and moves on, so a client never
+// sees a dead backend while a healthy one is left.
+func (p *Proxy) dial(opts *Options) (*balance.Backend, *net.TCPConn) {
+	var triedBuf [8]*balance.Backend
+	tried := triedBuf[:0]
+	for attempt := 0; attempt < opts.DialAttempts; attempt++ {
+		b := p.pool.Pick(tried)
+		if b == nil {
+			break
+		}
+		if attempt > 0 {
+			p.counters.Retries.Inc()
+		}
+		c, err := opts.dialer.Dial("tcp", b.Address)
+		if err == nil {
+			return b, c.(*net.TCPConn)
+		}
+		if listen.FDShortage(err) {
+			// Our own shortage, not the backend's fault: do not blame it.
+			p.acceptError(err)
+			return nil, nil
+		}
+		b.Stats.DialErrors.Inc()
+		if !b.Suspect() {
+			p.log.Warn("dial failed; backend suspect until its next good check", "backend", b.Name, "address", b.Address, "err", err)
+		}
+		b.MarkSuspect()
+		tried = append(tried, b)
+	}
+	p.counters.RejectedNoBackend.Inc()
+	return nil, nil
+}
+
+// clientConn unwraps what tcpproxy hands over: the TCP connection and any
+// bytes it already read from it.
+func clientConn(c net.Conn) (*net.TCPConn, []byte) {
+	var peeked []byte
+	if pc, ok := c.(*tcpproxy.Conn); ok {
+		peeked = pc.Peeked
+		c = pc.Conn
+	}
+	tc, _ := c.(*net.TCPConn)
+	return tc, peeked
+}
+
+// userTimeoutControl sets TCP_USER_TIMEOUT on sockets the dialer creates.
+func userTimeoutControl(d time.Duration) func(string, string, syscall.RawConn) error {
+	return func(_, _ string, c syscall.RawConn) error {
+		if d <= 0 {
+			return nil
+		}
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(d.Milliseconds()))
+		}); err != nil {
+			return err
+		}
+		return serr
+	}
+}
+
+// setUserTimeout sets TCP_USER_TIMEOUT on a listener: Linux copies it to
+// every accepted socket, so the accept path needs no extra system call.
+func setUserTimeout(ln net.Listener, d time.Duration) error {
+	sc, ok := ln.(syscall.Conn)
+	if !ok {
+		return errors.New("listener has no file descriptor")
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return userTimeoutControl(d)("", "", raw)
+}
+
+var _ io.Closer = (*net.TCPConn)(nil)

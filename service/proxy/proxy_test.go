@@ -1,0 +1,339 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vipproxy/vipproxy/service/balance"
+	"github.com/vipproxy/vipproxy/service/config"
+)
+
+// echoBackend echoes every byte and half-closes when the client does.
+func echoBackend(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				// A plain loop: io.Copy would splice and hold pipes itself.
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						if _, werr := c.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						c.(*net.TCPConn).CloseWrite()
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// deadAddress returns a loopback address where nothing listens.
+func deadAddress(t testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+func testCounters() Counters {
+	c := func() prometheus.Counter { return prometheus.NewCounter(prometheus.CounterOpts{Name: "x"}) }
+	return Counters{Retries: c(), RejectedNoBackend: c(), RejectedLimit: c()}
+}
+
+// startProxy serves a proxy over the given backend addresses on loopback.
+func startProxy(t testing.TB, addrs ...string) (*Proxy, *balance.Pool, string) {
+	t.Helper()
+	var bs []config.Backend
+	for _, a := range addrs {
+		bs = append(bs, config.Backend{Name: a, Address: a})
+	}
+	pool, err := balance.NewPool(config.RoundRobin, bs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New(pool, Options{DialTimeout: time.Second, DialAttempts: 3, KeepAlive: 15 * time.Second,
+		UserTimeout: 10 * time.Second, AcceptBackoffMax: 100 * time.Millisecond}, testCounters(), slog.New(slog.DiscardHandler))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start([]net.Listener{ln}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.StopAccepting(); p.Close() })
+	return p, pool, ln.Addr().String()
+}
+
+func TestBulkBothWaysIntact(t *testing.T) {
+	_, _, addr := startProxy(t, echoBackend(t))
+	payload := make([]byte, 8<<20)
+	rand.Read(payload)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go func() {
+		c.Write(payload)
+		c.(*net.TCPConn).CloseWrite()
+	}()
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("read echo: %v", err)
+	}
+	if sha256.Sum256(got) != sha256.Sum256(payload) {
+		t.Fatalf("echo of %d bytes came back as %d different bytes", len(payload), len(got))
+	}
+}
+
+func TestSmallMessagesPingPong(t *testing.T) {
+	_, _, addr := startProxy(t, echoBackend(t))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	msg := bytes.Repeat([]byte("x"), 64)
+	buf := make([]byte, 64)
+	for i := 0; i < 200; i++ {
+		msg[0] = byte(i)
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf); err != nil || !bytes.Equal(buf, msg) {
+			t.Fatalf("round trip %d: %v", i, err)
+		}
+	}
+}
+
+// TestHalfCloseIsPassedThrough: the backend sends a reply after the client
+// has half-closed; the client must still get it.
+func TestHalfCloseIsPassedThrough(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		req, _ := io.ReadAll(c) // until the client's FIN
+		c.Write(append([]byte("got:"), req...))
+	}()
+	_, _, addr := startProxy(t, ln.Addr().String())
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("hello"))
+	c.(*net.TCPConn).CloseWrite()
+	reply, err := io.ReadAll(c)
+	if err != nil || string(reply) != "got:hello" {
+		t.Fatalf("reply after half-close = %q, %v; want \"got:hello\"", reply, err)
+	}
+}
+
+func TestDeadBackendIsRetriedTransparently(t *testing.T) {
+	dead := deadAddress(t)
+	_, pool, addr := startProxy(t, dead, echoBackend(t), dead2(t))
+	for i := 0; i < 30; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte("ping"))
+		buf := make([]byte, 4)
+		_, err = io.ReadFull(c, buf)
+		c.Close()
+		if err != nil {
+			t.Fatalf("connection %d failed although one backend is alive: %v", i, err)
+		}
+	}
+	if !pool.Lookup(dead).Suspect() {
+		t.Error("dead backend not marked suspect after a failed dial")
+	}
+}
+
+func dead2(t testing.TB) string { return deadAddress(t) }
+
+func TestAllBackendsDownClosesAtOnce(t *testing.T) {
+	_, pool, addr := startProxy(t, deadAddress(t), deadAddress(t))
+	for _, b := range pool.Backends() {
+		b.MarkDown()
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("read = %d, %v; want a clean close (EOF) with no backend up", n, err)
+	}
+}
+
+func TestCloseAllEndsOpenConnections(t *testing.T) {
+	_, pool, addr := startProxy(t, echoBackend(t))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("x"))
+	io.ReadFull(c, make([]byte, 1))
+	if n := pool.Backends()[0].CloseAll(); n != 1 {
+		t.Fatalf("CloseAll closed %d connections, want 1", n)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("client connection still open after its backend's connections were closed")
+	}
+}
+
+// TestIdleConnectionsHoldNoPipes: after bulk traffic (splice mode), idle
+// connections hold exactly their sockets: 4 descriptors per proxied
+// connection in this process (client end, two proxy sockets, backend end).
+func TestIdleConnectionsHoldNoPipes(t *testing.T) {
+	p, _, addr := startProxy(t, echoBackend(t))
+	const n = 20
+	before := countFDs(t)
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	payload := make([]byte, 256<<10)
+	for i := 0; i < n; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); c.Write(payload) }()
+		if _, err := io.ReadFull(c, make([]byte, len(payload))); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+	}
+	p.relay.pipes.drain() // pooled pipes belong to no connection
+	if got := countFDs(t) - before; got != 4*n {
+		t.Errorf("%d idle connections use %d descriptors, want %d (no pipes held while idle)", n, got, 4*n)
+	}
+}
+
+func countFDs(t testing.TB) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd")
+	}
+	return len(ents)
+}
+
+func TestDrainWaitsForOpenConnections(t *testing.T) {
+	p, _, addr := startProxy(t, echoBackend(t))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte("x"))
+	io.ReadFull(c, make([]byte, 1))
+	p.StopAccepting()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if p.Drain(ctx) {
+		t.Fatal("Drain reported done while a connection is open")
+	}
+	c.Close()
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	if !p.Drain(ctx2) {
+		t.Fatal("Drain did not finish after the last connection closed")
+	}
+	if _, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		t.Error("new connection accepted after StopAccepting")
+	}
+}
+
+func BenchmarkConnectionSetup(b *testing.B) {
+	b.Run("direct", func(b *testing.B) { benchSetup(b, echoBackend(b)) })
+	b.Run("proxy", func(b *testing.B) {
+		_, _, addr := startProxy(b, echoBackend(b))
+		benchSetup(b, addr)
+	})
+}
+
+func benchSetup(b *testing.B, addr string) {
+	buf := []byte{1}
+	b.ReportAllocs()
+	for b.Loop() {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Write(buf)
+		if _, err := io.ReadFull(c, buf); err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
+	}
+}
+
+func BenchmarkCopyLoop(b *testing.B) {
+	for _, size := range []int{64, 64 << 10} {
+		b.Run(map[int]string{64: "64B", 64 << 10: "64KiB"}[size], func(b *testing.B) {
+			_, _, addr := startProxy(b, echoBackend(b))
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			msg := make([]byte, size)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				c.Write(msg)
+				if _, err := io.ReadFull(c, msg); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
