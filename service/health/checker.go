@@ -1,0 +1,343 @@
+package health
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/vipproxy/vipproxy/service/config"
+)
+
+// Target is one backend to check. Two targets are the same target when
+// both name and address are equal.
+type Target struct {
+	Name    string
+	Address string
+}
+
+// Status is the checker's view of one target.
+type Status struct {
+	Name, Address string
+	State         State
+	LastError     string // empty after a successful check
+	LastCheck     time.Time
+	LastLatency   time.Duration
+	Since         time.Time // when State began
+}
+
+// Event is one check result. It is emitted for every result so the
+// daemon can count checks and update metrics; Changed tells a transition.
+type Event struct {
+	Target   Target
+	From, To State
+	Reason   string
+	Latency  time.Duration
+	OK       bool
+	Err      error
+}
+
+// Changed reports whether this result moved the target to another state.
+func (e Event) Changed() bool { return e.From != e.To }
+
+// Checker checks every target concurrently, one goroutine per target.
+type Checker struct {
+	onEvent func(Event)
+
+	mu      sync.Mutex
+	cfg     config.Health
+	prober  Prober
+	targets map[Target]*target
+	order   []Target        // SetTargets order, for Snapshot
+	runCtx  context.Context // nil until Run starts
+	wg      *sync.WaitGroup // the target goroutines of the current Run
+	result  chan struct{}   // closed and replaced on every result
+	running bool
+}
+
+// target is the state of one checked backend; guarded by Checker.mu.
+type target struct {
+	Target
+	machine  Machine
+	status   Status
+	checked  bool
+	activity time.Time // start of the goroutine or end of its last check
+	stop     context.CancelFunc
+}
+
+// New returns a checker for cfg using prober. onEvent, if not nil, is
+// called from the target's goroutine for every result, in order per target.
+func New(cfg config.Health, prober Prober, onEvent func(Event)) *Checker {
+	return &Checker{
+		onEvent: onEvent,
+		cfg:     cfg,
+		prober:  prober,
+		targets: map[Target]*target{},
+		result:  make(chan struct{}),
+	}
+}
+
+// SetConfig swaps the health settings and the prober (on reload). The
+// targets keep their state; new thresholds apply from the next result and
+// a new interval from the next tick.
+func (c *Checker) SetConfig(cfg config.Health, prober Prober) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cfg, c.prober = cfg, prober
+	for _, t := range c.targets {
+		t.machine.Rise, t.machine.Fall = cfg.Rise, cfg.Fall
+	}
+}
+
+// SetTargets replaces the set of targets. Unchanged targets keep their
+// state and their goroutine; new ones start in Unknown; removed ones stop.
+func (c *Checker) SetTargets(targets []Target) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keep := make(map[Target]bool, len(targets))
+	c.order = c.order[:0]
+	for _, tg := range targets {
+		if keep[tg] {
+			continue // a duplicate would only be checked twice
+		}
+		keep[tg] = true
+		c.order = append(c.order, tg)
+		if _, ok := c.targets[tg]; !ok {
+			c.addLocked(tg)
+		}
+	}
+	for tg, t := range c.targets {
+		if !keep[tg] {
+			if t.stop != nil {
+				t.stop()
+			}
+			delete(c.targets, tg)
+		}
+	}
+	// Removing a target can complete the first round.
+	c.notifyLocked()
+}
+
+func (c *Checker) addLocked(tg Target) {
+	now := time.Now()
+	t := &target{
+		Target:   tg,
+		machine:  Machine{Rise: c.cfg.Rise, Fall: c.cfg.Fall},
+		status:   Status{Name: tg.Name, Address: tg.Address, State: Unknown, Since: now},
+		activity: now,
+	}
+	c.targets[tg] = t
+	if c.running {
+		c.startLocked(t)
+	}
+}
+
+func (c *Checker) startLocked(t *target) {
+	ctx, stop := context.WithCancel(c.runCtx)
+	t.stop = stop
+	t.activity = time.Now()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.loop(ctx, t)
+	}()
+}
+
+// Run checks the targets until ctx is done, then waits for every check
+// goroutine to stop.
+func (c *Checker) Run(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg := &sync.WaitGroup{}
+	c.mu.Lock()
+	if c.running {
+		c.mu.Unlock()
+		return
+	}
+	c.running, c.runCtx, c.wg = true, ctx, wg
+	for _, t := range c.targets {
+		c.startLocked(t)
+	}
+	c.mu.Unlock()
+
+	<-ctx.Done()
+	c.mu.Lock()
+	c.running = false
+	c.mu.Unlock()
+	wg.Wait()
+}
+
+// loop is the goroutine of one target: a check at once (so the first round
+// is quick), then a random pause so backends drift out of lockstep, then a
+// check every interval.
+func (c *Checker) loop(ctx context.Context, t *target) {
+	c.check(ctx, t)
+	interval := c.interval()
+	jitter := time.NewTimer(rand.N(interval))
+	select {
+	case <-ctx.Done():
+		jitter.Stop()
+		return
+	case <-jitter.C:
+	}
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		c.check(ctx, t)
+		if now := c.interval(); now != interval {
+			interval = now
+			ticker.Reset(interval)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+func (c *Checker) interval() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return max(c.cfg.Interval.Duration, 10*time.Millisecond)
+}
+
+// check probes t once, records the result and reports it.
+func (c *Checker) check(ctx context.Context, t *target) {
+	c.mu.Lock()
+	prober, timeout := c.prober, c.cfg.Timeout.Duration
+	c.mu.Unlock()
+	if timeout <= 0 {
+		timeout = time.Second
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	start := time.Now()
+	err := prober.Probe(pctx, t.Address)
+	latency := time.Since(start)
+	cancel()
+	if ctx.Err() != nil {
+		return // stopped or removed while probing: the result means nothing
+	}
+	ev, ok := c.record(t, err, start.Add(latency), latency)
+	if !ok {
+		return
+	}
+	if ev.Changed() {
+		level := slog.LevelInfo
+		if ev.To == Down {
+			level = slog.LevelWarn
+		}
+		slog.Log(ctx, level, "backend "+ev.To.String(), "backend", t.Name, "address", t.Address,
+			"from", ev.From.String(), "to", ev.To.String(), "reason", ev.Reason)
+	}
+	if c.onEvent != nil {
+		c.onEvent(ev)
+	}
+}
+
+// record feeds one result into t's machine. ok is false when t was
+// removed meanwhile.
+func (c *Checker) record(t *target, err error, at time.Time, latency time.Duration) (Event, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.targets[t.Target] != t {
+		return Event{}, false
+	}
+	from := t.machine.State()
+	changed := t.machine.Observe(err == nil)
+	ev := Event{Target: t.Target, From: from, To: t.machine.State(), Latency: latency, OK: err == nil, Err: err}
+	ev.Reason = reason(ev, t.machine.Streak())
+	t.status.State = ev.To
+	t.status.LastCheck = at
+	t.status.LastLatency = latency
+	t.status.LastError = ""
+	if err != nil {
+		t.status.LastError = err.Error()
+	}
+	if changed {
+		t.status.Since = at
+	}
+	t.checked = true
+	t.activity = time.Now()
+	c.notifyLocked()
+	return ev, true
+}
+
+// reason explains a result in words, transitions in particular.
+func reason(ev Event, streak int) string {
+	switch {
+	case ev.From == Unknown && ev.OK:
+		return "first check succeeded"
+	case ev.From == Unknown:
+		return "first check failed: " + ev.Err.Error()
+	case ev.Changed() && ev.OK:
+		return fmt.Sprintf("%d consecutive successful checks", streak)
+	case ev.Changed():
+		return fmt.Sprintf("%d consecutive failed checks, last: %v", streak, ev.Err)
+	case ev.OK:
+		return "check succeeded"
+	default:
+		return "check failed: " + ev.Err.Error()
+	}
+}
+
+func (c *Checker) notifyLocked() {
+	close(c.result)
+	c.result = make(chan struct{})
+}
+
+// WaitFirstRound returns once every current target has at least one
+// result, or with ctx's error.
+func (c *Checker) WaitFirstRound(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		done := true
+		for _, t := range c.targets {
+			done = done && t.checked
+		}
+		wake := c.result
+		c.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the first round of health checks: %w", ctx.Err())
+		case <-wake:
+		}
+	}
+}
+
+// Snapshot returns the status of every target in SetTargets order.
+func (c *Checker) Snapshot() []Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Status, 0, len(c.order))
+	for _, tg := range c.order {
+		if t, ok := c.targets[tg]; ok {
+			out = append(out, t.status)
+		}
+	}
+	return out
+}
+
+// Alive reports whether Run is running and every target's goroutine made
+// progress lately: within three intervals plus one timeout (a probe may
+// legitimately take that long). The watchdog pings only while it holds.
+func (c *Checker) Alive() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.running {
+		return false
+	}
+	window := 3*max(c.cfg.Interval.Duration, 10*time.Millisecond) + c.cfg.Timeout.Duration
+	now := time.Now()
+	for _, t := range c.targets {
+		if now.Sub(t.activity) > window {
+			return false
+		}
+	}
+	return true
+}

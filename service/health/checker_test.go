@@ -1,0 +1,493 @@
+package health
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vipproxy/vipproxy/service/config"
+)
+
+// events records every event a checker emits.
+type events struct {
+	mu  sync.Mutex
+	all []Event
+}
+
+func (e *events) add(ev Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.all = append(e.all, ev)
+}
+
+func (e *events) of(name string) []Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []Event
+	for _, ev := range e.all {
+		if ev.Target.Name == name {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func healthConfig(kind string) config.Health {
+	cfg := config.Default().Health
+	cfg.Type = kind
+	cfg.Interval = config.Duration{Duration: 20 * time.Millisecond}
+	cfg.Timeout = config.Duration{Duration: 2 * time.Second}
+	return cfg
+}
+
+// startChecker runs a checker over targets until the test ends.
+func startChecker(t *testing.T, cfg config.Health, targets ...Target) (*Checker, *events) {
+	t.Helper()
+	prober, err := NewProber(cfg)
+	if err != nil {
+		t.Fatalf("NewProber: %v", err)
+	}
+	rec := &events{}
+	c := New(cfg, prober, rec.add)
+	c.SetTargets(targets)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return c, rec
+}
+
+func stateOf(c *Checker, name string) Status {
+	for _, s := range c.Snapshot() {
+		if s.Name == name {
+			return s
+		}
+	}
+	return Status{}
+}
+
+func listen(t *testing.T, addr string) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen %s: %v", addr, err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	}()
+	return ln
+}
+
+// lastTransition returns the index of the last event that moved to state.
+func lastTransition(evs []Event, to State) int {
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Changed() && evs[i].To == to {
+			return i
+		}
+	}
+	return -1
+}
+
+// assertStreak checks that the transition at i came after exactly n
+// consecutive results of kind ok, preceded by one of the other kind.
+func assertStreak(t *testing.T, evs []Event, i, n int, ok bool) {
+	t.Helper()
+	if i < n {
+		t.Fatalf("transition at event %d, need %d results before it", i, n)
+	}
+	for j := i - n + 1; j <= i; j++ {
+		if evs[j].OK != ok {
+			t.Fatalf("event %d OK=%v inside the streak of %d ending at %d", j, evs[j].OK, n, i)
+		}
+		if j < i && evs[j].Changed() {
+			t.Fatalf("event %d changed state before the threshold", j)
+		}
+	}
+	if evs[i-n].OK == ok {
+		t.Fatalf("event %d before the streak is OK=%v too: threshold not respected", i-n, ok)
+	}
+}
+
+func TestTCPCheckFallsAndRises(t *testing.T) {
+	ln := listen(t, "127.0.0.1:0")
+	addr := ln.Addr().String()
+	cfg := healthConfig(config.CheckTCP)
+	cfg.Rise, cfg.Fall = 3, 2
+	c, rec := startChecker(t, cfg, Target{Name: "a", Address: addr})
+
+	waitFor(t, "a up", func() bool { return stateOf(c, "a").State == Up })
+	ln.Close()
+	waitFor(t, "a down", func() bool { return lastTransition(rec.of("a"), Down) >= 0 })
+	evs := rec.of("a")
+	i := lastTransition(evs, Down)
+	assertStreak(t, evs, i, cfg.Fall, false)
+	if !strings.Contains(evs[i].Reason, "connection refused") || evs[i].From != Up {
+		t.Fatalf("down transition: from %v reason %q", evs[i].From, evs[i].Reason)
+	}
+	if s := stateOf(c, "a"); !strings.Contains(s.LastError, "tcp connect") {
+		t.Fatalf("LastError %q does not say what failed", s.LastError)
+	}
+
+	listen(t, addr) // the backend returns on the same port
+	waitFor(t, "a up again", func() bool { return lastTransition(rec.of("a"), Up) > i })
+	evs = rec.of("a")
+	i = lastTransition(evs, Up)
+	assertStreak(t, evs, i, cfg.Rise, true)
+	if s := stateOf(c, "a"); s.LastError != "" || s.Since.IsZero() || s.LastCheck.Before(s.Since) {
+		t.Fatalf("status after recovery: %+v", s)
+	}
+}
+
+func TestFirstResultDecides(t *testing.T) {
+	up := listen(t, "127.0.0.1:0").Addr().String()
+	closed := listen(t, "127.0.0.1:0")
+	closed.Close()
+	cfg := healthConfig(config.CheckTCP)
+	cfg.Rise, cfg.Fall = 5, 5 // high thresholds must not delay the first verdict
+	c, _ := startChecker(t, cfg, Target{"up", up}, Target{"closed", closed.Addr().String()})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitFirstRound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := stateOf(c, "up"); s.State != Up {
+		t.Fatalf("up: %v after first round", s.State)
+	}
+	if s := stateOf(c, "closed"); s.State != Down {
+		t.Fatalf("closed: %v after first round", s.State)
+	}
+}
+
+// tlsServer starts an HTTPS server requiring a client certificate from
+// the test CA; /readyz answers with status.
+func tlsServer(t *testing.T, pki *testPKI, status int) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(status)
+		io.WriteString(w, http.StatusText(status))
+	}))
+	srv.TLS = &tls.Config{
+		Certificates: []tls.Certificate{pki.ServerTLS},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    pki.Pool,
+	}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // handshake failures are the point of some tests
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
+}
+
+func TestHTTPSCheckSeesFailingReadyz(t *testing.T) {
+	pki := newTestPKI(t)
+	failing := tlsServer(t, pki, http.StatusInternalServerError)
+	healthy := tlsServer(t, pki, http.StatusOK)
+	targets := []Target{{"failing", failing}, {"healthy", healthy}}
+
+	https := healthConfig(config.CheckHTTPS)
+	https.CAFile, https.CertFile, https.KeyFile = pki.CAFile, pki.ClientCert, pki.ClientKey
+	hc, _ := startChecker(t, https, targets...)
+	tc, _ := startChecker(t, healthConfig(config.CheckTCP), targets...)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, c := range []*Checker{hc, tc} {
+		if err := c.WaitFirstRound(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := stateOf(hc, "failing"); s.State != Down || s.LastError != "https GET /readyz: status 500" {
+		t.Fatalf("https check of a 500 /readyz: %v %q", s.State, s.LastError)
+	}
+	if s := stateOf(hc, "healthy"); s.State != Up {
+		t.Fatalf("https check of a 200 /readyz: %v %q", s.State, s.LastError)
+	}
+	if s := stateOf(tc, "failing"); s.State != Up {
+		t.Fatalf("tcp check of the 500 server: %v %q (tcp cannot see /readyz)", s.State, s.LastError)
+	}
+}
+
+func TestTLSProbes(t *testing.T) {
+	pki, other := newTestPKI(t), newTestPKI(t)
+	addr := tlsServer(t, pki, http.StatusOK)
+	ctx := context.Background()
+	probe := func(mutate func(*config.Health)) error {
+		t.Helper()
+		for _, kind := range []string{config.CheckTLS, config.CheckHTTPS} {
+			cfg := healthConfig(kind)
+			cfg.CAFile, cfg.CertFile, cfg.KeyFile = pki.CAFile, pki.ClientCert, pki.ClientKey
+			mutate(&cfg)
+			p, err := NewProber(cfg)
+			if err != nil {
+				t.Fatalf("NewProber: %v", err)
+			}
+			if err := p.Probe(ctx, addr); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := probe(func(*config.Health) {}); err != nil {
+		t.Fatalf("verified mTLS probe: %v", err)
+	}
+	if err := probe(func(c *config.Health) { c.ServerName = "apiserver.test" }); err != nil {
+		t.Fatalf("probe with server_name in the certificate: %v", err)
+	}
+	if err := probe(func(c *config.Health) { c.ServerName = "wrong.test" }); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("probe with a server_name not in the certificate: %v", err)
+	}
+	if err := probe(func(c *config.Health) { c.CAFile = other.CAFile }); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("probe verifying against another CA: %v", err)
+	}
+	if err := probe(func(c *config.Health) { c.CAFile = "" }); err != nil {
+		t.Fatalf("probe without CA (no verification): %v", err)
+	}
+	// The server requires a client certificate: without one the check fails.
+	if err := probe(func(c *config.Health) { c.CertFile, c.KeyFile = "", "" }); err == nil {
+		t.Fatal("probe without a client certificate passed against an mTLS server")
+	}
+}
+
+func TestNewProberRejectsBadFiles(t *testing.T) {
+	pki := newTestPKI(t)
+	for _, tc := range []struct {
+		name, key string
+		mutate    func(*config.Health)
+	}{
+		{"missing CA", "health.ca_file", func(c *config.Health) { c.CAFile = "/nonexistent/ca.pem" }},
+		{"CA not PEM", "health.ca_file", func(c *config.Health) { c.CAFile = pki.ClientKey }},
+		{"cert without key", "health.key_file", func(c *config.Health) { c.CertFile = pki.ClientCert }},
+		{"key without cert", "health.cert_file", func(c *config.Health) { c.KeyFile = pki.ClientKey }},
+		{"mismatched pair", "health.cert_file", func(c *config.Health) { c.CertFile, c.KeyFile = pki.ClientCert, pki.CAFile }},
+		{"bad type", "health.type", func(c *config.Health) { c.Type = "icmp" }},
+		{"zero timeout", "health.timeout", func(c *config.Health) { c.Timeout.Duration = 0 }},
+	} {
+		cfg := healthConfig(config.CheckHTTPS)
+		tc.mutate(&cfg)
+		_, err := NewProber(cfg)
+		var cerr *config.Error
+		if !errors.As(err, &cerr) || cerr.Key != tc.key {
+			t.Errorf("%s: got %v, want a config error on %s", tc.name, err, tc.key)
+		}
+	}
+}
+
+// hangingServers accept TCP and never answer; they count the connections
+// open at once across all of them.
+type hangingServers struct {
+	mu            sync.Mutex
+	open, maxOpen int
+}
+
+func (h *hangingServers) start(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				h.change(+1)
+				io.Copy(io.Discard, conn) // until the prober gives up and closes
+				conn.Close()
+				h.change(-1)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func (h *hangingServers) change(d int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.open += d
+	h.maxOpen = max(h.maxOpen, h.open)
+}
+
+func (h *hangingServers) max() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.maxOpen
+}
+
+func TestHTTPSCheckTimesOutOnSilentServer(t *testing.T) {
+	hang := &hangingServers{}
+	cfg := healthConfig(config.CheckHTTPS)
+	cfg.Timeout = config.Duration{Duration: 200 * time.Millisecond}
+	c, rec := startChecker(t, cfg, Target{"silent", hang.start(t)})
+	waitFor(t, "silent down", func() bool { return len(rec.of("silent")) > 0 })
+	ev := rec.of("silent")[0]
+	if s := stateOf(c, "silent"); s.State != Down {
+		t.Fatalf("silent server is %v", s.State)
+	}
+	if ev.OK || ev.Err == nil || !strings.HasPrefix(ev.Err.Error(), "https GET /readyz: ") ||
+		!strings.Contains(ev.Err.Error(), "health.timeout 200ms") {
+		t.Fatalf("first event: %+v", ev)
+	}
+	t.Logf("silent server: %v", ev.Err)
+}
+
+func TestChecksRunConcurrently(t *testing.T) {
+	hang := &hangingServers{}
+	cfg := healthConfig(config.CheckHTTPS)
+	// A timeout far longer than the test: three probes can only be open at
+	// once if they run side by side; one after another would show one.
+	cfg.Timeout = config.Duration{Duration: time.Minute}
+	cfg.Interval = config.Duration{Duration: time.Second}
+	var targets []Target
+	for _, name := range []string{"a", "b", "c"} {
+		targets = append(targets, Target{name, hang.start(t)})
+	}
+	c, _ := startChecker(t, cfg, targets...)
+	waitFor(t, "3 probes in flight at once", func() bool { return hang.max() == 3 })
+	for _, s := range c.Snapshot() {
+		if s.State != Unknown {
+			t.Fatalf("%s has a result although its probe is still hanging: %+v", s.Name, s)
+		}
+	}
+	if !c.Alive() {
+		t.Fatal("checker not alive while its probes wait within the timeout")
+	}
+}
+
+func TestSetTargetsKeepsUnchangedState(t *testing.T) {
+	a := listen(t, "127.0.0.1:0").Addr().String()
+	b := listen(t, "127.0.0.1:0").Addr().String()
+	cAddr := listen(t, "127.0.0.1:0").Addr().String()
+	c, rec := startChecker(t, healthConfig(config.CheckTCP), Target{"a", a}, Target{"b", b})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitFirstRound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := stateOf(c, "a")
+
+	c.SetTargets([]Target{{"a", a}, {"c", cAddr}, {"a", a}})
+	if s := stateOf(c, "a"); s.State != Up || !s.Since.Equal(before.Since) {
+		t.Fatalf("a after SetTargets: %+v, before: %+v", s, before)
+	}
+	if s := stateOf(c, "c"); s.State != Unknown {
+		t.Fatalf("new target c starts %v, want unknown", s.State)
+	}
+	if err := c.WaitFirstRound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	snap := c.Snapshot()
+	if len(snap) != 2 || snap[0].Name != "a" || snap[1].Name != "c" || snap[1].State != Up {
+		t.Fatalf("snapshot after SetTargets: %+v", snap)
+	}
+	// b is no longer checked: while a gets several more results, b gets none.
+	nA := len(rec.of("a"))
+	waitFor(t, "a checked again", func() bool { return len(rec.of("a")) >= nA+3 })
+	nB := len(rec.of("b"))
+	waitFor(t, "a checked more", func() bool { return len(rec.of("a")) >= nA+6 })
+	if got := len(rec.of("b")); got != nB {
+		t.Fatalf("removed target b still checked: %d events, was %d", got, nB)
+	}
+	// Every event of a stayed in Up: the reload did not reset it.
+	for _, ev := range rec.of("a")[1:] {
+		if ev.Changed() {
+			t.Fatalf("a changed state across SetTargets: %+v", ev)
+		}
+	}
+}
+
+func TestAliveAndWaitFirstRound(t *testing.T) {
+	addr := listen(t, "127.0.0.1:0").Addr().String()
+	cfg := healthConfig(config.CheckTCP)
+	prober, err := NewProber(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(cfg, prober, nil)
+	c.SetTargets([]Target{{"a", addr}})
+	if c.Alive() {
+		t.Fatal("alive before Run")
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelShort()
+	if err := c.WaitFirstRound(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitFirstRound without Run: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	if err := c.WaitFirstRound(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Alive() {
+		t.Fatal("not alive while running")
+	}
+	cancel()
+	<-done
+	if c.Alive() {
+		t.Fatal("alive after Run returned")
+	}
+	empty := New(cfg, prober, nil)
+	if err := empty.WaitFirstRound(short); err != nil {
+		t.Fatalf("WaitFirstRound with no targets: %v", err)
+	}
+}
+
+// failingProber fails every check, to swap in with SetConfig.
+type failingProber struct{}
+
+func (failingProber) Probe(context.Context, string) error { return errors.New("swapped prober") }
+
+func TestSetConfigSwapsProberAndThresholds(t *testing.T) {
+	addr := listen(t, "127.0.0.1:0").Addr().String()
+	cfg := healthConfig(config.CheckTCP)
+	cfg.Fall = 1000 // would keep it up for 20 s
+	c, rec := startChecker(t, cfg, Target{"a", addr})
+	waitFor(t, "a up", func() bool { return lastTransition(rec.of("a"), Up) >= 0 })
+	cfg.Fall = 2
+	c.SetConfig(cfg, failingProber{})
+	waitFor(t, "a down", func() bool { return lastTransition(rec.of("a"), Down) >= 0 })
+	evs := rec.of("a")
+	i := lastTransition(evs, Down)
+	assertStreak(t, evs, i, 2, false)
+	if !strings.Contains(evs[i].Reason, "swapped prober") {
+		t.Fatalf("reason %q", evs[i].Reason)
+	}
+}

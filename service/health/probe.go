@@ -1,0 +1,220 @@
+package health
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/vipproxy/vipproxy/service/config"
+)
+
+// Prober checks one backend address once. A nil error means healthy.
+type Prober interface {
+	Probe(ctx context.Context, addr string) error
+}
+
+// NewProber builds the probe configured by cfg.Type. Files (CA, client
+// certificate) are read now, so a bad file is an error at start or
+// reload, not a backend that mysteriously fails its checks.
+func NewProber(cfg config.Health) (Prober, error) {
+	timeout := cfg.Timeout.Duration
+	if timeout <= 0 {
+		return nil, &config.Error{Key: "health.timeout", Reason: "must be positive"}
+	}
+	switch cfg.Type {
+	case config.CheckTCP:
+		return &tcpProber{timeout: timeout}, nil
+	case config.CheckTLS, config.CheckHTTPS:
+	default:
+		return nil, &config.Error{Key: "health.type", Reason: fmt.Sprintf("%q is not one of tcp, tls, https", cfg.Type)}
+	}
+	tlsConf, err := clientTLSConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Type == config.CheckTLS {
+		return &tlsProber{timeout: timeout, tls: tlsConf}, nil
+	}
+	return newHTTPSProber(cfg, tlsConf), nil
+}
+
+// clientTLSConfig is the TLS side of the tls and https checks.
+func clientTLSConfig(cfg config.Health) (*tls.Config, error) {
+	conf := &tls.Config{ServerName: cfg.ServerName, MinVersion: tls.VersionTLS12}
+	if cfg.CAFile == "" {
+		// No CA configured: the check is about liveness, not identity.
+		conf.InsecureSkipVerify = true
+	} else {
+		pem, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, &config.Error{Key: "health.ca_file", Reason: err.Error()}
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, &config.Error{Key: "health.ca_file", Reason: fmt.Sprintf("%s holds no PEM certificate", cfg.CAFile)}
+		}
+		conf.RootCAs = pool
+	}
+	switch {
+	case cfg.CertFile != "" && cfg.KeyFile != "":
+		cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
+		if err != nil {
+			return nil, &config.Error{Key: "health.cert_file", Reason: fmt.Sprintf("load client certificate: %v", err)}
+		}
+		conf.Certificates = []tls.Certificate{cert}
+	case cfg.CertFile != "":
+		return nil, &config.Error{Key: "health.key_file", Reason: "cert_file is set but key_file is not"}
+	case cfg.KeyFile != "":
+		return nil, &config.Error{Key: "health.cert_file", Reason: "key_file is set but cert_file is not"}
+	}
+	return conf, nil
+}
+
+// withServerName fills ServerName from addr when none is configured, so
+// that verification (when a CA is set) checks the backend's own name/IP.
+func withServerName(conf *tls.Config, addr string) *tls.Config {
+	if conf.ServerName != "" {
+		return conf
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return conf
+	}
+	c := conf.Clone()
+	c.ServerName = host
+	return c
+}
+
+type tcpProber struct{ timeout time.Duration }
+
+func (p *tcpProber) Probe(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("tcp connect: %w", withTimeout(unwrapOpError(err), p.timeout))
+	}
+	return conn.Close()
+}
+
+type tlsProber struct {
+	timeout time.Duration
+	tls     *tls.Config
+}
+
+func (p *tlsProber) Probe(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	conn, err := dialTLS(ctx, addr, p.tls)
+	if err != nil {
+		return fmt.Errorf("tls: %w", withTimeout(err, p.timeout))
+	}
+	return conn.Close()
+}
+
+// dialTLS connects and completes a handshake, both bounded by ctx.
+func dialTLS(ctx context.Context, addr string, conf *tls.Config) (*tls.Conn, error) {
+	raw, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("tcp connect: %w", unwrapOpError(err))
+	}
+	conn := tls.Client(raw, withServerName(conf, addr))
+	if err := conn.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, fmt.Errorf("tls handshake: %w", err)
+	}
+	return conn, nil
+}
+
+// httpsProber speaks HTTP/1.1 over its own connection instead of using
+// http.Transport: the transport finishes a dial in the background after
+// the request is cancelled (to reuse it later), which would leave
+// half-open probes to a hanging backend. Here every check is one new
+// connection, closed when the check ends, whatever happened.
+type httpsProber struct {
+	timeout      time.Duration
+	path         string
+	expectStatus int
+	tls          *tls.Config
+}
+
+func newHTTPSProber(cfg config.Health, tlsConf *tls.Config) *httpsProber {
+	path := cfg.Path
+	if path == "" {
+		path = "/"
+	}
+	tlsConf.NextProtos = []string{"http/1.1"}
+	return &httpsProber{timeout: cfg.Timeout.Duration, path: path, expectStatus: cfg.ExpectStatus, tls: tlsConf}
+}
+
+func (p *httpsProber) Probe(ctx context.Context, addr string) error {
+	if err := p.get(ctx, addr); err != nil {
+		return fmt.Errorf("https GET %s: %w", p.path, withTimeout(err, p.timeout))
+	}
+	return nil
+}
+
+func (p *httpsProber) get(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+p.path, nil)
+	if err != nil {
+		return err
+	}
+	req.Close = true // Connection: close
+	req.Header.Set("User-Agent", "vipproxy-health")
+	if p.tls.ServerName != "" {
+		req.Host = p.tls.ServerName // as a client using that name would send
+	}
+	conn, err := dialTLS(ctx, addr, p.tls)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	// The deadline bounds reads and writes; AfterFunc also ends the check
+	// at once when the caller gives up (shutdown, target removed).
+	deadline, _ := ctx.Deadline()
+	conn.SetDeadline(deadline)
+	defer context.AfterFunc(ctx, func() { conn.Close() })()
+	if err := req.Write(conn); err != nil {
+		return fmt.Errorf("send request: %w", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		return fmt.Errorf("read response: %w", err)
+	}
+	defer resp.Body.Close()
+	// Read a little of the body so the server sees a complete exchange.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	if p.expectStatus != 0 && resp.StatusCode != p.expectStatus {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// unwrapOpError keeps "connect: connection refused" rather than the
+// "dial tcp 127.0.0.1:1: ..." prefix: the event already names the backend.
+func unwrapOpError(err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return oe.Err
+	}
+	return err
+}
+
+// withTimeout names the configured timeout when it is what ended a check,
+// so "context deadline exceeded" does not leave the reader guessing.
+func withTimeout(err error, timeout time.Duration) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%w (health.timeout %s)", err, timeout)
+	}
+	return err
+}
