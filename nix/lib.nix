@@ -1,0 +1,288 @@
+# Pure rendering for the NixOS module: vipproxy settings (the TOML schema of
+# service/config) -> systemd-networkd sections, sysctls, socket listeners and
+# the keepalived VRRP instance.
+#
+# Written with builtins only, so that `make test-nix` can evaluate it with
+# `nix-instantiate --eval` without nixpkgs and compare it with the Go
+# renderer (`vipproxy network render`): one truth, two languages.
+let
+  # The defaults of service/config.Default() that the rendering reads.
+  defaults = {
+    vip = {
+      addresses = [ ];
+      port = 6443;
+    };
+    network = {
+      interface = "dummyvip0";
+      uplinks = [ ];
+      netdev_file = "60-vipproxy.netdev";
+      network_file = "60-vipproxy.network";
+    };
+    keepalived = {
+      instance = "vipproxy";
+      interface = "";
+      router_id = 51;
+      priority = 100;
+      state = "BACKUP";
+      advert_int = 1;
+      unicast_src_ip = "";
+      unicast_peers = [ ];
+      auth_pass = "";
+    };
+  };
+
+  # Settings tables merged over the defaults, one table deep (as TOML).
+  withDefaults =
+    settings:
+    builtins.mapAttrs (table: values: values // (settings.${table} or { })) defaults
+    // {
+      backend = settings.backend or [ ];
+    };
+
+  isIPv6 = addr: builtins.match ".*:.*" addr != null;
+
+  # The VIP as a host route: /32 or /128.
+  hostPrefix = addr: if isIPv6 addr then "${addr}/128" else "${addr}/32";
+
+  # host:port as systemd's ListenStream= and Go's net.JoinHostPort write it.
+  joinHostPort = host: port: if isIPv6 host then "[${host}]:${toString port}" else "${host}:${toString port}";
+
+  hasSuffix =
+    suffix: s:
+    let
+      n = builtins.stringLength s;
+      m = builtins.stringLength suffix;
+    in
+    n >= m && builtins.substring (n - m) m s == suffix;
+
+  # "60-vipproxy.netdev" -> "60-vipproxy": NixOS names the unit file after
+  # the attribute and adds the suffix itself.
+  unitName =
+    suffix: file:
+    if hasSuffix suffix file then
+      builtins.substring 0 (builtins.stringLength file - builtins.stringLength suffix) file
+    else
+      file;
+
+  # sysctl.d reads dots as separators; an interface name with a dot
+  # (eth0.100) is written in the slash form, where dots are literal.
+  sysctlKey =
+    iface: name:
+    if builtins.match ".*[.].*" iface != null then
+      "net/ipv4/conf/${iface}/${name}"
+    else
+      "net.ipv4.conf.${iface}.${name}";
+
+  # Strip the port from host:port or [v6]:port ("" when there is none).
+  splitHostPort =
+    address:
+    let
+      v6 = builtins.match "[[](.*)[]]:([0-9]+)" address;
+      v4 = builtins.match "([^:]*):([0-9]+)" address;
+    in
+    if v6 != null then
+      {
+        host = builtins.elemAt v6 0;
+        port = builtins.elemAt v6 1;
+      }
+    else if v4 != null then
+      {
+        host = builtins.elemAt v4 0;
+        port = builtins.elemAt v4 1;
+      }
+    else
+      {
+        host = address;
+        port = "";
+      };
+in
+rec {
+  inherit
+    defaults
+    withDefaults
+    isIPv6
+    hostPrefix
+    joinHostPort
+    sysctlKey
+    ;
+
+  # The [Socket] and [Service] settings of systemd/vipproxy.socket and
+  # systemd/vipproxy.service, less the lines that name paths (ExecStart=,
+  # ExecReload=) and the [Unit]/[Install] wiring. `make test-nix` checks
+  # that these equal the unit files, so both installs run the same unit.
+  socketConfig = {
+    FreeBind = "yes";
+    NoDelay = "yes";
+    Backlog = "4096";
+    FileDescriptorName = "vip";
+  };
+  serviceConfig = {
+    Type = "notify";
+    Restart = "on-failure";
+  };
+
+  # Attribute names for systemd.network.{netdevs,networks}.
+  netdevName = settings: unitName ".netdev" (withDefaults settings).network.netdev_file;
+  networkName = settings: unitName ".network" (withDefaults settings).network.network_file;
+
+  # The .netdev file, section by section (as the Go renderer writes it).
+  netdev = settings: {
+    NetDev = {
+      Name = (withDefaults settings).network.interface;
+      Kind = "dummy";
+    };
+  };
+
+  # The .network file: the dummy link holds each VIP as a host route, no
+  # link-local addresses, configured without carrier, never required for
+  # network-online.target; each address with DAD off (every node holds the
+  # VIP by design, and an IPv6 VIP must not sit "tentative").
+  network =
+    settings:
+    let
+      s = withDefaults settings;
+    in
+    {
+      Match.Name = s.network.interface;
+      Network = {
+        LinkLocalAddressing = "no";
+        ConfigureWithoutCarrier = "yes";
+      };
+      Address = map (a: {
+        Address = hostPrefix a;
+        DuplicateAddressDetection = "none";
+      }) s.vip.addresses;
+      Link.RequiredForOnline = "no";
+    };
+
+  # boot.kernel.sysctl: ARP tightened on the uplinks only, never on
+  # all/default (those reach pod veths and break pod -> VIP hairpin).
+  sysctl =
+    settings:
+    builtins.listToAttrs (
+      builtins.concatMap (up: [
+        {
+          name = sysctlKey up "arp_ignore";
+          value = 1;
+        }
+        {
+          name = sysctlKey up "arp_announce";
+          value = 2;
+        }
+      ]) (withDefaults settings).network.uplinks
+    );
+
+  # vipproxy.socket ListenStream= values: every VIP on the one port.
+  listenStreams =
+    settings:
+    let
+      s = withDefaults settings;
+    in
+    map (a: joinHostPort a s.vip.port) s.vip.addresses;
+
+  ipv4Addresses = settings: builtins.filter (a: !isIPv6 a) (withDefaults settings).vip.addresses;
+  ipv6Addresses = settings: builtins.filter isIPv6 (withDefaults settings).vip.addresses;
+
+  # The VRRP interface: keepalived.interface, else the first uplink.
+  vrrpInterface =
+    settings:
+    let
+      s = withDefaults settings;
+    in
+    if s.keepalived.interface != "" then
+      s.keepalived.interface
+    else if s.network.uplinks != [ ] then
+      builtins.head s.network.uplinks
+    else
+      "";
+
+  # Name of the vrrp_script that runs `vipproxy probe`.
+  probeScriptName = settings: "${(withDefaults settings).keepalived.instance}_probe";
+
+  # services.keepalived.vrrpInstances.<instance>, as `vipproxy keepalived`
+  # renders it: the VIPs move to the master's uplink (so only it answers
+  # ARP/ND); the probe script makes a node whose proxy has no ready backend
+  # give the VIP up. A VRRP instance speaks one address family: the VIPs of
+  # the first VIP's family are advertised, the others ride along in
+  # virtual_ipaddress_excluded.
+  vrrpInstance =
+    settings:
+    let
+      s = withDefaults settings;
+      k = s.keepalived;
+      iface = vrrpInterface settings;
+      vips = s.vip.addresses;
+      firstIs6 = vips != [ ] && isIPv6 (builtins.head vips);
+      primary = builtins.filter (a: isIPv6 a == firstIs6) vips;
+      other = builtins.filter (a: isIPv6 a != firstIs6) vips;
+      excluded =
+        if other == [ ] then
+          ""
+        else
+          "virtual_ipaddress_excluded {\n"
+          + builtins.concatStringsSep "" (map (a: "  ${hostPrefix a} dev ${iface}\n") other)
+          + "}\n";
+      auth =
+        if k.auth_pass == "" then
+          ""
+        else
+          "authentication {\n  auth_type PASS\n  auth_pass ${k.auth_pass}\n}\n";
+    in
+    {
+      interface = iface;
+      state = k.state;
+      virtualRouterId = k.router_id;
+      priority = k.priority;
+      unicastSrcIp = if k.unicast_src_ip == "" then null else k.unicast_src_ip;
+      unicastPeers = k.unicast_peers;
+      virtualIps = map (a: {
+        addr = hostPrefix a;
+        dev = iface;
+      }) primary;
+      trackScripts = [ (probeScriptName settings) ];
+      extraConfig = "advert_int ${toString k.advert_int}\n" + auth + excluded;
+    };
+
+  # services.keepalived.vrrpScripts.<instance>_probe (as `vipproxy
+  # keepalived` renders it): every second, down after 2 failures, up after 2.
+  vrrpScript = command: {
+    script = command;
+    interval = 1;
+    fall = 2;
+    rise = 2;
+  };
+
+  # Backends that are the VIP listener itself (the proxy would dial itself).
+  backendsOnVip =
+    settings:
+    let
+      s = withDefaults settings;
+      onVip =
+        b:
+        let
+          hp = splitHostPort b.address;
+        in
+        builtins.elem hp.host s.vip.addresses && hp.port == toString s.vip.port;
+    in
+    map (b: b.address) (builtins.filter onVip s.backend);
+
+  # `virtual_server VIP PORT` lines (keepalived IPVS) for a VIP on the VIP
+  # port (or on any port when none is given), found in raw keepalived
+  # configuration text; mirrors service/keepalived.CheckConf.
+  virtualServersOnVip =
+    settings: text:
+    let
+      s = withDefaults settings;
+      lines = builtins.filter builtins.isString (builtins.split "\n" text);
+      fields =
+        line:
+        builtins.match "[[:space:]]*virtual_server[[:space:]]+([^[:space:]{#!]+)[[:space:]]*([0-9]*).*" line;
+      onVip =
+        f:
+        f != null
+        && builtins.elem (builtins.elemAt f 0) s.vip.addresses
+        && (builtins.elemAt f 1 == "" || builtins.elemAt f 1 == toString s.vip.port);
+      hits = builtins.filter onVip (map fields lines);
+    in
+    map (f: builtins.concatStringsSep " " (builtins.filter (x: x != "") f)) hits;
+}

@@ -1,0 +1,282 @@
+# services.vipproxy: the apiserver VIP proxy on a Kubernetes control-plane
+# node. `settings` is vipproxy's TOML file (see examples/vipproxy.toml); the
+# module derives everything else from it: the socket and service units, the
+# dummy link holding the VIP (systemd-networkd), the per-uplink ARP sysctls
+# and keepalived's VRRP instance. The rendering itself lives in ./lib.nix.
+{
+  config,
+  lib,
+  pkgs,
+  ...
+}:
+
+let
+  cfg = config.services.vipproxy;
+  vlib = import ./lib.nix;
+  settingsFormat = pkgs.formats.toml { };
+  configFile = settingsFormat.generate "vipproxy.toml" cfg.settings;
+
+  # The daemon and the probe read the config at its usual path, so that a
+  # settings change leaves the unit files alone and only reloads the
+  # daemon (reloadTriggers) instead of restarting it.
+  configPath = "/etc/vipproxy/vipproxy.toml";
+  exe = lib.getExe cfg.package;
+
+  s = cfg.settings;
+  vips = s.vip.addresses;
+  iface = s.network.interface;
+  vrrpInterface = vlib.vrrpInterface s;
+  keepalivedText = config.services.keepalived.extraConfig;
+  # nixpkgs' keepalived module declares IPVS virtual servers only through
+  # extraConfig; a `virtualServers` option, where another module adds one,
+  # is searched for the VIP too.
+  declaredVirtualServers = config.services.keepalived.virtualServers or { };
+  stringLeaves = v: lib.collect builtins.isString v;
+  mentionsVip =
+    str: lib.any (vip: str == vip || lib.hasPrefix "${vip} " str || lib.hasPrefix "${vip}:" str) vips;
+
+  backendModule =
+    { config, ... }:
+    {
+      freeformType = settingsFormat.type;
+      options = {
+        address = lib.mkOption {
+          type = lib.types.str;
+          example = "192.0.2.11:6443";
+          description = "The apiserver as `host:port` (`[v6]:port` for IPv6); host is an IP or a DNS name.";
+        };
+        name = lib.mkOption {
+          type = lib.types.str;
+          default = config.address;
+          defaultText = lib.literalExpression "address";
+          example = "cp1";
+          description = "Label for logs, metrics and /status.";
+        };
+      };
+    };
+in
+{
+  options.services.vipproxy = {
+    enable = lib.mkEnableOption "vipproxy, the layer-4 proxy on the Kubernetes apiserver VIP";
+
+    package = lib.mkPackageOption pkgs "vipproxy" { };
+
+    settings = lib.mkOption {
+      default = { };
+      description = ''
+        vipproxy's configuration, written to `${configPath}` as TOML. Every key
+        of `examples/vipproxy.toml` may be set here; the options below are the
+        ones the module itself reads. Changing settings reloads the daemon
+        (SIGHUP) instead of restarting it.
+      '';
+      example = lib.literalExpression ''
+        {
+          vip.addresses = [ "192.0.2.10" ];
+          backend = [
+            { name = "cp1"; address = "192.0.2.11:6443"; }
+            { name = "cp2"; address = "192.0.2.12:6443"; }
+            { name = "cp3"; address = "192.0.2.13:6443"; }
+          ];
+          network.uplinks = [ "eth0" ];
+          keepalived.priority = 150;
+          health.type = "tls";
+        }
+      '';
+      type = lib.types.submodule {
+        freeformType = settingsFormat.type;
+        options = {
+          vip.addresses = lib.mkOption {
+            type = lib.types.nonEmptyListOf lib.types.str;
+            example = [
+              "192.0.2.10"
+              "2001:db8::10"
+            ];
+            description = "The VIPs clients connect to: at most one IPv4 address and any number of IPv6 addresses.";
+          };
+          vip.port = lib.mkOption {
+            type = lib.types.port;
+            default = 6443;
+            description = "TCP port of the VIP listener (all VIPs share it).";
+          };
+          backend = lib.mkOption {
+            type = lib.types.listOf (lib.types.submodule backendModule);
+            default = [ ];
+            description = "The apiservers vipproxy balances over; each node usually lists all of them, itself included.";
+          };
+          network.interface = lib.mkOption {
+            type = lib.types.str;
+            default = "dummyvip0";
+            description = "The dummy link that holds the VIPs on every node.";
+          };
+          network.uplinks = lib.mkOption {
+            type = lib.types.listOf lib.types.str;
+            default = [ ];
+            example = [ "eth0" ];
+            description = ''
+              Interfaces facing the clients. They get `arp_ignore=1` and
+              `arp_announce=2`, so only the node holding the VIP on its uplink
+              (the VRRP master) answers ARP for it. Never `all` or `default`:
+              those also reach pod veths and break pod-to-VIP hairpin traffic.
+            '';
+          };
+          keepalived.router_id = lib.mkOption {
+            type = lib.types.ints.between 1 255;
+            default = 51;
+            description = "VRRP virtual_router_id, the same on every node of the cluster.";
+          };
+          keepalived.priority = lib.mkOption {
+            type = lib.types.ints.between 1 254;
+            default = 100;
+            description = "This node's VRRP priority; the highest live node holds the VIP.";
+          };
+        };
+      };
+    };
+
+    openFirewall = lib.mkOption {
+      type = lib.types.bool;
+      default = false;
+      description = ''
+        Whether to open the VIP port in the firewall (and, with
+        {option}`services.vipproxy.keepalived.enable`, VRRP through
+        {option}`services.keepalived.openFirewall`).
+      '';
+    };
+
+    keepalived.enable = lib.mkOption {
+      type = lib.types.bool;
+      default = true;
+      description = ''
+        Whether to configure keepalived to move the VIPs between the nodes:
+        a VRRP instance on the uplink (`settings.keepalived`) that tracks
+        `vipproxy probe`, so a node whose proxy has no ready backend gives
+        the VIP up.
+      '';
+    };
+  };
+
+  config = lib.mkIf cfg.enable (
+    lib.mkMerge [
+      {
+        assertions = [
+          {
+            assertion = vlib.virtualServersOnVip s keepalivedText == [ ];
+            message = ''
+              services.keepalived.extraConfig declares an IPVS virtual_server for the vipproxy VIP
+              (${lib.concatStringsSep ", " (vlib.virtualServersOnVip s keepalivedText)}). Remove it: vipproxy replaces
+              IPVS load balancing. IPVS needs arp_ignore on all interfaces, which breaks pod -> VIP hairpin
+              traffic on nodes that are both control plane and worker.
+            '';
+          }
+          {
+            assertion = !(lib.any mentionsVip (stringLeaves declaredVirtualServers));
+            message = ''
+              services.keepalived.virtualServers balances the vipproxy VIP. Remove that virtual server:
+              vipproxy replaces IPVS load balancing (IPVS needs arp_ignore on all interfaces, which breaks
+              pod -> VIP hairpin traffic on control-plane nodes that also run pods).
+            '';
+          }
+          {
+            assertion = vlib.ipv4Addresses s == [ ] || s.network.uplinks != [ ];
+            message = ''
+              services.vipproxy.settings.vip.addresses has an IPv4 VIP but settings.network.uplinks is empty.
+              Set settings.network.uplinks to the interface(s) facing the clients (e.g. [ "eth0" ]): their
+              ARP sysctls must be tightened or every node answers ARP for the VIP.
+            '';
+          }
+          {
+            assertion = !cfg.keepalived.enable || vrrpInterface != "";
+            message = ''
+              services.vipproxy.keepalived.enable needs a VRRP interface: set settings.network.uplinks
+              or settings.keepalived.interface.
+            '';
+          }
+          {
+            assertion = vlib.backendsOnVip s == [ ];
+            message = ''
+              services.vipproxy.settings.backend points at the VIP listener itself
+              (${lib.concatStringsSep ", " (vlib.backendsOnVip s)}): the proxy would connect to itself.
+              List the apiservers' own addresses (e.g. each node's IP on port 6443) instead.
+            '';
+          }
+          {
+            assertion = s.backend != [ ];
+            message = "services.vipproxy.settings.backend is empty: list the apiservers (name and address).";
+          }
+          {
+            assertion = lib.all (u: !(lib.elem u [ "all" "default" "lo" ])) s.network.uplinks;
+            message = ''
+              services.vipproxy.settings.network.uplinks must name real uplink interfaces, not all, default
+              or lo: arp_ignore on all/default also reaches pod veths and breaks pod -> VIP hairpin traffic.
+            '';
+          }
+        ];
+
+        environment.etc."vipproxy/vipproxy.toml".source = configFile;
+        environment.systemPackages = [ cfg.package ];
+
+        # systemd owns the VIP listener: FreeBind lets it bind before the VIP
+        # exists, and the socket (with its queue) survives daemon restarts.
+        systemd.sockets.vipproxy = {
+          description = "vipproxy VIP listener";
+          wantedBy = [ "sockets.target" ];
+          listenStreams = vlib.listenStreams s;
+          socketConfig = vlib.socketConfig;
+        };
+
+        systemd.services.vipproxy = {
+          description = "vipproxy: layer-4 proxy for the Kubernetes apiserver VIP";
+          requires = [ "vipproxy.socket" ];
+          after = [
+            "vipproxy.socket"
+            "network.target"
+          ];
+          wantedBy = [ "multi-user.target" ];
+          reloadTriggers = [ configFile ];
+          serviceConfig = vlib.serviceConfig // {
+            ExecStart = "${exe} serve --config ${configPath}";
+            ExecReload = "${pkgs.coreutils}/bin/kill -HUP $MAINPID";
+          };
+        };
+
+        # The dummy link holding the VIPs, through systemd-networkd (as
+        # `vipproxy network apply` does on other distributions).
+        systemd.network.enable = true;
+        systemd.network.netdevs.${vlib.netdevName s}.netdevConfig = (vlib.netdev s).NetDev;
+        systemd.network.networks.${vlib.networkName s} =
+          let
+            unit = vlib.network s;
+          in
+          {
+            matchConfig = unit.Match;
+            networkConfig = unit.Network;
+            addresses = unit.Address;
+            linkConfig = unit.Link;
+          };
+        # With scripted networking networkd manages only the dummy link,
+        # which is never required for online: nothing to wait for.
+        systemd.network.wait-online.enable = lib.mkIf (!config.networking.useNetworkd) (lib.mkDefault false);
+        networking.dhcpcd.denyInterfaces = [ iface ];
+
+        # Per uplink only, never all/default.
+        boot.kernel.sysctl = vlib.sysctl s;
+
+        networking.firewall.allowedTCPPorts = lib.mkIf cfg.openFirewall [ s.vip.port ];
+      }
+
+      (lib.mkIf cfg.keepalived.enable {
+        services.keepalived = {
+          enable = true;
+          openFirewall = lib.mkIf cfg.openFirewall true;
+          vrrpScripts.${vlib.probeScriptName s} = vlib.vrrpScript "${exe} probe --config ${configPath}" // {
+            # The probe only reads the config and asks the local admin endpoint.
+            user = "nobody";
+          };
+          vrrpInstances.${s.keepalived.instance or vlib.defaults.keepalived.instance} = vlib.vrrpInstance s;
+        };
+      })
+    ]
+  );
+
+  meta.maintainers = [ ];
+}

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Show that nix/lib.nix (the NixOS module) and the Go renderer derive the
+same host setup from the same vipproxy TOML file: networkd .netdev/.network,
+sysctl.d, the socket's ListenStream= values and keepalived's VRRP instance.
+
+usage: agree.py VIPPROXY_BINARY CASE.toml...   (exit 1 on any difference)
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(*args):
+    return subprocess.run(args, check=True, capture_output=True, text=True).stdout
+
+
+def parse_unit(text):
+    """systemd unit text -> sorted list of (section, sorted (key, value))."""
+    sections, current = [], None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = (line[1:-1], [])
+            sections.append(current)
+            continue
+        key, _, value = line.partition("=")
+        current[1].append((key.strip(), value.strip()))
+    return sorted((name, sorted(entries)) for name, entries in sections)
+
+
+def nix_unit(sections):
+    """lib.nix section attrs (a list value = repeated section) -> same form."""
+    out = []
+    for name, body in sections.items():
+        for one in body if isinstance(body, list) else [body]:
+            out.append((name, sorted((k, str(v)) for k, v in one.items())))
+    return sorted(out)
+
+
+def parse_sysctl(text):
+    out = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        key, _, value = line.partition("=")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def keepalived_blocks(text):
+    """keepalived.conf text -> {block name: {keyword: [rest...]}} for the
+    top-level vrrp_script/vrrp_instance blocks; nested blocks become
+    keyword -> list of their lines."""
+    blocks, stack = {}, []
+    for raw in text.splitlines():
+        line = raw.split("#")[0].split("!")[0].strip()
+        if not line:
+            continue
+        if line.endswith("{"):
+            head = line[:-1].strip()
+            if not stack:
+                stack.append(blocks.setdefault(head, {}))
+            else:
+                stack[-1][head] = []
+                stack.append(stack[-1][head])
+            continue
+        if line == "}":
+            stack.pop()
+            continue
+        if not stack:
+            continue
+        top = stack[-1]
+        if isinstance(top, list):
+            top.append(" ".join(line.split()))
+        else:
+            word, _, rest = line.partition(" ")
+            top[word] = " ".join(rest.split())
+    return blocks
+
+
+def nixos_keepalived_text(name, inst, script_name, script):
+    """The vrrp_* blocks the nixpkgs keepalived module writes for these
+    option values (its template, reduced to the fields we set)."""
+    lines = [f"vrrp_script {script_name} {{",
+             f'  script "{script["script"]}"',
+             f"  interval {script['interval']}",
+             f"  fall {script['fall']}",
+             f"  rise {script['rise']}",
+             "}",
+             f"vrrp_instance {name} {{",
+             f"  interface {inst['interface']}",
+             f"  state {inst['state']}",
+             f"  virtual_router_id {inst['virtualRouterId']}",
+             f"  priority {inst['priority']}"]
+    if inst["unicastSrcIp"] is not None:
+        lines.append(f"  unicast_src_ip {inst['unicastSrcIp']}")
+    if inst["unicastPeers"]:
+        lines += ["  unicast_peer {"] + [f"    {p}" for p in inst["unicastPeers"]] + ["  }"]
+    lines.append("  virtual_ipaddress {")
+    lines += [f"    {ip['addr']} dev {ip['dev']}" for ip in inst["virtualIps"]]
+    lines.append("  }")
+    lines += ["  track_script {"] + [f"    {t}" for t in inst["trackScripts"]] + ["  }"]
+    lines.append(inst["extraConfig"])
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def compare(case, what, go, nix, failures):
+    if go != nix:
+        failures.append(f"{case}: {what} differ\n  go:  {go}\n  nix: {nix}")
+
+
+def check_case(binary, case, failures):
+    nix = json.loads(run("nix-instantiate", "--eval", "--strict", "--json",
+                         os.path.join(HERE, "render.nix"), "--arg", "file", os.path.abspath(case)))
+    with tempfile.TemporaryDirectory() as root:
+        run(binary, "network", "render", "--config", case, "--root", root)
+        run(binary, "units", "render", "--config", case, "--root", root)
+        keepalived = run(binary, "keepalived", "--config", case)
+        written = {}
+        for dirpath, _, files in os.walk(root):
+            for f in files:
+                with open(os.path.join(dirpath, f)) as fh:
+                    written[os.path.relpath(os.path.join(dirpath, f), root)] = fh.read()
+
+    def one(suffix):
+        hits = [p for p in written if p.endswith(suffix)]
+        if len(hits) != 1:
+            failures.append(f"{case}: expected one {suffix} file from the Go renderer, got {hits}")
+            return "", ""
+        return hits[0], written[hits[0]]
+
+    netdev_path, netdev = one(".netdev")
+    network_path, network = one(".network")
+    sysctl_path = [p for p in written if p.startswith("etc/sysctl.d/")]
+    socket_path = [p for p in written if "vipproxy.socket.d" in p]
+
+    compare(case, ".netdev file name", os.path.basename(netdev_path), nix["netdevName"] + ".netdev", failures)
+    compare(case, ".network file name", os.path.basename(network_path), nix["networkName"] + ".network", failures)
+    compare(case, ".netdev", parse_unit(netdev), nix_unit(nix["netdev"]), failures)
+    compare(case, ".network", parse_unit(network), nix_unit(nix["network"]), failures)
+    compare(case, "sysctl.d", parse_sysctl(written[sysctl_path[0]]) if sysctl_path else None,
+            {k: str(v) for k, v in nix["sysctl"].items()}, failures)
+    streams = [v for s, e in parse_unit(written[socket_path[0]]) for k, v in e if k == "ListenStream" and v] if socket_path else None
+    compare(case, "ListenStream=", sorted(streams or []), sorted(nix["listenStreams"]), failures)
+
+    go_k = keepalived_blocks(keepalived)
+    nix_k = keepalived_blocks(nixos_keepalived_text(
+        nix["instanceName"], nix["vrrpInstance"], nix["probeScriptName"], nix["vrrpScript"]))
+    for block in sorted(set(go_k) | set(nix_k)):
+        go_b, nix_b = dict(go_k.get(block, {})), dict(nix_k.get(block, {}))
+        if block.startswith("vrrp_script"):
+            # The command differs by design (store path vs probe_command).
+            go_b.pop("script", None)
+            nix_b.pop("script", None)
+        compare(case, f"keepalived {block}", go_b, nix_b, failures)
+    return nix
+
+
+def main(argv):
+    binary, cases = argv[1], argv[2:]
+    failures = []
+    for case in cases:
+        check_case(binary, case, failures)
+    for f in failures:
+        print("FAIL", f)
+    print(f"{len(cases) - len({f.split(':')[0] for f in failures})} passed, "
+          f"{len({f.split(':')[0] for f in failures})} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Offline checks of the Nix side (no nixpkgs, no network, no /nix):
+#   check.sh parse              every .nix file parses
+#   check.sh lib                nix/lib.nix gives the expected outputs (tests/lib-cases.nix)
+#   check.sh agree VIPPROXY     lib.nix and the Go renderer agree (tests/agree.py)
+#   check.sh units              lib.nix's unit settings equal systemd/vipproxy.{socket,service}
+#   check.sh pyflakes           the VM scenario scripts lint clean with the driver's globals
+#   check.sh vendor-hash [--write]  nix/package.nix's vendorHash matches `go mod vendor`
+#   check.sh all VIPPROXY       all of the above
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+# Nix 2.8 from Debian with a private store: nothing touches /nix or the network.
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/vipproxy-nix.XXXXXX")
+trap 'chmod -R u+w "$scratch" 2>/dev/null; rm -rf "$scratch"' EXIT
+mkdir -p "$scratch/conf" "$scratch/store"
+cat >"$scratch/conf/nix.conf" <<CONF
+store = local?root=$scratch/store
+build-users-group =
+sandbox = false
+substituters =
+experimental-features = nix-command flakes
+CONF
+export NIX_CONF_DIR="$scratch/conf" NIX_STATE_DIR="$scratch/state" NIX_LOG_DIR="$scratch/log"
+export XDG_CACHE_HOME="$scratch/cache"
+
+nix_files() { git ls-files --cached --others --exclude-standard -- '*.nix'; }
+
+check_parse() {
+	local n=0 f
+	while IFS= read -r f; do
+		[ -f "$f" ] || continue
+		nix-instantiate --parse "$f" >/dev/null
+		n=$((n + 1))
+	done < <(nix_files)
+	echo "parse: $n .nix files parse"
+}
+
+check_lib() {
+	local out
+	out=$(nix-instantiate --eval --strict --json nix/tests/lib-cases.nix)
+	if [ "$out" != "[]" ]; then
+		echo "lib: nix/lib.nix gave unexpected results: $out" >&2
+		return 1
+	fi
+	echo "lib: $(grep -c '^    [A-Za-z0-9]* = {$' nix/tests/lib-cases.nix) cases as expected"
+}
+
+check_agree() {
+	python3 nix/tests/agree.py "$1" nix/tests/cases/*.toml
+}
+
+# [Section] Key=Value lines of a unit file (continuations and comments dropped).
+unit_entries() {
+	sed -n "/^\[$2\]/,/^\[/p" "$1" | grep -E '^[A-Za-z]+=' | sort
+}
+
+check_units() {
+	local svc=systemd/vipproxy.service sock=systemd/vipproxy.socket
+	if [ ! -f "$svc" ] || [ ! -f "$sock" ]; then
+		echo "units: SKIP: $svc and $sock are not there yet"
+		return 0
+	fi
+	# Everything but the lines that name paths or the listen address, which
+	# the module sets from its own package and settings.
+	local skip='^(ExecStart|ExecStartPre|ExecReload|ListenStream)='
+	diff -u --label "$sock [Socket]" --label "nix/lib.nix socketConfig" \
+		<(unit_entries "$sock" Socket | grep -Ev "$skip") \
+		<(nix-instantiate --eval --strict --json -E '(import ./nix/lib.nix).socketConfig' |
+			python3 -c 'import json,sys; [print(f"{k}={v}") for k,v in json.load(sys.stdin).items()]' | sort)
+	diff -u --label "$svc [Service]" --label "nix/lib.nix serviceConfig" \
+		<(unit_entries "$svc" Service | grep -Ev "$skip") \
+		<(nix-instantiate --eval --strict --json -E '(import ./nix/lib.nix).serviceConfig' |
+			python3 -c '
+import json, sys
+for k, v in json.load(sys.stdin).items():
+    for one in (v if isinstance(v, list) else [v]):
+        print(f"{k}={one}")' | sort)
+	echo "units: nix/lib.nix socket and service settings equal $sock and $svc"
+}
+
+check_pyflakes() {
+	local scripts
+	if [ ! -f vm-tests/scenarios.nix ]; then
+		echo "pyflakes: SKIP: no vm-tests/scenarios.nix yet"
+		return 0
+	fi
+	mapfile -t scripts < <(nix-instantiate --eval --strict --json vm-tests/scenarios.nix |
+		python3 -c 'import json,sys; [print("vm-tests/" + s["script"]) for s in json.load(sys.stdin)]')
+	# The NixOS test driver's globals and the node names of vm-tests/nixos.nix.
+	PYFLAKES_BUILTINS="start_all,subtest,machines,vlans,driver,log,retry,serial_stdout_off,serial_stdout_on,polling_condition,Machine,cp1,cp2,cp3,client" \
+		pyflakes3 "${scripts[@]}"
+	echo "pyflakes: ${#scripts[@]} scenario scripts clean"
+}
+
+# The vendorHash as buildGoModule computes it: its goModules derivation runs
+# `go mod vendor` in the package source and takes the NAR hash of vendor/.
+vendor_hash() {
+	local src="$scratch/src"
+	mkdir -p "$src"
+	# Tracked files as they are in the work tree: what a flake's source holds.
+	local f
+	git ls-files -- go.mod go.sum cmd service | while IFS= read -r f; do
+		if [ -f "$f" ]; then cp --parents -t "$src" -- "$f"; fi
+	done
+	(cd "$src" && env -u GOFLAGS GO111MODULE=on go mod vendor)
+	nix hash path --type sha256 "$src/vendor"
+}
+
+check_vendor_hash() {
+	local want have
+	want=$(vendor_hash)
+	have=$(sed -n 's/^ *vendorHash = "\(.*\)";/\1/p' nix/package.nix)
+	if [ "${1:-}" = --write ]; then
+		sed -i "s|^\( *vendorHash = \)\".*\";|\1\"$want\";|" nix/package.nix
+		echo "vendor-hash: nix/package.nix vendorHash = $want"
+	elif [ "$have" != "$want" ]; then
+		echo "vendor-hash: FAIL: nix/package.nix has vendorHash $have but go mod vendor gives $want;" \
+			"run: make nix-vendor-hash" >&2
+		return 1
+	else
+		echo "vendor-hash: $have is current"
+	fi
+}
+
+case "${1:-}" in
+parse) check_parse ;;
+lib) check_lib ;;
+agree) check_agree "$2" ;;
+units) check_units ;;
+pyflakes) check_pyflakes ;;
+vendor-hash) check_vendor_hash "${2:-}" ;;
+all)
+	check_parse
+	check_lib
+	check_agree "$2"
+	check_units
+	check_pyflakes
+	check_vendor_hash
+	;;
+*)
+	sed -n '2,10p' "$0" >&2
+	exit 2
+	;;
+esac

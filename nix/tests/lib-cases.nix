@@ -1,0 +1,122 @@
+# Expected outputs of nix/lib.nix for hand-written inputs. Evaluates to the
+# list of failing cases (empty when all pass):
+#   nix-instantiate --eval --strict --json nix/tests/lib-cases.nix
+let
+  l = import ../lib.nix;
+  v4 = {
+    vip.addresses = [ "192.0.2.10" ];
+    backend = [
+      { address = "192.0.2.11:6443"; }
+      { address = "192.0.2.10:6443"; }
+      { address = "192.0.2.10:8443"; }
+    ];
+    network.uplinks = [ "eth0" ];
+  };
+  v6 = {
+    vip.addresses = [ "2001:db8::10" ];
+    vip.port = 443;
+    backend = [
+      { address = "[2001:db8::10]:443"; }
+      { address = "[2001:db8::11]:443"; }
+    ];
+    network.uplinks = [ "eth0.100" ];
+    keepalived.interface = "eth9";
+  };
+  keepalivedConf = ''
+    virtual_server 192.0.2.10 6443 {   # IPVS on the VIP port: rejected
+      real_server 10.0.0.1 6443 { }
+    }
+    virtual_server 192.0.2.10 80 {     # another port: allowed
+    }
+    ! virtual_server 192.0.2.10 6443 { (a comment)
+    virtual_server 192.0.2.99 6443 {   # another address: allowed
+    }
+  '';
+  cases = {
+    defaultsFillIn = {
+      actual = (l.withDefaults { }).network.interface + ":" + toString (l.withDefaults { }).vip.port;
+      expected = "dummyvip0:6443";
+    };
+    listenV4 = {
+      actual = l.listenStreams v4;
+      expected = [ "192.0.2.10:6443" ];
+    };
+    listenV6Bracketed = {
+      actual = l.listenStreams v6;
+      expected = [ "[2001:db8::10]:443" ];
+    };
+    hostPrefixes = {
+      actual = map (a: a.Address) (l.network (v4 // { vip.addresses = [ "192.0.2.10" "2001:db8::10" ]; })).Address;
+      expected = [ "192.0.2.10/32" "2001:db8::10/128" ];
+    };
+    sysctlPerUplinkOnly = {
+      actual = l.sysctl v4;
+      expected = {
+        "net.ipv4.conf.eth0.arp_ignore" = 1;
+        "net.ipv4.conf.eth0.arp_announce" = 2;
+      };
+    };
+    sysctlDottedNameSlashForm = {
+      actual = builtins.attrNames (l.sysctl v6);
+      expected = [ "net/ipv4/conf/eth0.100/arp_announce" "net/ipv4/conf/eth0.100/arp_ignore" ];
+    };
+    sysctlNoUplinksNothing = {
+      actual = l.sysctl { vip.addresses = [ "2001:db8::1" ]; };
+      expected = { };
+    };
+    unitNamesFromFiles = {
+      actual = [
+        (l.netdevName { network.netdev_file = "70-x.netdev"; })
+        (l.networkName { })
+      ];
+      expected = [ "70-x" "60-vipproxy" ];
+    };
+    vrrpInterfaceFirstUplink = {
+      actual = l.vrrpInterface v4;
+      expected = "eth0";
+    };
+    vrrpInterfaceExplicit = {
+      actual = l.vrrpInterface v6;
+      expected = "eth9";
+    };
+    vrrpInstanceV4 = {
+      actual = l.vrrpInstance v4;
+      expected = {
+        interface = "eth0";
+        state = "BACKUP";
+        virtualRouterId = 51;
+        priority = 100;
+        unicastSrcIp = null;
+        unicastPeers = [ ];
+        virtualIps = [ { addr = "192.0.2.10/32"; dev = "eth0"; } ];
+        trackScripts = [ "vipproxy_probe" ];
+        extraConfig = "advert_int 1\n";
+      };
+    };
+    vrrpOtherFamilyExcluded = {
+      actual = (l.vrrpInstance (v4 // { vip.addresses = [ "192.0.2.10" "2001:db8::10" ]; })).extraConfig;
+      expected = "advert_int 1\nvirtual_ipaddress_excluded {\n  2001:db8::10/128 dev eth0\n}\n";
+    };
+    backendOnVipPortFound = {
+      actual = l.backendsOnVip v4;
+      expected = [ "192.0.2.10:6443" ];
+    };
+    backendOnVipV6Found = {
+      actual = l.backendsOnVip v6;
+      expected = [ "[2001:db8::10]:443" ];
+    };
+    virtualServerOnVipFound = {
+      actual = l.virtualServersOnVip v4 keepalivedConf;
+      expected = [ "192.0.2.10 6443" ];
+    };
+    virtualServerNoneInEmptyConf = {
+      actual = l.virtualServersOnVip v4 "";
+      expected = [ ];
+    };
+  };
+  failed = builtins.filter (name: cases.${name}.actual != cases.${name}.expected) (builtins.attrNames cases);
+in
+map (name: {
+  inherit name;
+  inherit (cases.${name}) actual expected;
+}) failed

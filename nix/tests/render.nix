@@ -1,0 +1,20 @@
+# What the NixOS module derives from one vipproxy TOML file, as JSON for
+# agree.py:  nix-instantiate --eval --strict --json render.nix --arg file ./cases/x.toml
+{ file }:
+let
+  l = import ../lib.nix;
+  s = builtins.fromTOML (builtins.readFile file);
+in
+{
+  netdevName = l.netdevName s;
+  networkName = l.networkName s;
+  netdev = l.netdev s;
+  network = l.network s;
+  sysctl = l.sysctl s;
+  listenStreams = l.listenStreams s;
+  probeScriptName = l.probeScriptName s;
+  instanceName = s.keepalived.instance or l.defaults.keepalived.instance;
+  vrrpInstance = l.vrrpInstance s;
+  vrrpScript = l.vrrpScript "PROBE";
+  backendsOnVip = l.backendsOnVip s;
+}
