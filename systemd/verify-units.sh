@@ -1,0 +1,34 @@
+#!/bin/bash
+# verify-units.sh BIN [MAX_EXPOSURE]: checks the shipped units with Debian's
+# systemd: `systemd-analyze verify` on all of them and the offline security
+# score of vipproxy.service, which must not exceed MAX_EXPOSURE (1.5).
+# verify needs every ExecStart= binary to exist, so it runs on copies whose
+# /usr/bin/vipproxy points at the freshly built BIN.
+set -euo pipefail
+bin=$(readlink -f "$1")
+max=${2:-1.5}
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+[ -x "$bin" ] || { echo "verify-units: $bin is not an executable" >&2; exit 1; }
+
+cp "$here"/*.socket "$here"/*.service "$tmp"/
+sed -i "s#/usr/bin/vipproxy#$bin#g" "$tmp"/*.service
+# verify prints warnings on stderr and still exits 0: treat any output as failure.
+out=$(cd "$tmp" && systemd-analyze verify ./*.socket ./*.service 2>&1) || { echo "$out" >&2; exit 1; }
+if [ -n "$out" ]; then echo "systemd-analyze verify complained:" >&2; echo "$out" >&2; exit 1; fi
+echo "systemd-analyze verify: ok ($(cd "$tmp" && ls ./*.socket ./*.service | xargs -n1 basename | tr '\n' ' '))"
+
+fail=0
+for unit in vipproxy.service vipproxy-network.service; do
+	level=$(systemd-analyze security --offline=true "$tmp/$unit" 2>&1 |
+		sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
+	[ -n "$level" ] || { echo "no exposure level for $unit" >&2; exit 1; }
+	echo "systemd-analyze security --offline=true $unit: exposure $level"
+	if [ "$unit" = vipproxy.service ] && awk -v l="$level" -v m="$max" 'BEGIN { exit !(l > m) }'; then
+		echo "FAIL: $unit exposure $level is above $max" >&2
+		systemd-analyze security --offline=true "$tmp/$unit" | grep '✗' >&2
+		fail=1
+	fi
+done
+exit $fail
