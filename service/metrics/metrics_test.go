@@ -1,0 +1,161 @@
+package metrics
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// scrape renders the registry as Prometheus text and parses it back, as
+// a Prometheus server would.
+func scrape(t *testing.T, m *Metrics) map[string]*dto.MetricFamily {
+	t.Helper()
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	var buf bytes.Buffer
+	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, f := range families {
+		if err := enc.Encode(f); err != nil {
+			t.Fatalf("encode %s: %v", f.GetName(), err)
+		}
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	parsed, err := parser.TextToMetricFamilies(&buf)
+	if err != nil {
+		t.Fatalf("parse the text exposition: %v", err)
+	}
+	return parsed
+}
+
+// value finds the sample of family name whose labels include want.
+func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
+	t.Helper()
+	f, ok := fams[name]
+	if !ok {
+		return 0, false
+	}
+next:
+	for _, m := range f.Metric {
+		have := map[string]string{}
+		for _, l := range m.Label {
+			have[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if have[k] != v {
+				continue next
+			}
+		}
+		switch f.GetType() {
+		case dto.MetricType_COUNTER:
+			return m.Counter.GetValue(), true
+		case dto.MetricType_GAUGE:
+			return m.Gauge.GetValue(), true
+		case dto.MetricType_HISTOGRAM:
+			return float64(m.Histogram.GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+func TestMetricsExposition(t *testing.T) {
+	m := New()
+	a := m.Backend("api-a")
+	a.ConnectionsTotal.Add(3)
+	a.ConnectionsOpen.Set(2)
+	a.DialErrors.Inc()
+	a.BytesToBackend.Add(100)
+	a.BytesToClient.Add(250)
+	a.Up.Set(1)
+	m.Backend("api-b") // a known backend shows at 0 before any traffic
+	m.DialRetries.Inc()
+	m.Rejected.WithLabelValues(RejectLimit).Inc()
+	m.AcceptErrors.WithLabelValues("emfile").Add(4)
+	m.Reloads.WithLabelValues(ResultError).Inc()
+	m.LastReloadSuccess.Set(0)
+	m.ObserveCheck("api-a", true, 3*time.Millisecond)
+	m.ObserveCheck("api-a", false, time.Second)
+	m.ObserveCheck("api-a", true, time.Millisecond)
+
+	fams := scrape(t, m)
+	for _, tc := range []struct {
+		name   string
+		typ    dto.MetricType
+		labels map[string]string
+		want   float64
+	}{
+		{"vipproxy_connections_total", dto.MetricType_COUNTER, map[string]string{"backend": "api-a"}, 3},
+		{"vipproxy_connections_total", dto.MetricType_COUNTER, map[string]string{"backend": "api-b"}, 0},
+		{"vipproxy_connections_open", dto.MetricType_GAUGE, map[string]string{"backend": "api-a"}, 2},
+		{"vipproxy_dial_errors_total", dto.MetricType_COUNTER, map[string]string{"backend": "api-a"}, 1},
+		{"vipproxy_dial_retries_total", dto.MetricType_COUNTER, nil, 1},
+		{"vipproxy_connections_rejected_total", dto.MetricType_COUNTER, map[string]string{"reason": "limit"}, 1},
+		{"vipproxy_connections_rejected_total", dto.MetricType_COUNTER, map[string]string{"reason": "no_backend"}, 0},
+		{"vipproxy_bytes_total", dto.MetricType_COUNTER, map[string]string{"backend": "api-a", "direction": "to_backend"}, 100},
+		{"vipproxy_bytes_total", dto.MetricType_COUNTER, map[string]string{"backend": "api-a", "direction": "to_client"}, 250},
+		{"vipproxy_backend_up", dto.MetricType_GAUGE, map[string]string{"backend": "api-a"}, 1},
+		{"vipproxy_backend_up", dto.MetricType_GAUGE, map[string]string{"backend": "api-b"}, 0},
+		{"vipproxy_health_checks_total", dto.MetricType_COUNTER, map[string]string{"backend": "api-a", "result": "success"}, 2},
+		{"vipproxy_health_checks_total", dto.MetricType_COUNTER, map[string]string{"backend": "api-a", "result": "failure"}, 1},
+		{"vipproxy_health_check_duration_seconds", dto.MetricType_HISTOGRAM, map[string]string{"backend": "api-a"}, 3},
+		{"vipproxy_accept_errors_total", dto.MetricType_COUNTER, map[string]string{"reason": "emfile"}, 4},
+		{"vipproxy_reloads_total", dto.MetricType_COUNTER, map[string]string{"result": "error"}, 1},
+		{"vipproxy_reloads_total", dto.MetricType_COUNTER, map[string]string{"result": "ok"}, 0},
+		{"vipproxy_config_last_reload_success", dto.MetricType_GAUGE, nil, 0},
+	} {
+		f, ok := fams[tc.name]
+		if !ok {
+			t.Errorf("%s missing from the exposition", tc.name)
+			continue
+		}
+		if f.GetType() != tc.typ {
+			t.Errorf("%s is a %v, want %v", tc.name, f.GetType(), tc.typ)
+		}
+		got, ok := value(t, fams, tc.name, tc.labels)
+		if !ok || got != tc.want {
+			t.Errorf("%s%v = %v (found %v), want %v", tc.name, tc.labels, got, ok, tc.want)
+		}
+	}
+	for _, name := range []string{"go_goroutines", "process_open_fds"} {
+		if _, ok := fams[name]; !ok {
+			t.Errorf("runtime/process metric %s missing", name)
+		}
+	}
+}
+
+func TestForgetRemovesOnlyThatBackend(t *testing.T) {
+	m := New()
+	for _, name := range []string{"gone", "kept"} {
+		b := m.Backend(name)
+		b.ConnectionsTotal.Inc()
+		b.BytesToClient.Inc()
+		m.ObserveCheck(name, true, time.Millisecond)
+	}
+	m.Forget("gone")
+	fams := scrape(t, m)
+	for name, f := range fams {
+		for _, metric := range f.Metric {
+			for _, l := range metric.Label {
+				if l.GetName() == "backend" && l.GetValue() == "gone" {
+					t.Errorf("%s still has a series for the forgotten backend", name)
+				}
+			}
+		}
+	}
+	if v, ok := value(t, fams, "vipproxy_connections_total", map[string]string{"backend": "kept"}); !ok || v != 1 {
+		t.Errorf("kept backend lost its series: %v %v", v, ok)
+	}
+}
+
+func TestRegistriesAreIndependent(t *testing.T) {
+	a, b := New(), New() // would panic on duplicate registration if global
+	a.DialRetries.Inc()
+	if v, _ := value(t, scrape(t, b), "vipproxy_dial_retries_total", nil); v != 0 {
+		t.Fatalf("second registry sees the first one's counter: %v", v)
+	}
+}
