@@ -55,7 +55,8 @@ func (c *Config) Validate() error {
 
 // ValidateNetwork adds what the network and keepalived commands need on
 // top of Validate: an IPv4 VIP needs an uplink whose ARP sysctls are fixed
-// and on which keepalived runs VRRP.
+// (IPv6 neighbour discovery has no ARP flux). The keepalived renderer checks
+// that it has a VRRP interface.
 func (c *Config) ValidateNetwork() error {
 	if err := c.Validate(); err != nil {
 		return err
@@ -65,9 +66,6 @@ func (c *Config) ValidateNetwork() error {
 			return &Error{File: c.Path, Key: "network.uplinks",
 				Reason: fmt.Sprintf("the IPv4 VIP %s needs at least one uplink interface (its ARP sysctls are set there)", a)}
 		}
-	}
-	if c.Keepalived.Interface == "" {
-		return &Error{File: c.Path, Key: "keepalived.interface", Reason: "must be set when network.uplinks is empty"}
 	}
 	return nil
 }
