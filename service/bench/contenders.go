@@ -135,7 +135,7 @@ func (r *runner) startContender(ctx context.Context, name string, port int) (*co
 	case "vipproxy":
 		c.readyIn, err = r.startVipproxy(ctx, c, port)
 	case "naive":
-		c.cmd = pinned(r.proxyCPU, r.self, "naive", "--listen", listen, "--backends", strings.Join(r.backends, ","))
+		c.cmd = r.pinned(r.proxyCPU, r.self, "naive", "--listen", listen, "--backends", strings.Join(r.backends, ","))
 		err = r.procs.start(c.cmd, filepath.Join(r.dir, "naive.log"))
 	default:
 		return nil, fmt.Errorf("unknown contender %q (want direct, vipproxy, haproxy, nginx or naive)", name)
@@ -166,7 +166,7 @@ func (r *runner) startHAProxy(c *contender, listen string) error {
 	if err := os.WriteFile(cfg, []byte(haproxyConfig(listen, r.backends)), 0o644); err != nil {
 		return err
 	}
-	c.cmd = pinned(r.proxyCPU, "haproxy", "-db", "-f", cfg)
+	c.cmd = r.pinned(r.proxyCPU, "haproxy", "-db", "-f", cfg)
 	return r.procs.start(c.cmd, filepath.Join(r.dir, "haproxy.log"))
 }
 
@@ -175,7 +175,7 @@ func (r *runner) startNginx(c *contender, listen string) error {
 	if err := os.WriteFile(cfg, []byte(nginxConfig(r.dir, listen, r.backends)), 0o644); err != nil {
 		return err
 	}
-	c.cmd = pinned(r.proxyCPU, "nginx", "-p", r.dir, "-c", cfg)
+	c.cmd = r.pinned(r.proxyCPU, "nginx", "-p", r.dir, "-c", cfg)
 	return r.procs.start(c.cmd, filepath.Join(r.dir, "nginx.log"))
 }
 
@@ -196,7 +196,7 @@ func (r *runner) startVipproxy(ctx context.Context, c *contender, port int) (tim
 		return 0, fmt.Errorf("listen on notify socket: %w", err)
 	}
 	defer notify.Close()
-	c.cmd = pinned(r.proxyCPU, r.opt.Vipproxy, "serve", "--config", cfg)
+	c.cmd = r.pinned(r.proxyCPU, r.opt.Vipproxy, "serve", "--config", cfg)
 	c.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sockPath)
 	if r.opt.CPUProfileDir != "" {
 		c.cmd.Env = append(c.cmd.Env, "VIPPROXY_CPUPROFILE="+filepath.Join(r.opt.CPUProfileDir, "vipproxy.cpu.pprof"))

@@ -38,6 +38,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&opt.IdleConns, "idle", 9900, "idle connections to hold")
 	fs.IntVar(&opt.FailoverRate, "failover-rate", 200, "new connections per second during failover")
 	fs.StringVar(&opt.Pin, "pin", "one", "core layout: one (everything on cpu 1), split (proxy cpu 1, load cpu 0), none")
+	fs.IntVar(&opt.Nice, "nice", -10, "nice level of everything the bench starts (negative: ahead of other work on a shared machine)")
 	fs.StringVar(&opt.Vipproxy, "vipproxy", "bin/vipproxy", "the vipproxy binary")
 	fs.StringVar(&contenders, "contenders", "direct,vipproxy,haproxy,nginx", "contenders in interleaving order (also: naive, a plain tcpproxy)")
 	fs.StringVar(&figures, "figures", "bulk,connrate,pingpong,idle,failover,ready,size", "figure groups to run")
@@ -49,8 +50,8 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	opt.Contenders = splitList(contenders)
 	opt.Figures = splitList(figures)
-	if opt.Reps < 1 || opt.Reps > 20 || opt.Duration <= 0 || opt.Duration > time.Minute || opt.IdleConns < 1 || opt.FailoverRate < 1 {
-		fmt.Fprintln(stderr, "vipproxy-bench: --reps 1..20, --duration up to 1m, --idle and --failover-rate > 0")
+	if opt.Reps < 1 || opt.Reps > 20 || opt.Duration <= 0 || opt.Duration > time.Minute || opt.IdleConns < 1 || opt.FailoverRate < 1 || opt.Nice < -20 || opt.Nice > 19 {
+		fmt.Fprintln(stderr, "vipproxy-bench: --reps 1..20, --duration up to 1m, --idle and --failover-rate > 0, --nice -20..19")
 		return 2
 	}
 	if err := Run(ctx, opt, stdout, stderr); err != nil {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -89,12 +90,18 @@ func (p *procs) killAll() {
 	}
 }
 
-// pinned returns a command run under taskset on cpus ("" means unpinned).
-func pinned(cpus, name string, args ...string) *exec.Cmd {
-	if cpus == "" {
-		return exec.Command(name, args...)
+// pinned returns a command run under taskset on cpus ("" means unpinned)
+// and at the bench's nice level; both exec the program in place, so the
+// pid is the program's own.
+func (r *runner) pinned(cpus, name string, args ...string) *exec.Cmd {
+	argv := append([]string{name}, args...)
+	if cpus != "" {
+		argv = append([]string{"taskset", "-c", cpus}, argv...)
 	}
-	return exec.Command("taskset", append([]string{"-c", cpus, name}, args...)...)
+	if r.opt.Nice != 0 {
+		argv = append([]string{"nice", "-n", strconv.Itoa(r.opt.Nice)}, argv...)
+	}
+	return exec.Command(argv[0], argv[1:]...)
 }
 
 // freePorts reserves n loopback ports by binding them all at once, then

@@ -269,3 +269,30 @@ func version(bin, flag string) string {
 	}
 	return strings.TrimPrefix(line, "nginx version: ")
 }
+
+// spread is, per figure and contender, (max-min)/median over the
+// repetitions: how far to trust a ratio on a shared machine.
+func (r *results) spread(contenders []string, opt Options) string {
+	var b strings.Builder
+	for _, f := range figureSpecs(opt) {
+		if r.vals[f.key] == nil || f.sum {
+			continue
+		}
+		var parts []string
+		for _, c := range contenders {
+			vs := r.vals[f.key][c]
+			if len(vs) < 2 {
+				continue
+			}
+			m := median(vs)
+			if m == 0 {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s ±%.0f%%", c, 50*(slices.Max(vs)-slices.Min(vs))/m))
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(&b, "spread %-45s %s\n", f.label+":", strings.Join(parts, ", "))
+		}
+	}
+	return b.String()
+}

@@ -23,6 +23,7 @@ type Options struct {
 	IdleConns     int           // idle connections held
 	FailoverRate  int           // new connections per second during failover
 	Pin           string        // one, split or none (see pinLayout)
+	Nice          int           // scheduling priority of everything the bench starts
 	Vipproxy      string        // path to the vipproxy binary
 	Contenders    []string      // in the interleaving order
 	Figures       []string      // groups to run: bulk, connrate, pingpong, idle, failover, ready, size
@@ -80,8 +81,8 @@ func Run(ctx context.Context, opt Options, stdout, stderr io.Writer) error {
 	defer r.procs.killAll()
 
 	loadBefore := loadavg()
-	fmt.Fprintf(stderr, "bench: %s, loadavg %s\nbench: pin=%s (proxy cpu %q, client+backends cpu %q), %d reps of %s, work dir %s\n",
-		machineLine(), loadBefore, opt.Pin, proxyCPU, loadCPU, opt.Reps, opt.Duration, dir)
+	fmt.Fprintf(stderr, "bench: %s, loadavg %s\nbench: pin=%s (proxy cpu %q, client+backends cpu %q), nice %d, %d reps of %s, work dir %s\n",
+		machineLine(), loadBefore, opt.Pin, proxyCPU, loadCPU, opt.Nice, opt.Reps, opt.Duration, dir)
 	if err := r.startBackends(ctx); err != nil {
 		return err
 	}
@@ -94,9 +95,10 @@ func Run(ctx context.Context, opt Options, stdout, stderr io.Writer) error {
 			return fmt.Errorf("figure group %s: %w", g, err)
 		}
 	}
+	fmt.Fprint(stderr, r.res.spread(r.names(contenders), opt))
 	table := r.res.render(r.names(contenders), opt)
-	machine := fmt.Sprintf("machine: %s; loadavg before %s, after %s; pinning: %s; medians of %d interleaved repetitions, %s per run",
-		machineLine(), loadBefore, loadavg(), pinText(opt.Pin), opt.Reps, opt.Duration)
+	machine := fmt.Sprintf("machine: %s; loadavg before %s, after %s; pinning: %s, nice %d; medians of %d interleaved repetitions, %s per run",
+		machineLine(), loadBefore, loadavg(), pinText(opt.Pin), opt.Nice, opt.Reps, opt.Duration)
 	out := table + "\n" + machine + "\n"
 	fmt.Fprint(stdout, "\n"+out)
 	if opt.Out != "" {
@@ -145,7 +147,7 @@ func (r *runner) startBackends(ctx context.Context) error {
 }
 
 func (r *runner) startBackend(ctx context.Context, i int) error {
-	cmd := pinned(r.loadCPU, r.self, "backend", "--listen", r.backends[i])
+	cmd := r.pinned(r.loadCPU, r.self, "backend", "--listen", r.backends[i])
 	if err := r.procs.start(cmd, filepath.Join(r.dir, fmt.Sprintf("backend%d.log", i+1))); err != nil {
 		return err
 	}
@@ -236,7 +238,14 @@ func (r *runner) interleave(ctx context.Context, cs []*contender, measure func(*
 				return err
 			}
 			if err := measure(c); err != nil {
-				return fmt.Errorf("%s, repetition %d: %w", c.name, rep+1, err)
+				if ctx.Err() != nil {
+					return err
+				}
+				// One contender failing (e.g. a proxy that died) must not
+				// cost the others their figures: say so and go on.
+				msg := fmt.Sprintf("%s, repetition %d: %v", c.name, rep+1, err)
+				fmt.Fprintf(r.log, "bench:   FAILED %s\n", msg)
+				r.res.note(firstLine(msg))
 			}
 		}
 	}
@@ -279,7 +288,7 @@ func (spec loadSpec) args() []string {
 func (r *runner) load(ctx context.Context, spec loadSpec) (loadResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, spec.Duration+60*time.Second)
 	defer cancel()
-	cmd := pinned(r.loadCPU, r.self, spec.args()...)
+	cmd := r.pinned(r.loadCPU, r.self, spec.args()...)
 	cmd = exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
 	isolate(cmd)
 	var stderr bytes.Buffer
@@ -362,7 +371,7 @@ func (r *runner) idle(ctx context.Context, c *contender) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	spec := loadSpec{Kind: "idle", Targets: c.targets, Conns: r.opt.IdleConns, Duration: 2 * time.Minute, Sources: 4}
-	cmd := pinned(r.loadCPU, r.self, spec.args()...)
+	cmd := r.pinned(r.loadCPU, r.self, spec.args()...)
 	cmd = exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
 	isolate(cmd)
 	stdin, err := cmd.StdinPipe()
@@ -390,7 +399,10 @@ func (r *runner) idle(ctx context.Context, c *contender) error {
 	}
 	r.res.add("idle-est", c.name, float64(res.Established))
 	msg := fmt.Sprintf("bench:   idle %-9s %d/%d established", c.name, res.Established, spec.Conns)
-	if c.pid() != 0 && res.Established > 0 {
+	if c.pid() != 0 && !alive(c.pid()) {
+		msg += ", the proxy EXITED"
+		r.res.note(c.name + " exited while holding idle connections")
+	} else if c.pid() != 0 && res.Established > 0 {
 		time.Sleep(500 * time.Millisecond) // let the proxy settle after the burst
 		after, err := sampleTree(c.pid())
 		if err != nil {
