@@ -115,10 +115,57 @@ rec {
     NoDelay = "yes";
     Backlog = "4096";
     FileDescriptorName = "vip";
+    ReusePort = "no";
   };
   serviceConfig = {
     Type = "notify";
+    NotifyAccess = "main";
+    WatchdogSec = "10s";
     Restart = "on-failure";
+    RestartSec = "1s";
+    TimeoutStopSec = "45s";
+    LimitNOFILE = "65536";
+    # Identity: a throwaway user, no capabilities (the listener is inherited).
+    DynamicUser = "yes";
+    CapabilityBoundingSet = "";
+    AmbientCapabilities = "";
+    NoNewPrivileges = "yes";
+    PrivateUsers = "yes";
+    # Filesystem.
+    ProtectSystem = "strict";
+    ProtectHome = "yes";
+    PrivateTmp = "yes";
+    PrivateDevices = "yes";
+    PrivateMounts = "yes";
+    RuntimeDirectory = "vipproxy";
+    RuntimeDirectoryMode = "0700";
+    UMask = "0077";
+    # Kernel.
+    ProtectKernelTunables = "yes";
+    ProtectKernelModules = "yes";
+    ProtectKernelLogs = "yes";
+    ProtectClock = "yes";
+    ProtectControlGroups = "yes";
+    ProtectHostname = "yes";
+    ProtectProc = "invisible";
+    ProcSubset = "pid";
+    PrivateIPC = "yes";
+    KeyringMode = "private";
+    # Network.
+    RestrictAddressFamilies = "AF_INET AF_INET6 AF_UNIX";
+    # Process.
+    RestrictNamespaces = "yes";
+    RestrictRealtime = "yes";
+    RestrictSUIDSGID = "yes";
+    LockPersonality = "yes";
+    MemoryDenyWriteExecute = "yes";
+    SystemCallArchitectures = "native";
+    SystemCallFilter = [
+      "@system-service"
+      "~@privileged @resources"
+    ];
+    SystemCallErrorNumber = "EPERM";
+    DevicePolicy = "closed";
   };
 
   # Attribute names for systemd.network.{netdevs,networks}.

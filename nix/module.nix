@@ -226,11 +226,13 @@ in
 
         systemd.services.vipproxy = {
           description = "vipproxy: layer-4 proxy for the Kubernetes apiserver VIP";
+          # As in systemd/vipproxy.service.
           requires = [ "vipproxy.socket" ];
           after = [
             "vipproxy.socket"
-            "network.target"
+            "network-online.target"
           ];
+          wants = [ "network-online.target" ];
           wantedBy = [ "multi-user.target" ];
           reloadTriggers = [ configFile ];
           serviceConfig = vlib.serviceConfig // {

@@ -1,0 +1,157 @@
+# NixOS VM tests (runNixOSTest), used by the flake's checks.
+#
+# Every vm-tests/*.py with a `# nodes: ...` header is a scenario shared with
+# the Debian harness (vm-tests/run.sh): the same script runs here on NixOS
+# nodes that provide what vm-tests/README.md asks of a node: the vipproxy
+# binaries, the units of systemd/ (installed, not started), systemd-networkd,
+# keepalived and the client tools. The script itself generates the PKI, writes
+# /etc/vipproxy/vipproxy.toml and drives `vipproxy network apply`, the units
+# and keepalived, exactly as on Debian.
+#
+# nixos-module.py instead tests the NixOS module (services.vipproxy) on its
+# own declarative nodes.
+{
+  pkgs,
+  nixosModule,
+}:
+
+let
+  lib = pkgs.lib;
+  vipproxy = pkgs.callPackage ../nix/package.nix { };
+
+  # systemd/*.socket and *.service as shipped, with the paths of this system.
+  units = pkgs.runCommand "vipproxy-units" { } ''
+    mkdir -p $out/lib/systemd/system
+    for unit in ${../systemd}/*.socket ${../systemd}/*.service; do
+      sed -e 's|/usr/bin/vipproxy|${vipproxy}/bin/vipproxy|g' \
+          -e 's|/bin/kill|${pkgs.coreutils}/bin/kill|g' \
+          "$unit" > $out/lib/systemd/system/$(basename "$unit")
+    done
+  '';
+
+  # What every node of a shared scenario has (vm-tests/README.md).
+  sharedNode = {
+    virtualisation.memorySize = 1024;
+    virtualisation.vlans = [ 1 ];
+    # The scenario opens its own ports (6443, VRRP); the Debian nodes have
+    # no firewall either.
+    networking.firewall.enable = false;
+    # networkd reads the dummy link drop-ins `vipproxy network apply` writes
+    # under /run/systemd/network; eth1 keeps the test's static addressing.
+    systemd.network.enable = true;
+    systemd.network.wait-online.enable = false;
+    systemd.packages = [ units ];
+    environment.systemPackages = [
+      vipproxy
+      pkgs.keepalived
+      pkgs.iproute2
+      pkgs.iputils
+      pkgs.curl
+      pkgs.ndisc6
+      pkgs.procps
+      pkgs.gnutar
+      pkgs.gzip
+      pkgs.gawk
+    ];
+  };
+
+  # The `# nodes: a b c` header of a scenario script.
+  nodesOf =
+    script:
+    let
+      m = builtins.match ".*# nodes:[ ]*([a-z0-9 ]+)\n.*" (builtins.readFile script);
+    in
+    if m == null then null else lib.filter (n: n != "") (lib.splitString " " (builtins.head m));
+
+  scripts = lib.filterAttrs (
+    name: type: type == "regular" && lib.hasSuffix ".py" name && name != "nixos-module.py"
+  ) (builtins.readDir ./.);
+
+  sharedTest =
+    file:
+    let
+      name = lib.removeSuffix ".py" file;
+      nodes = nodesOf (./. + "/${file}");
+    in
+    pkgs.testers.runNixOSTest {
+      name = "vipproxy-${name}";
+      nodes = lib.genAttrs nodes (_: sharedNode);
+      # Lint (pyflakes) stays on; the scripts are plain Python shared with
+      # the Debian harness and are not written for mypy.
+      skipTypeCheck = true;
+      testScript = builtins.readFile (./. + "/${file}");
+    };
+
+  sharedTests = lib.mapAttrs' (file: _: {
+    name = "vm-" + lib.removeSuffix ".py" file;
+    value = sharedTest file;
+  }) (lib.filterAttrs (file: _: nodesOf (./. + "/${file}") != null) scripts);
+
+  # The NixOS module test: three control-plane nodes set up declaratively.
+  ip = n: "192.168.1.${toString n}";
+  cpNode =
+    index: priority:
+    {
+      imports = [ nixosModule ];
+      virtualisation.memorySize = 1024;
+      services.vipproxy = {
+        enable = true;
+        package = vipproxy;
+        openFirewall = true;
+        settings = {
+          vip.addresses = [ "192.168.1.100" ];
+          network.uplinks = [ "eth1" ];
+          keepalived.priority = priority;
+          health.type = "tcp";
+          backend = map (n: {
+            name = "cp${toString (n - 1)}";
+            address = "${ip n}:6443";
+          }) [ 2 3 4 ];
+        };
+      };
+      # The stand-in apiserver on the node's own address (plain TCP check
+      # from vipproxy; the client speaks mTLS end to end through the VIP).
+      systemd.services.apiserver = {
+        wantedBy = [ "multi-user.target" ];
+        after = [ "network.target" ];
+        serviceConfig = {
+          ExecStart = "${vipproxy}/bin/vipproxy-apiserver --listen ${ip index}:6443 --name cp${toString (index - 1)} --cert ${pki}/server.pem --key ${pki}/server-key.pem --client-ca ${pki}/ca.pem";
+          Restart = "on-failure";
+          DynamicUser = true;
+        };
+      };
+      networking.firewall.allowedTCPPorts = [ 6443 ];
+      environment.etc."vipproxy/pki".source = pki;
+      environment.systemPackages = [
+        pkgs.iproute2
+        pkgs.curl
+      ];
+    };
+
+  # Test PKI made at build time (test-only keys in the store are fine).
+  pki = pkgs.runCommand "vipproxy-test-pki" { } ''
+    ${vipproxy}/bin/vipproxy-apiserver pki --dir $out --hosts ${ip 2},${ip 3},${ip 4},192.168.1.100
+    chmod -R a+r $out
+  '';
+
+  moduleTest = pkgs.testers.runNixOSTest {
+    name = "vipproxy-nixos-module";
+    nodes = {
+      client = {
+        virtualisation.memorySize = 512;
+        networking.firewall.enable = false;
+        environment.systemPackages = [
+          pkgs.curl
+          pkgs.iputils
+        ];
+        environment.etc."vipproxy/pki".source = pki;
+      };
+      cp1 = cpNode 2 150;
+      cp2 = cpNode 3 120;
+      cp3 = cpNode 4 90;
+    };
+    skipTypeCheck = true;
+    testScript = builtins.readFile ./nixos-module.py;
+  };
+in
+sharedTests // { vm-nixos-module = moduleTest; }
