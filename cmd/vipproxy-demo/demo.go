@@ -53,13 +53,15 @@ type demo struct {
 	client *http.Client
 	ports  map[string]int // backend name, "proxy", "admin" -> port
 	procs  map[string]*exec.Cmd
+	// reasons holds the last health check error per backend from /status.
+	reasons map[string]string
 }
 
 func runDemo(ctx context.Context, opts demoOptions) (res demoResult, err error) {
 	if opts.Requests <= 0 {
 		opts.Requests = 30
 	}
-	d := &demo{opts: opts, ports: map[string]int{}, procs: map[string]*exec.Cmd{}}
+	d := &demo{opts: opts, ports: map[string]int{}, procs: map[string]*exec.Cmd{}, reasons: map[string]string{}}
 	if d.dir, err = os.MkdirTemp("", "vipproxy-demo-"); err != nil {
 		return res, err
 	}
@@ -306,7 +308,7 @@ func (d *demo) states(ctx context.Context) (map[string]string, error) {
 		return nil, fmt.Errorf("/status is not JSON: %w", err)
 	}
 	states := map[string]string{}
-	collectStates(doc, states)
+	collectStates(doc, states, d.reasons)
 	if len(states) == 0 {
 		return nil, fmt.Errorf("/status names no backend states: %s", bytes.TrimSpace(body))
 	}
@@ -314,22 +316,28 @@ func (d *demo) states(ctx context.Context) (map[string]string, error) {
 }
 
 // collectStates finds the objects in /status that name a backend and its
-// health, reading "state" (up/down/...) or a "healthy" boolean.
-func collectStates(v any, out map[string]string) {
+// health, reading "state" (up/down/...) or a "healthy" boolean, and the
+// last check error into reasons.
+func collectStates(v any, out, reasons map[string]string) {
 	switch v := v.(type) {
 	case map[string]any:
 		name, _ := v["name"].(string)
+		if reason, ok := v["last_error"].(string); ok && name != "" {
+			reasons[name] = reason
+		} else if name != "" {
+			delete(reasons, name)
+		}
 		if state, ok := v["state"].(string); ok && name != "" {
 			out[name] = strings.ToLower(state)
 		} else if healthy, ok := v["healthy"].(bool); ok && name != "" {
 			out[name] = map[bool]string{true: "up", false: "down"}[healthy]
 		}
 		for _, child := range v {
-			collectStates(child, out)
+			collectStates(child, out, reasons)
 		}
 	case []any:
 		for _, child := range v {
-			collectStates(child, out)
+			collectStates(child, out, reasons)
 		}
 	}
 }
@@ -351,6 +359,11 @@ func (d *demo) waitStates(ctx context.Context, want map[string]string) error {
 	})
 	if err == nil {
 		d.say("    /status shows %s after %s", formatMap(want), time.Since(start).Round(100*time.Millisecond))
+		for _, name := range sortedKeys(want) {
+			if want[name] == "down" && d.reasons[name] != "" {
+				d.say("    %s last check error: %s", name, d.reasons[name])
+			}
+		}
 	}
 	return err
 }

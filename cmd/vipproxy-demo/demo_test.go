@@ -61,15 +61,15 @@ func TestDemoEndToEnd(t *testing.T) {
 }
 
 func TestCollectStates(t *testing.T) {
-	got := map[string]string{}
+	got, reasons := map[string]string{}, map[string]string{}
 	collectStates(map[string]any{
 		"backends": []any{
 			map[string]any{"name": "cp1", "state": "UP", "open": 2.0},
-			map[string]any{"name": "cp2", "healthy": false},
+			map[string]any{"name": "cp2", "healthy": false, "last_error": "connection refused"},
 		},
-	}, got)
-	if got["cp1"] != "up" || got["cp2"] != "down" || len(got) != 2 {
-		t.Fatalf("collectStates = %v", got)
+	}, got, reasons)
+	if got["cp1"] != "up" || got["cp2"] != "down" || len(got) != 2 || reasons["cp2"] != "connection refused" {
+		t.Fatalf("collectStates = %v, reasons %v", got, reasons)
 	}
 }
 
