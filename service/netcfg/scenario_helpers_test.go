@@ -1,0 +1,152 @@
+package netcfg
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+)
+
+// vipproxyBin returns the vipproxy binary: $VIPPROXY_BIN (make passes
+// bin/vipproxy) or one built once into a temporary directory.
+func vipproxyBin(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("VIPPROXY_BIN"); p != "" {
+		return p
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "vipproxy-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "vipproxy")
+		out, err := exec.Command("go", "build", "-o", builtBin, "github.com/vipproxy/vipproxy/cmd/vipproxy").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBin
+}
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+// TestMain removes the binary built for the scenarios.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtBin != "" {
+		os.RemoveAll(filepath.Dir(builtBin))
+	}
+	os.Exit(code)
+}
+
+// exec runs a command inside the namespace and returns its combined output.
+func (n *testNS) exec(name string, args ...string) (string, error) {
+	out, err := exec.Command("ip", append([]string{"netns", "exec", n.name, name}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// vethTo links this namespace's interface a to interface b in other, both up.
+func (n *testNS) vethTo(t *testing.T, a string, other *testNS, b string) {
+	t.Helper()
+	n.ip(t, "link", "add", a, "type", "veth", "peer", "name", b, "netns", other.name)
+	n.ip(t, "link", "set", a, "up")
+	other.ip(t, "link", "set", b, "up")
+}
+
+// inNS runs fn on an OS thread switched into the namespace: sockets made
+// there stay in that namespace after fn returns.
+func (n *testNS) inNS(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(n.ns); err != nil {
+			errc <- err
+			return
+		}
+		errc <- fn()
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+	}()
+	return <-errc
+}
+
+// serveGreeting listens on addr inside the namespace and writes greeting to
+// every connection, standing in for an apiserver.
+func (n *testNS) serveGreeting(t *testing.T, addr, greeting string) {
+	t.Helper()
+	var ln net.Listener
+	if err := n.inNS(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
+		t.Fatalf("listen %s in %s: %v", addr, n.name, err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintln(c, greeting)
+			c.Close()
+		}
+	}()
+}
+
+// fetch dials addr from inside the namespace and returns the first line
+// the server sends; the dial is bounded by timeout.
+func (n *testNS) fetch(addr string, timeout time.Duration) (string, error) {
+	var conn net.Conn
+	err := n.inNS(func() (err error) { conn, err = net.DialTimeout("tcp", addr, timeout); return err })
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(timeout))
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	return strings.TrimSpace(line), err
+}
+
+// start runs the binary in the namespace until the test ends.
+func (n *testNS) start(t *testing.T, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("ip", append([]string{"netns", "exec", n.name, bin}, args...)...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// writeConfig writes a vipproxy config and returns its path.
+func writeConfig(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "vipproxy.toml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
