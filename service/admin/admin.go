@@ -1,0 +1,171 @@
+// Package admin serves vipproxy's admin HTTP endpoint: Prometheus
+// metrics, liveness, readiness and a JSON status page. By default it only
+// reads; endpoints that change state exist only with admin.enable_mutations.
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/vipproxy/vipproxy/service/health"
+	"github.com/vipproxy/vipproxy/service/metrics"
+)
+
+// Source is what the admin endpoint reports on: the daemon.
+type Source interface {
+	Status() Status
+}
+
+// Status is the daemon's state as /status shows it.
+type Status struct {
+	// Ready is false while the daemon starts (first round of checks) and
+	// once it stops; /readyz also needs a healthy backend.
+	Ready           bool            `json:"ready"`
+	Version         string          `json:"version"`
+	Backends        []BackendStatus `json:"backends"`
+	OpenConnections int64           `json:"open_connections"`
+	ConfigPath      string          `json:"config_path"`
+	// ConfigError is why the last reload failed; empty if it did not.
+	ConfigError string    `json:"config_error,omitempty"`
+	LastReload  time.Time `json:"last_reload,omitzero"`
+}
+
+// BackendStatus is one backend in Status.
+type BackendStatus struct {
+	Name    string `json:"name"`
+	Address string `json:"address"`
+	// State is health.State.String(): "unknown", "up" or "down".
+	State           string    `json:"state"`
+	LastError       string    `json:"last_error,omitempty"`
+	LastCheck       time.Time `json:"last_check,omitzero"`
+	OpenConnections int64     `json:"open_connections"`
+	Draining        bool      `json:"draining,omitempty"`
+}
+
+// Options tune the handler.
+type Options struct {
+	// EnableMutations serves the endpoints that change state; without it
+	// they answer 403.
+	EnableMutations bool
+	// Drain takes a backend out of (drain=true) or back into (false) the
+	// rotation: POST /backends/{name}/drain and /undrain. It returns
+	// ErrUnknownBackend for a name it does not know. Nil leaves the
+	// endpoints out even with EnableMutations.
+	Drain func(name string, drain bool) error
+}
+
+// ErrUnknownBackend is what Options.Drain returns for a name it does not know.
+var ErrUnknownBackend = errors.New("unknown backend")
+
+// Handler returns the admin endpoint's routes. Only GET and HEAD are
+// served (405 otherwise), except the mutations; unknown paths get 404.
+func Handler(src Source, m *metrics.Metrics, opts Options) http.Handler {
+	mux := http.NewServeMux()
+	if m != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry(), promhttp.HandlerOpts{
+			ErrorHandling:       promhttp.ContinueOnError,
+			MaxRequestsInFlight: 4, // scrapes are cheap but not free
+			Timeout:             10 * time.Second,
+		}))
+	}
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		// Answering at all is the proof of life.
+		text(w, http.StatusOK, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		serveReadyz(w, src.Status())
+	})
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		serveStatus(w, src.Status())
+	})
+	if opts.Drain != nil {
+		mux.Handle("POST /backends/{name}/drain", mutation(opts, true))
+		mux.Handle("POST /backends/{name}/undrain", mutation(opts, false))
+	}
+	return withHeaders(mux)
+}
+
+// withHeaders marks every answer as live data, never to be cached or sniffed.
+func withHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Readiness counts the backends that take new connections: up and not
+// draining. Ready needs the daemon ready and at least one of them.
+func Readiness(st Status) (ready bool, healthy, total int) {
+	for _, b := range st.Backends {
+		if b.State == health.Up.String() && !b.Draining {
+			healthy++
+		}
+	}
+	return st.Ready && healthy > 0, healthy, len(st.Backends)
+}
+
+func serveReadyz(w http.ResponseWriter, st Status) {
+	ready, healthy, total := Readiness(st)
+	switch {
+	case ready:
+		text(w, http.StatusOK, fmt.Sprintf("ready: %d/%d backends healthy\n", healthy, total))
+	case !st.Ready:
+		text(w, http.StatusServiceUnavailable, fmt.Sprintf("not ready: daemon starting or stopping; %d/%d backends healthy\n", healthy, total))
+	default:
+		text(w, http.StatusServiceUnavailable, fmt.Sprintf("not ready: %d/%d backends healthy\n", healthy, total))
+	}
+}
+
+func serveStatus(w http.ResponseWriter, st Status) {
+	if st.Backends == nil {
+		st.Backends = []BackendStatus{} // [] rather than null for consumers
+	}
+	body, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		text(w, http.StatusInternalServerError, fmt.Sprintf("encode status: %v\n", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(append(body, '\n'))
+}
+
+func mutation(opts Options, drain bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !opts.EnableMutations {
+			text(w, http.StatusForbidden, "mutations are disabled (admin.enable_mutations = false)\n")
+			return
+		}
+		// A browser sends Origin on cross-site POSTs; curl and scripts do
+		// not. Refusing it keeps a web page from draining backends.
+		if r.Header.Get("Origin") != "" {
+			text(w, http.StatusForbidden, "cross-origin requests are refused\n")
+			return
+		}
+		name := r.PathValue("name")
+		err := opts.Drain(name, drain)
+		switch {
+		case errors.Is(err, ErrUnknownBackend):
+			text(w, http.StatusNotFound, fmt.Sprintf("unknown backend %q\n", name))
+		case err != nil:
+			text(w, http.StatusInternalServerError, fmt.Sprintf("%v\n", err))
+		case drain:
+			text(w, http.StatusOK, fmt.Sprintf("draining %s\n", name))
+		default:
+			text(w, http.StatusOK, fmt.Sprintf("undrained %s\n", name))
+		}
+	})
+}
+
+func text(w http.ResponseWriter, code int, body string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	io.WriteString(w, body)
+}

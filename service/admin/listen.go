@@ -1,0 +1,141 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vipproxy/vipproxy/service/config"
+)
+
+// Listen returns the admin listener: the systemd-activated one if given,
+// else one opened from cfg.Listen ("host:port", loopback only unless
+// AllowRemote, or "unix:/path"). It returns nil, nil when cfg.Listen is
+// empty and nothing was activated: no admin endpoint.
+func Listen(cfg config.Admin, activated net.Listener) (net.Listener, error) {
+	if activated != nil {
+		return activated, nil
+	}
+	if cfg.Listen == "" {
+		return nil, nil
+	}
+	if path, ok := strings.CutPrefix(cfg.Listen, "unix:"); ok {
+		return listenUnix(path)
+	}
+	if err := checkTCPAddress(cfg); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("admin: listen on %s: %w", cfg.Listen, err)
+	}
+	return ln, nil
+}
+
+func listenError(reason string, args ...any) error {
+	return &config.Error{Key: "admin.listen", Reason: fmt.Sprintf(reason, args...)}
+}
+
+// checkTCPAddress refuses an address reachable from other hosts unless
+// the operator asked for it: the endpoint has no authentication.
+func checkTCPAddress(cfg config.Admin) error {
+	host, port, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return listenError("%q is not host:port or unix:/path: %v", cfg.Listen, err)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return listenError("%q has no valid port", cfg.Listen)
+	}
+	if cfg.AllowRemote || host == "localhost" {
+		return nil
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || !ip.IsLoopback() {
+		return listenError("%q is not a loopback address (127.0.0.0/8, ::1, localhost); set admin.allow_remote = true to serve the admin endpoint beyond this host", cfg.Listen)
+	}
+	return nil
+}
+
+// listenUnix creates the socket at path with mode 0660. A stale socket
+// file left by a crash is removed first; a live one, or any other kind of
+// file, is an error rather than something to delete.
+func listenUnix(path string) (net.Listener, error) {
+	if !filepath.IsAbs(path) {
+		return nil, listenError("unix socket path %q must be absolute", path)
+	}
+	if err := removeStaleSocket(path); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("admin: listen on unix socket %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("admin: chmod unix socket %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+func removeStaleSocket(path string) error {
+	info, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("admin: check unix socket %s: %w", path, err)
+	}
+	if info.Mode().Type() != fs.ModeSocket {
+		return fmt.Errorf("admin: %s exists and is not a socket; not removing it", path)
+	}
+	if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		conn.Close()
+		return fmt.Errorf("admin: unix socket %s is in use by another process", path)
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("admin: remove stale unix socket %s: %w", path, err)
+	}
+	return nil
+}
+
+// Serve serves h on ln until ctx is done, then shuts down gracefully
+// (bounded) and returns nil. A nil ln (no admin endpoint) just waits.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	if ln == nil {
+		<-ctx.Done()
+		return nil
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelDebug),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("admin: serve on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		srv.Close() // a scrape still running after 5 s is cut off
+	}
+	<-served
+	return nil
+}
