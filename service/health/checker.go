@@ -47,6 +47,7 @@ type Checker struct {
 	onEvent func(Event)
 
 	mu      sync.Mutex
+	log     *slog.Logger
 	cfg     config.Health
 	prober  Prober
 	targets map[Target]*target
@@ -72,11 +73,19 @@ type target struct {
 func New(cfg config.Health, prober Prober, onEvent func(Event)) *Checker {
 	return &Checker{
 		onEvent: onEvent,
+		log:     slog.Default(),
 		cfg:     cfg,
 		prober:  prober,
 		targets: map[Target]*target{},
 		result:  make(chan struct{}),
 	}
+}
+
+// SetLogger sets where transitions are logged (default slog.Default()).
+func (c *Checker) SetLogger(log *slog.Logger) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log = log
 }
 
 // SetConfig swaps the health settings and the prober (on reload). The
@@ -207,7 +216,7 @@ func (c *Checker) interval() time.Duration {
 // check probes t once, records the result and reports it.
 func (c *Checker) check(ctx context.Context, t *target) {
 	c.mu.Lock()
-	prober, timeout := c.prober, c.cfg.Timeout.Duration
+	prober, timeout, log := c.prober, c.cfg.Timeout.Duration, c.log
 	c.mu.Unlock()
 	if timeout <= 0 {
 		timeout = time.Second
@@ -229,7 +238,7 @@ func (c *Checker) check(ctx context.Context, t *target) {
 		if ev.To == Down {
 			level = slog.LevelWarn
 		}
-		slog.Log(ctx, level, "backend "+ev.To.String(), "backend", t.Name, "address", t.Address,
+		log.Log(ctx, level, "backend "+ev.To.String(), "backend", t.Name, "address", t.Address,
 			"from", ev.From.String(), "to", ev.To.String(), "reason", ev.Reason)
 	}
 	if c.onEvent != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -489,5 +490,59 @@ func TestSetConfigSwapsProberAndThresholds(t *testing.T) {
 	assertStreak(t, evs, i, 2, false)
 	if !strings.Contains(evs[i].Reason, "swapped prober") {
 		t.Fatalf("reason %q", evs[i].Reason)
+	}
+}
+
+// lockedBuffer is a log sink the test can read while the checker writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) lines() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Split(strings.TrimSpace(b.buf.String()), "\n")
+}
+
+func TestOneLogLinePerTransition(t *testing.T) {
+	ln := listen(t, "127.0.0.1:0")
+	cfg := healthConfig(config.CheckTCP)
+	prober, err := NewProber(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &events{}
+	c := New(cfg, prober, rec.add)
+	out := &lockedBuffer{}
+	c.SetLogger(slog.New(slog.NewTextHandler(out, nil)))
+	c.SetTargets([]Target{{"a", ln.Addr().String()}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	waitFor(t, "a up", func() bool { return lastTransition(rec.of("a"), Up) >= 0 })
+	ln.Close()
+	waitFor(t, "a down", func() bool { return lastTransition(rec.of("a"), Down) >= 0 })
+	n := len(rec.of("a"))
+	waitFor(t, "more failed checks", func() bool { return len(rec.of("a")) >= n+3 })
+	lines := out.lines()
+	if len(lines) != 2 {
+		t.Fatalf("%d log lines for 2 transitions and %d checks:\n%s", len(lines), len(rec.of("a")), strings.Join(lines, "\n"))
+	}
+	for i, want := range []string{"msg=\"backend up\" backend=a", "msg=\"backend down\" backend=a"} {
+		if !strings.Contains(lines[i], want) || !strings.Contains(lines[i], "from=") || !strings.Contains(lines[i], "reason=") {
+			t.Errorf("log line %d: %s", i, lines[i])
+		}
+	}
+	if !strings.Contains(lines[1], "level=WARN") || !strings.Contains(lines[1], "connection refused") {
+		t.Errorf("down line: %s", lines[1])
 	}
 }
