@@ -29,8 +29,8 @@ type Networkctl struct{}
 
 // Running asks systemctl whether systemd-networkd.service is active.
 func (Networkctl) Running(ctx context.Context) error {
-	out, err := exec.CommandContext(ctx, "systemctl", "is-active", "systemd-networkd.service").Output()
-	state := strings.TrimSpace(string(out))
+	out, err := exec.CommandContext(ctx, "systemctl", "is-active", "systemd-networkd.service").CombinedOutput()
+	state := strings.Join(strings.Fields(string(out)), " ")
 	if err == nil && state == "active" {
 		return nil
 	}
