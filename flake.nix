@@ -35,10 +35,17 @@
         vipproxy = final.callPackage ./nix/package.nix { inherit version; };
       };
 
-      packages = forAllSystems (pkgs: rec {
-        vipproxy = pkgs.callPackage ./nix/package.nix { inherit version; };
-        default = vipproxy;
-      });
+      packages = forAllSystems (
+        pkgs:
+        rec {
+          vipproxy = pkgs.callPackage ./nix/package.nix { inherit version; };
+          default = vipproxy;
+        }
+        # riscv64 has no binary cache: prove the build by cross-compiling.
+        // lib.optionalAttrs (pkgs.stdenv.hostPlatform.system != "riscv64-linux") {
+          vipproxy-riscv64 = pkgs.pkgsCross.riscv64.callPackage ./nix/package.nix { inherit version; };
+        }
+      );
 
       # The module, with the package of this flake as its default.
       nixosModules.default =
@@ -54,6 +61,9 @@
         pkgs:
         {
           package = self.packages.${pkgs.stdenv.hostPlatform.system}.vipproxy;
+        }
+        // lib.optionalAttrs (pkgs.stdenv.hostPlatform.system == "x86_64-linux") {
+          package-riscv64 = self.packages.x86_64-linux.vipproxy-riscv64;
         }
         // lib.optionalAttrs (lib.elem pkgs.stdenv.hostPlatform.system vmTestSystems) (vmTests pkgs)
       );

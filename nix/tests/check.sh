@@ -4,6 +4,7 @@
 #   check.sh lib                nix/lib.nix gives the expected outputs (tests/lib-cases.nix)
 #   check.sh agree VIPPROXY     lib.nix and the Go renderer agree (tests/agree.py)
 #   check.sh units              lib.nix's unit settings equal systemd/vipproxy.{socket,service}
+#   check.sh flake              flake.nix's outputs evaluate against a stub nixpkgs (tests/flake-eval.nix)
 #   check.sh pyflakes           the VM scenario scripts lint clean with the driver's globals
 #   check.sh vendor-hash [--write]  nix/package.nix's vendorHash matches `go mod vendor`
 #   check.sh all VIPPROXY       all of the above
@@ -87,14 +88,38 @@ check_pyflakes() {
 	echo "pyflakes: ${#scripts[@]} VM test scripts clean"
 }
 
+check_flake() {
+	nix-instantiate --eval --strict --json nix/tests/flake-eval.nix | python3 -c '
+import json, sys
+out = json.load(sys.stdin)
+problems = []
+def want(cond, what):
+    if not cond:
+        problems.append(what)
+for system in ["x86_64-linux", "aarch64-linux", "riscv64-linux"]:
+    want({"default", "vipproxy"} <= set(out["packages"][system]), f"packages.{system}")
+    want("package" in out["checks"][system], f"checks.{system}.package")
+for system in ["x86_64-linux", "aarch64-linux"]:
+    want({"vm-scenario", "vm-smoke", "vm-nixos-module"} <= set(out["checks"][system]), f"VM tests in checks.{system}")
+want(set(out["checks"]["riscv64-linux"]) == {"package"}, "riscv64 checks: the package only")
+want("package-riscv64" in out["checks"]["x86_64-linux"], "cross-compiled riscv64 package in checks")
+want("vm-scenario" in out["riscv64VmTests"], "riscv64 VM tests in legacyPackages")
+want(out["overlay"] == ["vipproxy"] and out["nixosModule"], "overlay and module")
+for p in problems:
+    print("flake: FAIL:", p, file=sys.stderr)
+n = sum(len(v) for v in out["checks"].values())
+print(f"flake: outputs evaluate against a stub nixpkgs ({n} checks)")
+sys.exit(1 if problems else 0)'
+}
+
 # The vendorHash as buildGoModule computes it: its goModules derivation runs
 # `go mod vendor` in the package source and takes the NAR hash of vendor/.
 vendor_hash() {
 	local src="$scratch/src"
 	mkdir -p "$src"
-	# Tracked files as they are in the work tree: what a flake's source holds.
+	# The work tree (tracked and new files): the source once committed.
 	local f
-	git ls-files -- go.mod go.sum cmd service | while IFS= read -r f; do
+	git ls-files --cached --others --exclude-standard -- go.mod go.sum cmd service | while IFS= read -r f; do
 		if [ -f "$f" ]; then cp --parents -t "$src" -- "$f"; fi
 	done
 	(cd "$src" && env -u GOFLAGS GO111MODULE=on go mod vendor)
@@ -122,6 +147,7 @@ parse) check_parse ;;
 lib) check_lib ;;
 agree) check_agree "$2" ;;
 units) check_units ;;
+flake) check_flake ;;
 pyflakes) check_pyflakes ;;
 vendor-hash) check_vendor_hash "${2:-}" ;;
 all)
@@ -129,6 +155,7 @@ all)
 	check_lib
 	check_agree "$2"
 	check_units
+	check_flake
 	check_pyflakes
 	check_vendor_hash
 	;;
