@@ -1,0 +1,68 @@
+package netcfg
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+)
+
+// TestIPv6NeighbourDiscoveryIsPerInterface checks the claim that IPv6 VIPs
+// need no sysctl: Linux answers a neighbour solicitation only for addresses
+// on the interface it arrived on. Three nodes hold the IPv6 VIP on their
+// stand-in dummy link with default sysctls: nobody answers; once one node
+// holds it on its uplink (keepalived on the master), exactly that MAC does.
+func TestIPv6NeighbourDiscoveryIsPerInterface(t *testing.T) {
+	const vip6 = "2001:db8:78::100"
+	sw, client := newTestNS(t), newTestNS(t)
+	sw.ip(t, "link", "add", "br0", "type", "bridge")
+	sw.ip(t, "link", "set", "br0", "up")
+	attach := func(ns *testNS, port, ip string) {
+		sw.vethTo(t, port, ns, "eth0")
+		sw.ip(t, "link", "set", port, "master", "br0")
+		ns.ip(t, "addr", "add", ip+"/64", "dev", "eth0", "nodad")
+	}
+	attach(client, "p-client", "2001:db8:78::2")
+	var nodes []*testNS
+	for i := 1; i <= 3; i++ {
+		n := newTestNS(t)
+		attach(n, fmt.Sprintf("p-node%d", i), fmt.Sprintf("2001:db8:78::%d", 10+i))
+		n.veth(t, "dummyvip0", "dummyvip0-peer")
+		n.ip(t, "addr", "add", vip6+"/128", "dev", "dummyvip0", "nodad")
+		nodes = append(nodes, n)
+	}
+	resolve := func() string {
+		client.ip(t, "neigh", "flush", "all")
+		client.fetch("["+vip6+"]:6443", 2*time.Second) // triggers neighbour solicitations
+		return neighMAC(t, client, "eth0", vip6)
+	}
+	if got := resolve(); got != "" {
+		t.Errorf("VIP only on dummy links: %s answered neighbour discovery, want nobody", got)
+	}
+	nodes[2].ip(t, "addr", "add", vip6+"/128", "dev", "eth0", "nodad")
+	if got, want := resolve(), macOf(t, nodes[2], "eth0"); got != want {
+		t.Errorf("VIP also on one uplink: neighbour %q, want %s", got, want)
+	}
+}
+
+// neighMAC returns the resolved link-layer address of ip on iface, or "".
+func neighMAC(t *testing.T, ns *testNS, iface, ip string) string {
+	t.Helper()
+	link, err := ns.nl.LinkByName(iface)
+	if err != nil {
+		t.Fatal(err)
+	}
+	neighs, err := ns.nl.NeighList(link.Attrs().Index, netlink.FAMILY_V6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := netip.MustParseAddr(ip)
+	for _, n := range neighs {
+		if a, ok := netip.AddrFromSlice(n.IP); ok && a == want && len(n.HardwareAddr) > 0 && n.State&netlink.NUD_FAILED == 0 {
+			return n.HardwareAddr.String()
+		}
+	}
+	return ""
+}
