@@ -24,7 +24,7 @@ type testPKI struct {
 	Pool                          *x509.CertPool
 }
 
-func newTestPKI(t *testing.T) *testPKI {
+func newTestPKI(t testing.TB) *testPKI {
 	t.Helper()
 	dir := t.TempDir()
 	caKey, caCert := newCert(t, "test CA", nil, nil, true)
@@ -41,7 +41,7 @@ func newTestPKI(t *testing.T) *testPKI {
 	return p
 }
 
-func newCert(t *testing.T, cn string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, isCA bool) (*ecdsa.PrivateKey, *x509.Certificate) {
+func newCert(t testing.TB, cn string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, isCA bool) (*ecdsa.PrivateKey, *x509.Certificate) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -78,7 +78,7 @@ func newCert(t *testing.T, cn string, parent *x509.Certificate, parentKey *ecdsa
 	return key, cert
 }
 
-func writePEM(t *testing.T, dir, name, kind string, der []byte) string {
+func writePEM(t testing.TB, dir, name, kind string, der []byte) string {
 	t.Helper()
 	path := filepath.Join(dir, name)
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
@@ -87,7 +87,7 @@ func writePEM(t *testing.T, dir, name, kind string, der []byte) string {
 	return path
 }
 
-func writeKey(t *testing.T, dir, name string, key *ecdsa.PrivateKey) string {
+func writeKey(t testing.TB, dir, name string, key *ecdsa.PrivateKey) string {
 	t.Helper()
 	der, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {

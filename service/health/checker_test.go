@@ -189,7 +189,7 @@ func TestFirstResultDecides(t *testing.T) {
 
 // tlsServer starts an HTTPS server requiring a client certificate from
 // the test CA; /readyz answers with status.
-func tlsServer(t *testing.T, pki *testPKI, status int) string {
+func tlsServer(t testing.TB, pki *testPKI, status int) string {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/readyz" {

@@ -1,0 +1,31 @@
+package health
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/vipproxy/vipproxy/service/config"
+)
+
+// BenchmarkProbe measures one check of each kind against a local mTLS
+// server: the cost of a check is what a short interval multiplies.
+func BenchmarkProbe(b *testing.B) {
+	pki := newTestPKI(b)
+	addr := tlsServer(b, pki, http.StatusOK)
+	for _, kind := range []string{config.CheckTCP, config.CheckTLS, config.CheckHTTPS} {
+		b.Run(kind, func(b *testing.B) {
+			cfg := healthConfig(kind)
+			cfg.CAFile, cfg.CertFile, cfg.KeyFile = pki.CAFile, pki.ClientCert, pki.ClientKey
+			p, err := NewProber(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if err := p.Probe(context.Background(), addr); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
