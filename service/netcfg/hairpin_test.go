@@ -98,9 +98,8 @@ uplinks = ["eth0"]
 	}
 }
 
-// startProxy runs `vipproxy serve` in the node and waits until the VIP
-// answers through it. Until the daemon's serve exists (it says "not
-// implemented yet"), a plain listener on the VIP stands in, logged loudly.
+// startProxy runs the real `vipproxy serve` in the node (self-listening on
+// the VIP with IP_FREEBIND) and waits until the VIP answers through it.
 func startProxy(t *testing.T, node *testNS, bin, cfg, target, greeting string) {
 	t.Helper()
 	var out bytes.Buffer
@@ -120,11 +119,6 @@ func startProxy(t *testing.T, node *testNS, bin, cfg, target, greeting string) {
 		select {
 		case err := <-exited:
 			exited <- err // for the cleanup
-			if strings.Contains(out.String(), "not implemented") {
-				t.Logf("STAND-IN: vipproxy serve is not implemented yet; a plain listener answers on %s", target)
-				node.serveGreeting(t, target, greeting)
-				return
-			}
 			t.Fatalf("vipproxy serve exited: %v\n%s", err, out.String())
 		case <-time.After(100 * time.Millisecond):
 		}
