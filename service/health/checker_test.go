@@ -2,7 +2,6 @@ package health
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"io"
 	"log"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/testpki"
 )
 
 // events records every event a checker emits.
@@ -189,7 +189,7 @@ func TestFirstResultDecides(t *testing.T) {
 
 // tlsServer starts an HTTPS server requiring a client certificate from
 // the test CA; /readyz answers with status.
-func tlsServer(t testing.TB, pki *testPKI, status int) string {
+func tlsServer(t testing.TB, pki *testpki.Files, status int) string {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/readyz" {
@@ -199,11 +199,11 @@ func tlsServer(t testing.TB, pki *testPKI, status int) string {
 		w.WriteHeader(status)
 		io.WriteString(w, http.StatusText(status))
 	}))
-	srv.TLS = &tls.Config{
-		Certificates: []tls.Certificate{pki.ServerTLS},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    pki.Pool,
+	serverTLS, err := pki.ServerTLS() // requires a client certificate from the CA
+	if err != nil {
+		t.Fatal(err)
 	}
+	srv.TLS = serverTLS
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // handshake failures are the point of some tests
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
@@ -217,7 +217,7 @@ func TestHTTPSCheckSeesFailingReadyz(t *testing.T) {
 	targets := []Target{{"failing", failing}, {"healthy", healthy}}
 
 	https := healthConfig(config.CheckHTTPS)
-	https.CAFile, https.CertFile, https.KeyFile = pki.CAFile, pki.ClientCert, pki.ClientKey
+	https.CAFile, https.CertFile, https.KeyFile = pki.CA, pki.ClientCert, pki.ClientKey
 	hc, _ := startChecker(t, https, targets...)
 	tc, _ := startChecker(t, healthConfig(config.CheckTCP), targets...)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -246,7 +246,7 @@ func TestTLSProbes(t *testing.T) {
 		t.Helper()
 		for _, kind := range []string{config.CheckTLS, config.CheckHTTPS} {
 			cfg := healthConfig(kind)
-			cfg.CAFile, cfg.CertFile, cfg.KeyFile = pki.CAFile, pki.ClientCert, pki.ClientKey
+			cfg.CAFile, cfg.CertFile, cfg.KeyFile = pki.CA, pki.ClientCert, pki.ClientKey
 			mutate(&cfg)
 			p, err := NewProber(cfg)
 			if err != nil {
@@ -267,7 +267,7 @@ func TestTLSProbes(t *testing.T) {
 	if err := probe(func(c *config.Health) { c.ServerName = "wrong.test" }); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("probe with a server_name not in the certificate: %v", err)
 	}
-	if err := probe(func(c *config.Health) { c.CAFile = other.CAFile }); err == nil || !strings.Contains(err.Error(), "certificate") {
+	if err := probe(func(c *config.Health) { c.CAFile = other.CA }); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("probe verifying against another CA: %v", err)
 	}
 	if err := probe(func(c *config.Health) { c.CAFile = "" }); err != nil {
@@ -289,7 +289,7 @@ func TestNewProberRejectsBadFiles(t *testing.T) {
 		{"CA not PEM", "health.ca_file", func(c *config.Health) { c.CAFile = pki.ClientKey }},
 		{"cert without key", "health.key_file", func(c *config.Health) { c.CertFile = pki.ClientCert }},
 		{"key without cert", "health.cert_file", func(c *config.Health) { c.KeyFile = pki.ClientKey }},
-		{"mismatched pair", "health.cert_file", func(c *config.Health) { c.CertFile, c.KeyFile = pki.ClientCert, pki.CAFile }},
+		{"mismatched pair", "health.cert_file", func(c *config.Health) { c.CertFile, c.KeyFile = pki.ClientCert, pki.CA }},
 		{"bad type", "health.type", func(c *config.Health) { c.Type = "icmp" }},
 		{"zero timeout", "health.timeout", func(c *config.Health) { c.Timeout.Duration = 0 }},
 	} {

@@ -16,7 +16,7 @@ func BenchmarkProbe(b *testing.B) {
 	for _, kind := range []string{config.CheckTCP, config.CheckTLS, config.CheckHTTPS} {
 		b.Run(kind, func(b *testing.B) {
 			cfg := healthConfig(kind)
-			cfg.CAFile, cfg.CertFile, cfg.KeyFile = pki.CAFile, pki.ClientCert, pki.ClientKey
+			cfg.CAFile, cfg.CertFile, cfg.KeyFile = pki.CA, pki.ClientCert, pki.ClientKey
 			p, err := NewProber(cfg)
 			if err != nil {
 				b.Fatal(err)
