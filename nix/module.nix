@@ -31,7 +31,16 @@ let
   # extraConfig; a `virtualServers` option, where another module adds one,
   # is searched for the VIP too.
   declaredVirtualServers = config.services.keepalived.virtualServers or { };
-  stringLeaves = v: lib.collect builtins.isString v;
+  stringLeaves =
+    v:
+    if builtins.isString v then
+      [ v ]
+    else if builtins.isList v then
+      lib.concatMap stringLeaves v
+    else if builtins.isAttrs v then
+      lib.concatMap stringLeaves (builtins.attrValues v)
+    else
+      [ ];
   mentionsVip =
     str: lib.any (vip: str == vip || lib.hasPrefix "${vip} " str || lib.hasPrefix "${vip}:" str) vips;
 

@@ -41,6 +41,10 @@ let
     systemd.network.enable = true;
     systemd.network.wait-online.enable = false;
     systemd.packages = [ units ];
+    networking.dhcpcd.denyInterfaces = [ "dummyvip0" ];
+    # Transient units (systemd-run: apiserver, keepalived and the vrrp_script
+    # it runs through /usr/bin/env) find the tools as on Debian.
+    systemd.globalEnvironment.PATH = lib.mkDefault "/run/wrappers/bin:/run/current-system/sw/bin";
     environment.systemPackages = [
       vipproxy
       pkgs.keepalived
