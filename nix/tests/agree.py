@@ -171,7 +171,7 @@ def main(argv):
         check_case(binary, case, failures)
     for f in failures:
         print("FAIL", f)
-    print(f"{len(cases) - len({f.split(':')[0] for f in failures})} passed, "
+    print(f"agree: {len(cases) - len({f.split(':')[0] for f in failures})} passed, "
           f"{len({f.split(':')[0] for f in failures})} failed")
     return 1 if failures else 0
 
