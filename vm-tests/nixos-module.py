@@ -62,6 +62,17 @@ with subtest("reload keeps the daemon and the listener"):
     assert cp1.succeed("systemctl show -p MainPID --value vipproxy.service").strip() == pid
     names_via_vip(3)
 
+with subtest("a settings change reloads (same PID), the new backend set is used"):
+    pid = cp1.succeed("systemctl show -p MainPID --value vipproxy.service").strip()
+    cp1.succeed("/run/current-system/specialisation/fewer-backends/bin/switch-to-configuration test >&2")
+    cp1.wait_for_unit("vipproxy.service")
+    assert cp1.succeed("systemctl show -p MainPID --value vipproxy.service").strip() == pid, "vipproxy was restarted"
+    cp1.succeed("grep -q cp2 /etc/vipproxy/vipproxy.toml", "! grep -q '\"cp1\"' /etc/vipproxy/vipproxy.toml")
+    cp1.wait_until_succeeds("test $(journalctl -b -u vipproxy.service | grep -c Reloading) -ge 2", timeout=30)
+    cp1.wait_until_succeeds("vipproxy probe --config /etc/vipproxy/vipproxy.toml", timeout=30)
+    seen = set(names_via_vip(12))
+    assert seen <= {"cp2", "cp3"} and seen, f"after the reload expected cp2/cp3 only, got {sorted(seen)}"
+
 with subtest("failover: cp1 powered off, cp2 takes the VIP, requests resume"):
     cp1.crash()
     cp2.wait_until_succeeds(HOLDS_VIP, timeout=30)

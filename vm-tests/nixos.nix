@@ -150,7 +150,20 @@ let
         ];
         environment.etc."vipproxy/pki".source = pki;
       };
-      cp1 = cpNode 2 150;
+      cp1 = {
+        imports = [ (cpNode 2 150) ];
+        # A settings change must reload vipproxy, not restart it.
+        specialisation.fewer-backends.configuration.services.vipproxy.settings.backend = lib.mkForce [
+          {
+            name = "cp2";
+            address = "${ip 3}:6443";
+          }
+          {
+            name = "cp3";
+            address = "${ip 4}:6443";
+          }
+        ];
+      };
       cp2 = cpNode 3 120;
       cp3 = cpNode 4 90;
     };
