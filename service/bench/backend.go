@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"time"
 )
 
@@ -16,15 +17,19 @@ const (
 	modeEcho   = 'E' // echo every byte back (ping-pong latency)
 	modeSink   = 'S' // read and discard until EOF (upload throughput)
 	modeSource = 'R' // write zeros until the peer goes away (download throughput)
-	modeFirst  = 'F' // write one byte, then hold until EOF (connection rate, idle, failover)
+	modeFirst  = 'F' // write one byte, then hold until EOF (connection rate, idle)
+	modeTagged = 'T' // read an 8-byte connection id, log it, then as modeFirst (failover)
 )
 
 // bulkChunk is the read/write size of the bulk modes: large enough that the
 // backend and the client spend their time in the kernel, not in Go.
 const bulkChunk = 256 << 10
 
-// runBackend serves the bench protocol on listen until ctx ends.
-func runBackend(ctx context.Context, listen string) error {
+// runBackend serves the bench protocol on listen until ctx ends. Tagged
+// connections are logged to idLog (if not nil) before they are answered,
+// so after a SIGKILL the bench knows which failed connections had already
+// reached this backend: those were open, and no proxy can save them.
+func runBackend(ctx context.Context, listen string, idLog *os.File) error {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", listen)
 	if err != nil {
@@ -44,12 +49,12 @@ func runBackend(ctx context.Context, listen string) error {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		go serveBackendConn(c)
+		go serveBackendConn(c, idLog)
 	}
 	return nil
 }
 
-func serveBackendConn(c net.Conn) {
+func serveBackendConn(c net.Conn, idLog *os.File) {
 	defer c.Close()
 	var mode [1]byte
 	if _, err := io.ReadFull(c, mode[:]); err != nil {
@@ -73,8 +78,17 @@ func serveBackendConn(c net.Conn) {
 				return
 			}
 		}
-	case modeFirst:
-		if _, err := c.Write(mode[:]); err != nil {
+	case modeFirst, modeTagged:
+		if mode[0] == modeTagged {
+			var id [8]byte
+			if _, err := io.ReadFull(c, id[:]); err != nil {
+				return
+			}
+			if idLog != nil {
+				idLog.Write(id[:]) // one O_APPEND write: survives our SIGKILL
+			}
+		}
+		if _, err := c.Write(mode[:1]); err != nil {
 			return
 		}
 		var rest [64]byte

@@ -17,6 +17,7 @@ type contender struct {
 	targets []string  // what clients connect to: the proxy, or the backends for direct
 	cmd     *exec.Cmd // nil for direct
 	readyIn time.Duration
+	admin   string // vipproxy's admin address, for Go runtime metrics
 }
 
 func (c *contender) pid() int {
@@ -196,6 +197,7 @@ func (r *runner) startVipproxy(ctx context.Context, c *contender, port int) (tim
 		return 0, fmt.Errorf("listen on notify socket: %w", err)
 	}
 	defer notify.Close()
+	c.admin = fmt.Sprintf("127.0.0.1:%d", ports[0])
 	c.cmd = r.pinned(r.proxyCPU, r.opt.Vipproxy, "serve", "--config", cfg)
 	c.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sockPath)
 	if r.opt.CPUProfileDir != "" {

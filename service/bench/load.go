@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -29,15 +30,16 @@ type loadSpec struct {
 
 // loadResult is what the load process prints as one JSON line.
 type loadResult struct {
-	Ops         int64   `json:"ops"`   // connections, round trips or streams
-	Bytes       int64   `json:"bytes"` // payload moved
-	Seconds     float64 `json:"seconds"`
-	Errors      int64   `json:"errors"`
-	FirstError  string  `json:"first_error,omitempty"`
-	P50us       float64 `json:"p50_us"`
-	P99us       float64 `json:"p99_us"`
-	P999us      float64 `json:"p999_us"`
-	Established int     `json:"established"`
+	Ops         int64    `json:"ops"`   // connections, round trips or streams
+	Bytes       int64    `json:"bytes"` // payload moved
+	Seconds     float64  `json:"seconds"`
+	Errors      int64    `json:"errors"`
+	FirstError  string   `json:"first_error,omitempty"`
+	P50us       float64  `json:"p50_us"`
+	P99us       float64  `json:"p99_us"`
+	P999us      float64  `json:"p999_us"`
+	Established int      `json:"established"`
+	FailedIDs   []uint64 `json:"failed_ids,omitempty"` // failover: ids of the failed connections
 }
 
 // maxSamples bounds the latency samples one run keeps.
@@ -197,6 +199,11 @@ func (c *client) dialAll(ctx context.Context, n int, mode byte) ([]net.Conn, err
 // oneShot is one short-lived connection: connect, ask for one byte, read it,
 // close. It returns the time from the start of connect to the first byte.
 func (c *client) oneShot(ctx context.Context) (time.Duration, error) {
+	return c.oneShotTagged(ctx, nil)
+}
+
+// oneShotTagged is oneShot that sends id first, for the backend to log.
+func (c *client) oneShotTagged(ctx context.Context, id []byte) (time.Duration, error) {
 	start := time.Now()
 	conn, err := c.dial(ctx)
 	if err != nil {
@@ -204,11 +211,14 @@ func (c *client) oneShot(ctx context.Context) (time.Duration, error) {
 	}
 	defer conn.Close()
 	conn.SetDeadline(start.Add(ioTimeout))
-	var b [1]byte
-	b[0] = modeFirst
-	if _, err := conn.Write(b[:]); err != nil {
+	req := append([]byte{modeFirst}, id...)
+	if id != nil {
+		req[0] = modeTagged
+	}
+	if _, err := conn.Write(req); err != nil {
 		return 0, fmt.Errorf("write: %w", err)
 	}
+	var b [1]byte
 	if _, err := io.ReadFull(conn, b[:]); err != nil {
 		return 0, fmt.Errorf("read first byte: %w", err)
 	}
@@ -297,6 +307,9 @@ func (c *client) failover(ctx context.Context) (loadResult, error) {
 	var ok atomic.Int64
 	inflight := make(chan struct{}, 2000) // bounds the goroutines
 	var launched int64
+	base := uint64(time.Now().UnixNano()) << 20 // ids unique across runs
+	var failedMu sync.Mutex
+	var failed []uint64
 loop:
 	for {
 		select {
@@ -313,19 +326,25 @@ loop:
 			continue
 		}
 		launched++
+		id := base + uint64(launched)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-inflight }()
-			if _, err := c.oneShot(ctx); err != nil {
+			if _, err := c.oneShotTagged(ctx, binary.LittleEndian.AppendUint64(nil, id)); err != nil {
 				c.fail(err)
+				failedMu.Lock()
+				failed = append(failed, id)
+				failedMu.Unlock()
 				return
 			}
 			ok.Add(1)
 		}()
 	}
 	wg.Wait()
-	return c.result(launched, 0, time.Since(start), nil), nil
+	res := c.result(launched, 0, time.Since(start), nil)
+	res.FailedIDs = failed
+	return res, nil
 }
 
 // idle opens Conns connections, checks each end to end (one byte back from

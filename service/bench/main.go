@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 )
@@ -45,6 +46,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&opt.SizeDir, "size-dir", "", "directory with vipproxy-linux-{amd64,arm64,riscv64} to report sizes")
 	fs.StringVar(&opt.Out, "out", "", "also write the table as markdown to this file")
 	fs.StringVar(&opt.CPUProfileDir, "cpuprofile-dir", "", "ask vipproxy for a CPU profile here (VIPPROXY_CPUPROFILE)")
+	fs.StringVar(&opt.PerfDir, "perf-dir", "", "record vipproxy with perf here, one file per figure group (give an unstripped --vipproxy)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -65,10 +67,21 @@ func backendMain(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("backend", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "address to serve the bench protocol on")
+	idLogPath := fs.String("id-log", "", "append the ids of tagged connections to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := runBackend(ctx, *listen); err != nil {
+	var idLog *os.File
+	if *idLogPath != "" {
+		f, err := os.OpenFile(*idLogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			fmt.Fprintf(stderr, "vipproxy-bench backend: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		idLog = f
+	}
+	if err := runBackend(ctx, *listen, idLog); err != nil {
 		fmt.Fprintf(stderr, "vipproxy-bench backend: %v\n", err)
 		return 1
 	}

@@ -66,6 +66,27 @@ func killGroup(cmd *exec.Cmd) error {
 func (p *procs) kill(cmd *exec.Cmd) {
 	killGroup(cmd)
 	cmd.Wait()
+	p.forget(cmd)
+}
+
+// stop sends sig to the process, gives it grace to exit, then kills its group.
+func (p *procs) stop(cmd *exec.Cmd, sig os.Signal, grace time.Duration) {
+	cmd.Process.Signal(sig)
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		killGroup(cmd)
+		<-exited
+	}
+	p.forget(cmd)
+}
+
+func (p *procs) forget(cmd *exec.Cmd) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i, c := range p.list {

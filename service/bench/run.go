@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +31,7 @@ type Options struct {
 	SizeDir       string        // holds vipproxy-linux-{amd64,arm64,riscv64}
 	Out           string        // markdown copy of the table
 	CPUProfileDir string        // passed to vipproxy as VIPPROXY_CPUPROFILE
+	PerfDir       string        // record vipproxy with perf, one file per figure group
 }
 
 type runner struct {
@@ -147,7 +149,7 @@ func (r *runner) startBackends(ctx context.Context) error {
 }
 
 func (r *runner) startBackend(ctx context.Context, i int) error {
-	cmd := r.pinned(r.loadCPU, r.self, "backend", "--listen", r.backends[i])
+	cmd := r.pinned(r.loadCPU, r.self, "backend", "--listen", r.backends[i], "--id-log", r.idLog(i))
 	if err := r.procs.start(cmd, filepath.Join(r.dir, fmt.Sprintf("backend%d.log", i+1))); err != nil {
 		return err
 	}
@@ -188,6 +190,9 @@ func firstLine(s string) string {
 
 func (r *runner) runGroup(ctx context.Context, group string, cs []*contender) error {
 	fmt.Fprintf(r.log, "bench: == %s\n", group)
+	if stop := r.perfRecord(group, cs); stop != nil {
+		defer stop()
+	}
 	switch group {
 	case "bulk":
 		for _, streams := range []int{1, 8} {
@@ -368,6 +373,7 @@ func (r *runner) idle(ctx context.Context, c *contender) error {
 			return err
 		}
 	}
+	goBefore := scrapeGoRuntime(ctx, c.admin)
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	spec := loadSpec{Kind: "idle", Targets: c.targets, Conns: r.opt.IdleConns, Duration: 2 * time.Minute, Sources: 4}
@@ -414,6 +420,7 @@ func (r *runner) idle(ctx context.Context, c *contender) error {
 		r.res.add("idle-rss", c.name, rss)
 		r.res.add("idle-fds", c.name, fds)
 		msg += fmt.Sprintf(", %.2f KB RSS and %.2f fds per connection", rss, fds)
+		msg += goRuntimeDelta(ctx, c.admin, goBefore, n)
 	}
 	if res.Errors > 0 {
 		msg += fmt.Sprintf(", %d errors, first: %s", res.Errors, res.FirstError)
@@ -442,20 +449,49 @@ func (r *runner) failover(ctx context.Context, c *contender) error {
 	}
 	r.procs.kill(r.backendC[1])
 	o := <-done
+	received, logErr := readIDs(r.idLog(1))
 	if err := r.startBackend(ctx, 1); err != nil {
 		return fmt.Errorf("restart backend 2: %w", err)
 	}
 	if o.err != nil {
 		return o.err
 	}
-	r.res.add("fail", c.name, float64(o.res.Errors))
+	if logErr != nil {
+		return logErr
+	}
+	var inFlight int
+	for _, id := range o.res.FailedIDs {
+		if received[id] {
+			inFlight++
+		}
+	}
+	r.res.add("fail", c.name, float64(int(o.res.Errors)-inFlight))
+	r.res.add("fail-inflight", c.name, float64(inFlight))
 	r.res.add("fail-tried", c.name, float64(o.res.Ops))
-	fmt.Fprintf(r.log, "bench:   failover %-9s %d of %d new connections failed\n", c.name, o.res.Errors, o.res.Ops)
+	fmt.Fprintf(r.log, "bench:   failover %-9s %d of %d new connections failed, %d more were open to the killed backend\n",
+		c.name, int(o.res.Errors)-inFlight, o.res.Ops, inFlight)
 	select {
 	case <-time.After(3500 * time.Millisecond):
 	case <-ctx.Done():
 	}
 	return nil
+}
+
+func (r *runner) idLog(i int) string {
+	return filepath.Join(r.dir, fmt.Sprintf("backend%d.ids", i+1))
+}
+
+// readIDs reads a backend's log of tagged connection ids.
+func readIDs(path string) (map[uint64]bool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read backend id log: %w", err)
+	}
+	ids := make(map[uint64]bool, len(b)/8)
+	for ; len(b) >= 8; b = b[8:] {
+		ids[binary.LittleEndian.Uint64(b)] = true
+	}
+	return ids, nil
 }
 
 // readyTimes starts extra vipproxy instances and measures start to READY=1.
