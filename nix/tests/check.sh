@@ -2,6 +2,7 @@
 # Offline checks of the Nix side (no nixpkgs, no network, no /nix):
 #   check.sh parse              every .nix file parses
 #   check.sh lib                nix/lib.nix gives the expected outputs (tests/lib-cases.nix)
+#   check.sh module             nix/module.nix evaluates (fake lib) and sets/asserts as expected
 #   check.sh agree VIPPROXY     lib.nix and the Go renderer agree (tests/agree.py)
 #   check.sh units              lib.nix's unit settings equal systemd/vipproxy.{socket,service}
 #   check.sh flake              flake.nix's outputs evaluate against a stub nixpkgs (tests/flake-eval.nix)
@@ -45,6 +46,17 @@ check_lib() {
 		return 1
 	fi
 	echo "lib: $(grep -c '^    [A-Za-z0-9]* = {$' nix/tests/lib-cases.nix) cases as expected"
+}
+
+check_module() {
+	local out
+	out=$(nix-instantiate --eval --strict --json nix/tests/module-eval.nix)
+	python3 -c '
+import json, sys
+out = json.loads(sys.argv[1])
+if out["failed"]:
+    sys.exit("module: nix/module.nix (with a fake lib) failed: %s" % out["failed"])
+print("module: nix/module.nix evaluates with a fake lib; %d expectations hold" % out["count"])' "$out"
 }
 
 check_agree() {
@@ -145,6 +157,7 @@ check_vendor_hash() {
 case "${1:-}" in
 parse) check_parse ;;
 lib) check_lib ;;
+module) check_module ;;
 agree) check_agree "$2" ;;
 units) check_units ;;
 flake) check_flake ;;
@@ -153,6 +166,7 @@ vendor-hash) check_vendor_hash "${2:-}" ;;
 all)
 	check_parse
 	check_lib
+	check_module
 	check_agree "$2"
 	check_units
 	check_flake
@@ -160,7 +174,7 @@ all)
 	check_vendor_hash
 	;;
 *)
-	sed -n '2,10p' "$0" >&2
+	sed -n '2,11p' "$0" >&2
 	exit 2
 	;;
 esac
