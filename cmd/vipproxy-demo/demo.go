@@ -37,7 +37,8 @@ type phase struct {
 
 // demoResult is what the demo showed, for the test to check.
 type demoResult struct {
-	Balanced, Killed, Restarted phase
+	// Killed is right after the SIGKILL, Down once /status shows cp2 down.
+	Balanced, Killed, Down, Restarted phase
 }
 
 // waitLimit bounds every wait in the demo.
@@ -67,7 +68,7 @@ func runDemo(ctx context.Context, opts demoOptions) (res demoResult, err error) 
 	}
 	defer d.stop()
 	defer func() {
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			d.showLogs()
 		}
 	}()
@@ -88,12 +89,13 @@ func runDemo(ctx context.Context, opts demoOptions) (res demoResult, err error) 
 		return res, err
 	}
 
-	d.say("\n[1] balancing: %d new mTLS connections through the proxy, GET /name", opts.Requests)
+	d.say("\n[1] balancing: %d new mTLS connections through the proxy, each GET /name", opts.Requests)
 	if res.Balanced, err = d.round(ctx, "all up"); err != nil {
 		return res, err
 	}
 
-	d.say("\n[2] failover: SIGKILL cp2 (pid %d), then keep sending", d.procs["cp2"].Process.Pid)
+	d.say("\n[2] failover: SIGKILL cp2 (pid %d) and send at once; cp2 is not marked down yet,", d.procs["cp2"].Process.Pid)
+	d.say("    so a dial to it fails and the connection is retried on the next backend")
 	d.kill("cp2")
 	if res.Killed, err = d.round(ctx, "cp2 killed"); err != nil {
 		return res, err
@@ -101,8 +103,9 @@ func runDemo(ctx context.Context, opts demoOptions) (res demoResult, err error) 
 	if err := d.waitStates(ctx, map[string]string{"cp2": "down"}); err != nil {
 		return res, err
 	}
-	res.Killed.States, _ = d.states(ctx)
-	d.say("    health: %s", formatMap(res.Killed.States))
+	if res.Down, err = d.round(ctx, "cp2 down"); err != nil {
+		return res, err
+	}
 
 	d.say("\n[3] recovery: restart cp2")
 	if err := d.startBackend(ctx, "cp2"); err != nil {
@@ -263,7 +266,7 @@ func (d *demo) round(ctx context.Context, label string) (phase, error) {
 	}
 	var err error
 	if p.States, err = d.states(ctx); err == nil {
-		d.say("    health: %s", formatMap(p.States))
+		d.say("    %-10s /status: %s", "", formatMap(p.States))
 	}
 	return p, nil
 }

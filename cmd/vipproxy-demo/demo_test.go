@@ -49,15 +49,25 @@ func TestDemoEndToEnd(t *testing.T) {
 			t.Errorf("balanced round: %s answered %d of 30; want 10 ± 2", name, n)
 		}
 	}
-	if res.Balanced.Failed != 0 || res.Killed.Failed != 0 || res.Restarted.Failed != 0 {
-		t.Errorf("failed requests: %d, %d after SIGKILL, %d after restart; want 0", res.Balanced.Failed, res.Killed.Failed, res.Restarted.Failed)
+	for _, p := range []phase{res.Balanced, res.Killed, res.Down, res.Restarted} {
+		if p.Failed != 0 || sum(p.Counts) != 30 {
+			t.Errorf("a round had %d failed requests (answers %v); want 0 failed of 30", p.Failed, p.Counts)
+		}
 	}
-	if res.Killed.Counts["cp2"] != 0 || res.Killed.States["cp2"] != "down" {
-		t.Errorf("after SIGKILL cp2 answered %d and is %q; want 0 and down", res.Killed.Counts["cp2"], res.Killed.States["cp2"])
+	if res.Killed.Counts["cp2"] != 0 || res.Down.Counts["cp2"] != 0 || res.Down.States["cp2"] != "down" {
+		t.Errorf("after SIGKILL cp2 answered %d then %d and is %q; want 0, 0 and down", res.Killed.Counts["cp2"], res.Down.Counts["cp2"], res.Down.States["cp2"])
 	}
 	if res.Restarted.Counts["cp2"] == 0 {
 		t.Errorf("after restart cp2 answered nothing: %v", res.Restarted.Counts)
 	}
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 func TestCollectStates(t *testing.T) {
