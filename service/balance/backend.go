@@ -23,10 +23,11 @@ type Backend struct {
 	Name    string
 	Address string
 
-	state   atomic.Int32
-	suspect atomic.Bool // a dial failed since the last good health check
-	removed atomic.Bool // dropped by a reload; never picked again
-	open    atomic.Int64
+	state    atomic.Int32
+	suspect  atomic.Bool // a dial failed since the last good health check
+	removed  atomic.Bool // dropped by a reload; never picked again
+	draining atomic.Bool // taken out of rotation by the operator
+	open     atomic.Int64
 
 	// Stats are this backend's metrics, resolved once so that the proxy's
 	// hot path does no label lookups.
@@ -43,6 +44,7 @@ type Stats struct {
 	DialErrors       prometheus.Counter
 	BytesToBackend   prometheus.Counter
 	BytesToClient    prometheus.Counter
+	Up               prometheus.Gauge
 }
 
 // DetachedStats returns counters registered nowhere, for pools built
@@ -52,6 +54,7 @@ func DetachedStats(string) *Stats {
 	return &Stats{
 		ConnectionsTotal: c(), DialErrors: c(), BytesToBackend: c(), BytesToClient: c(),
 		ConnectionsOpen: prometheus.NewGauge(prometheus.GaugeOpts{Name: "x"}),
+		Up:              prometheus.NewGauge(prometheus.GaugeOpts{Name: "x"}),
 	}
 }
 
@@ -88,9 +91,21 @@ func (b *Backend) CheckPassed() { b.suspect.Store(false) }
 // until a health check succeeds again.
 func (b *Backend) MarkSuspect() { b.suspect.Store(true) }
 
+// SetDraining takes the backend out of rotation (true) or puts it back.
+// Its open connections are left alone.
+func (b *Backend) SetDraining(on bool) { b.draining.Store(on) }
+
+// Draining reports whether the operator took the backend out of rotation.
+func (b *Backend) Draining() bool { return b.draining.Load() }
+
+// pickable says whether the backend may be chosen at all.
+func (b *Backend) pickable() bool {
+	return !b.removed.Load() && !b.draining.Load() && b.state.Load() != stateDown
+}
+
 // usable says whether the picker may choose the backend in a first pass.
 func (b *Backend) usable() bool {
-	return !b.removed.Load() && b.state.Load() != stateDown && !b.suspect.Load()
+	return b.pickable() && !b.suspect.Load()
 }
 
 // Track registers an open connection so that CloseAll can end it; the

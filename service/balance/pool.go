@@ -101,7 +101,7 @@ func (p *Pool) Pick(tried []*Backend) *Backend {
 	if b := p.pick(list, tried, (*Backend).usable); b != nil {
 		return b
 	}
-	return p.pick(list, tried, func(b *Backend) bool { return !b.removed.Load() && !b.Down() })
+	return p.pick(list, tried, (*Backend).pickable)
 }
 
 func (p *Pool) pick(list, tried []*Backend, ok func(*Backend) bool) *Backend {

@@ -2,10 +2,28 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/daemon"
 )
 
-func runServe(_ context.Context, env Env, _ []string) int {
-	fmt.Fprintln(env.Stderr, "vipproxy serve: not implemented yet")
+// runServe runs the daemon until SIGTERM or SIGINT (ctx), then drains.
+func runServe(ctx context.Context, env Env, args []string) int {
+	var path string
+	fs := newFlags(env, "serve", &path)
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	err := daemon.Run(ctx, path, env.Version, env.Stderr)
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintf(env.Stderr, "vipproxy serve: %v\n", err)
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		return ExitUsage
+	}
 	return ExitFailure
 }

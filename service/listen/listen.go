@@ -100,6 +100,10 @@ func FreeBind(ctx context.Context, addr netip.AddrPort) (net.Listener, error) {
 		}
 		return serr
 	}}
+	// Go 1.24+ makes listeners MPTCP by default. Plain TCP is what systemd
+	// hands over too, keeps accept cheap, and allows TCP_USER_TIMEOUT on
+	// the listener (MPTCP refuses it) for every accepted socket to inherit.
+	lc.SetMultipathTCP(false)
 	network := "tcp4"
 	if addr.Addr().Is6() {
 		network = "tcp6"

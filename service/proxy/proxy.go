@@ -184,7 +184,7 @@ func (p *Proxy) HandleConn(c net.Conn) {
 		client.Close()
 		return
 	}
-	b, backend := p.dial(opts)
+	b, backend := p.dial(opts, nil)
 	if backend == nil {
 		client.Close()
 		return
@@ -200,26 +200,19 @@ func (p *Proxy) HandleConn(c net.Conn) {
 			return
 		}
 	}
-	p.serve(b, client, backend)
+	s := p.newSession(opts, client, b, backend)
+	p.relay.relay(s)
+	s.end()
 }
 
-func (p *Proxy) serve(b *balance.Backend, client, backend *net.TCPConn) {
-	s := b.Stats
-	s.ConnectionsTotal.Inc()
-	s.ConnectionsOpen.Inc()
-	untrack := b.Track(client)
-	p.relay.relay(client, backend, s.BytesToBackend, s.BytesToClient)
-	untrack()
-	s.ConnectionsOpen.Dec()
-}
-
-// dial connects to a backend, trying up to DialAttempts different ones:
-// a failed dial marks the backend suspect and moves on, so a client never
-// sees a dead backend while a healthy one is left.
-func (p *Proxy) dial(opts *Options) (*balance.Backend, *net.TCPConn) {
+// dial connects to a backend, trying up to DialAttempts different ones
+// (counting those in exclude, already tried): a failed dial marks the
+// backend suspect and moves on, so a client never sees a dead backend
+// while a healthy one is left.
+func (p *Proxy) dial(opts *Options, exclude []*balance.Backend) (*balance.Backend, *net.TCPConn) {
 	var triedBuf [8]*balance.Backend
-	tried := triedBuf[:0]
-	for attempt := 0; attempt < opts.DialAttempts; attempt++ {
+	tried := append(triedBuf[:0], exclude...)
+	for attempt := len(exclude); attempt < opts.DialAttempts; attempt++ {
 		b := p.pool.Pick(tried)
 		if b == nil {
 			break

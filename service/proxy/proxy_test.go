@@ -337,3 +337,64 @@ func BenchmarkCopyLoop(b *testing.B) {
 		})
 	}
 }
+
+// resettingBackend accepts, reads the client's first bytes and resets
+// without answering, like an apiserver killed after its kernel completed
+// the handshake. answer, if set, is sent before the reset.
+func resettingBackend(t testing.TB, answer string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Read(make([]byte, 64))
+			if answer != "" {
+				c.Write([]byte(answer))
+			}
+			c.(*net.TCPConn).SetLinger(0)
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func TestBackendDyingBeforeAnswerIsReplayed(t *testing.T) {
+	_, pool, addr := startProxy(t, resettingBackend(t, ""), echoBackend(t))
+	for i := 0; i < 30; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.Write([]byte("ping"))
+		buf := make([]byte, 4)
+		_, err = io.ReadFull(c, buf)
+		c.Close()
+		if err != nil || string(buf) != "ping" {
+			t.Fatalf("connection %d: %q, %v: a backend that reset before answering reached the client", i, buf, err)
+		}
+		pool.Backends()[0].CheckPassed() // keep sending connections to the resetter
+	}
+}
+
+func TestResetAfterAnswerReachesClient(t *testing.T) {
+	_, _, addr := startProxy(t, resettingBackend(t, "partial"), echoBackend(t))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.Write([]byte("ping"))
+	got, _ := io.ReadAll(c)
+	if string(got) != "partial" {
+		t.Fatalf("client got %q, want the backend's partial answer and then the failure (no replay once answered)", got)
+	}
+}

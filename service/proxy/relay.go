@@ -35,33 +35,53 @@ func newRelayer() *relayer {
 }
 
 // relay copies client→backend and backend→client until both directions
-// end, passing half-closes through, then closes both sockets. It returns
-// the bytes sent each way.
-func (r *relayer) relay(client, backend *net.TCPConn, toBackend, toClient prometheus.Counter) (up, down int64) {
-	done := make(chan int64, 1)
-	go func() { done <- r.pump(backend, client, toBackend, client) }()
-	down = r.pump(client, backend, toClient, backend)
-	up = <-done
-	client.Close()
-	backend.Close()
-	return up, down
+// end, passing half-closes through, then closes both sockets.
+func (r *relayer) relay(s *session) {
+	done := make(chan struct{})
+	go func() { r.pump(s, true); close(done) }()
+	r.pump(s, false)
+	<-done
+	conn, _ := s.current()
+	s.client.Close()
+	conn.Close()
 }
 
-// pump runs one direction. On a clean end of stream it half-closes dst so
-// the peer sees EOF while the other direction goes on; on an error it
-// closes both sockets so the other direction ends too.
-func (r *relayer) pump(dst, src *net.TCPConn, count prometheus.Counter, other *net.TCPConn) int64 {
-	d, err := newDirection(r, dst, src, count)
+// pump runs one direction. On a clean end of stream it half-closes the
+// destination so the peer sees EOF while the other direction goes on; on
+// an error it closes both sockets so the other direction ends too.
+func (r *relayer) pump(s *session, toBackend bool) {
+	conn, b := s.current()
+	var d *direction
+	var err error
+	if toBackend {
+		d, err = newDirection(r, conn, s.client, b.Stats.BytesToBackend)
+		if d != nil {
+			d.sessWrite = s
+		}
+	} else {
+		d, err = newDirection(r, s.client, conn, b.Stats.BytesToClient)
+		if d != nil {
+			d.sessRead = s
+		}
+	}
 	if err == nil {
 		err = d.run()
 	}
-	if err == io.EOF {
-		dst.CloseWrite()
-		return d.n
+	if d == nil {
+		s.client.Close()
+		conn.Close()
+		return
 	}
-	src.Close()
-	dst.Close()
-	return d.n
+	if toBackend {
+		// The backend connection may have changed by a replay.
+		d.dst = s.clientFinished()
+	}
+	if err == io.EOF {
+		d.dst.CloseWrite()
+		return
+	}
+	d.src.Close()
+	d.dst.Close()
 }
 
 // direction is the state of one copy loop. Its callbacks are bound once,
@@ -83,22 +103,37 @@ type direction struct {
 	readFn     func(uintptr) bool
 	spliceInFn func(uintptr) bool
 	spliceOut  func(uintptr) bool
+	// Until the backend answers, the client→backend direction writes
+	// through the session (sessWrite) and the backend→client direction
+	// asks it to replay elsewhere if the backend fails (sessRead).
+	sessWrite *session
+	sessRead  *session
 }
 
 func newDirection(r *relayer, dst, src *net.TCPConn, count prometheus.Counter) (*direction, error) {
-	srcRaw, err := src.SyscallConn()
-	if err != nil {
+	d := &direction{r: r, count: count}
+	if err := d.setSrc(src); err != nil {
 		return nil, err
 	}
-	dstRaw, err := dst.SyscallConn()
-	if err != nil {
+	if err := d.setDst(dst); err != nil {
 		return nil, err
 	}
-	d := &direction{r: r, dst: dst, src: src, srcRaw: srcRaw, dstRaw: dstRaw, count: count}
 	d.readFn = d.readOnce
 	d.spliceInFn = d.spliceInOnce
 	d.spliceOut = d.spliceOutOnce
 	return d, nil
+}
+
+func (d *direction) setSrc(c *net.TCPConn) (err error) {
+	d.src = c
+	d.srcRaw, err = c.SyscallConn()
+	return err
+}
+
+func (d *direction) setDst(c *net.TCPConn) (err error) {
+	d.dst = c
+	d.dstRaw, err = c.SyscallConn()
+	return err
 }
 
 // run copies until end of stream (io.EOF) or an error.
@@ -125,20 +160,64 @@ func (d *direction) copyStep() error {
 	buf := d.buf
 	d.buf = nil
 	defer d.r.bufs.Put(buf)
+	if d.sessRead != nil {
+		if d.ioErr != nil || d.got == 0 {
+			return d.replayElsewhere()
+		}
+		d.sessRead.markAnswered()
+		d.sessRead = nil
+	}
 	if d.ioErr != nil {
 		return d.ioErr
 	}
 	if d.got == 0 {
 		return io.EOF
 	}
-	if _, err := d.dst.Write((*buf)[:d.got]); err != nil {
+	chunk := (*buf)[:d.got]
+	if d.sessWrite != nil {
+		if d.sessWrite.forward(chunk) {
+			d.account(d.got)
+			return nil
+		}
+		if err := d.bindBackend(); err != nil {
+			return err
+		}
+	}
+	if _, err := d.dst.Write(chunk); err != nil {
 		return err
 	}
 	d.account(d.got)
-	if d.got == len(*buf) {
+	if d.got == len(*buf) && d.sessWrite == nil {
 		d.useSplice = true // bulk: let the kernel move the rest
 	}
 	return nil
+}
+
+// replayElsewhere handles a backend that closed or reset before its first
+// byte: the session replays the client's bytes on another backend, or the
+// failure goes on to the client.
+func (d *direction) replayElsewhere() error {
+	err := d.ioErr
+	if err == nil {
+		err = io.EOF
+	}
+	conn := d.sessRead.failover()
+	if conn == nil {
+		return err
+	}
+	d.ioErr = nil
+	_, b := d.sessRead.current()
+	d.count = b.Stats.BytesToClient
+	return d.setSrc(conn)
+}
+
+// bindBackend switches the client→backend direction to the backend the
+// session settled on.
+func (d *direction) bindBackend() error {
+	conn, b := d.sessWrite.current()
+	d.sessWrite = nil
+	d.count = b.Stats.BytesToBackend
+	return d.setDst(conn)
 }
 
 // readOnce is the RawConn.Read callback: it borrows a buffer only for the

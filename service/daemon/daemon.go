@@ -1,0 +1,267 @@
+// Package daemon wires vipproxy together: config, listeners, pool, health
+// checks, proxy, admin endpoint and the systemd protocol. It owns the life
+// cycle: start, READY, reload on SIGHUP, drain and exit on cancellation.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/vipproxy/vipproxy/service/balance"
+	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/health"
+	"github.com/vipproxy/vipproxy/service/listen"
+	"github.com/vipproxy/vipproxy/service/metrics"
+	"github.com/vipproxy/vipproxy/service/notify"
+	"github.com/vipproxy/vipproxy/service/proxy"
+)
+
+// Daemon is one running vipproxy.
+type Daemon struct {
+	version  string
+	log      *slog.Logger
+	level    *slog.LevelVar
+	notifier *notify.Notifier
+	metrics  *metrics.Metrics
+	pool     *balance.Pool
+	checker  *health.Checker
+	proxy    *proxy.Proxy
+	ready    atomic.Bool // READY sent and not stopping
+
+	mu         sync.Mutex
+	cfg        *config.Config
+	reloadErr  string
+	lastReload time.Time
+	retired    []*balance.Backend // removed by a reload, draining
+}
+
+// Run loads the config at path and serves until ctx is cancelled, then
+// drains. A config error is returned as a *config.Error.
+func Run(ctx context.Context, path, version string, stderr io.Writer) error {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	level := new(slog.LevelVar)
+	level.Set(parseLevel(cfg.Log.Level))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	d := &Daemon{version: version, log: log, level: level, notifier: notify.New(log), cfg: cfg, lastReload: time.Now()}
+	return d.run(ctx)
+}
+
+func (d *Daemon) run(ctx context.Context) error {
+	cfg := d.cfg
+	d.metrics = metrics.New()
+	pool, err := balance.NewPool(cfg.Balance.Algorithm, cfg.Backends, d.statsFor)
+	if err != nil {
+		return err
+	}
+	d.pool = pool
+	prober, err := health.NewProber(cfg.Health)
+	if err != nil {
+		return withFile(err, cfg.Path)
+	}
+	listeners, err := listen.Open(ctx, cfg.VIP.Addresses, cfg.VIP.Port)
+	if err != nil {
+		return err
+	}
+	defer listeners.Close()
+
+	bg, stopBackground := context.WithCancel(context.Background())
+	defer stopBackground()
+	d.checker = health.New(cfg.Health, prober, d.onHealth)
+	d.checker.SetLogger(d.log)
+	d.checker.SetTargets(targets(cfg))
+	go d.checker.Run(bg)
+
+	d.proxy = proxy.New(pool, proxyOptions(cfg), d.proxyCounters(), d.log)
+	if err := d.proxy.Start(listeners.VIP); err != nil {
+		return err
+	}
+	defer d.proxy.Close()
+	if err := d.startAdmin(bg, cfg, listeners.Admin); err != nil {
+		d.proxy.StopAccepting()
+		return err
+	}
+	d.waitFirstRound(ctx, cfg)
+	d.log.Info("serving", "listeners", addrs(listeners), "activated", listeners.Activated,
+		"backends", len(cfg.Backends), "algorithm", cfg.Balance.Algorithm, "check", cfg.Health.Type)
+	d.ready.Store(true)
+	d.notifier.Ready(d.statusLine())
+	go d.notifier.Watchdog(bg, d.alive)
+	return d.loop(ctx)
+}
+
+// loop handles reloads and status updates until ctx is done.
+func (d *Daemon) loop(ctx context.Context) error {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	status := time.NewTicker(5 * time.Second)
+	defer status.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return d.shutdown()
+		case <-hup:
+			d.reload()
+		case <-status.C:
+			d.notifier.Status(d.statusLine())
+		case <-d.proxy.Stopped():
+			return fmt.Errorf("accept loop ended: %w", d.proxy.Err())
+		}
+	}
+}
+
+// waitFirstRound holds READY until every backend has one check result,
+// bounded so a slow check cannot hold the start forever.
+func (d *Daemon) waitFirstRound(ctx context.Context, cfg *config.Config) {
+	wctx, cancel := context.WithTimeout(ctx, cfg.Health.Timeout.Duration+cfg.Health.Interval.Duration+time.Second)
+	defer cancel()
+	if err := d.checker.WaitFirstRound(wctx); err != nil {
+		d.log.Warn("first round of health checks not complete; ready anyway", "err", err)
+	}
+}
+
+// shutdown stops accepting, lets open connections finish up to the drain
+// timeout, then closes the rest.
+func (d *Daemon) shutdown() error {
+	d.mu.Lock()
+	drain := d.cfg.Timeouts.Drain.Duration
+	d.mu.Unlock()
+	d.ready.Store(false)
+	open := d.proxy.Open()
+	d.notifier.Stopping(fmt.Sprintf("draining %d connections", open))
+	d.log.Info("stopping: no longer accepting, draining", "open", open, "timeout", drain)
+	d.proxy.StopAccepting()
+	ctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	if d.proxy.Drain(ctx) {
+		d.log.Info("drained", "open", 0)
+		return nil
+	}
+	closed := 0
+	for _, b := range d.allBackends() {
+		closed += b.CloseAll()
+	}
+	d.log.Warn("drain timeout: closed remaining connections", "closed", closed)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel2()
+	d.proxy.Drain(ctx2)
+	return nil
+}
+
+func (d *Daemon) allBackends() []*balance.Backend {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append(slices.Clone(d.pool.Backends()), d.retired...)
+}
+
+// onHealth applies a health check result to the pool and the metrics.
+func (d *Daemon) onHealth(ev health.Event) {
+	d.metrics.ObserveCheck(ev.Target.Name, ev.OK, ev.Latency)
+	b := d.pool.Lookup(ev.Target.Name)
+	if b == nil || b.Address != ev.Target.Address {
+		return
+	}
+	if ev.OK {
+		b.CheckPassed()
+	}
+	if !ev.Changed() {
+		return
+	}
+	switch ev.To {
+	case health.Up:
+		b.MarkUp()
+		b.Stats.Up.Set(1)
+	case health.Down:
+		b.MarkDown()
+		b.Stats.Up.Set(0)
+		if d.closeOnDown() {
+			if n := b.CloseAll(); n > 0 {
+				d.log.Warn("closed connections to a down backend so clients reconnect elsewhere", "backend", b.Name, "closed", n)
+			}
+		}
+	}
+	d.notifier.Status(d.statusLine())
+}
+
+func (d *Daemon) closeOnDown() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg.Balance.CloseOnDown
+}
+
+func (d *Daemon) alive() bool { return d.proxy.Accepting() && d.checker.Alive() }
+
+func (d *Daemon) statsFor(name string) *balance.Stats {
+	bm := d.metrics.Backend(name)
+	return &balance.Stats{
+		ConnectionsTotal: bm.ConnectionsTotal, ConnectionsOpen: bm.ConnectionsOpen, DialErrors: bm.DialErrors,
+		BytesToBackend: bm.BytesToBackend, BytesToClient: bm.BytesToClient, Up: bm.Up,
+	}
+}
+
+func (d *Daemon) proxyCounters() proxy.Counters {
+	return proxy.Counters{
+		Retries:           d.metrics.DialRetries,
+		RejectedNoBackend: d.metrics.Rejected.WithLabelValues(metrics.RejectNoBackend),
+		RejectedLimit:     d.metrics.Rejected.WithLabelValues(metrics.RejectLimit),
+		AcceptErrors:      func(reason string) { d.metrics.AcceptErrors.WithLabelValues(reason).Inc() },
+	}
+}
+
+func proxyOptions(cfg *config.Config) proxy.Options {
+	return proxy.Options{
+		DialTimeout:      cfg.Timeouts.Dial.Duration,
+		DialAttempts:     cfg.Balance.DialAttempts,
+		KeepAlive:        cfg.Timeouts.KeepAlive.Duration,
+		UserTimeout:      cfg.Timeouts.UserTimeout.Duration,
+		MaxConnections:   cfg.Limits.MaxConnections,
+		AcceptBackoffMax: cfg.Limits.AcceptBackoffMax.Duration,
+	}
+}
+
+func targets(cfg *config.Config) []health.Target {
+	ts := make([]health.Target, 0, len(cfg.Backends))
+	for _, b := range cfg.Backends {
+		ts = append(ts, health.Target{Name: b.Name, Address: b.Address})
+	}
+	return ts
+}
+
+func addrs(s *listen.Set) []string {
+	var out []string
+	for _, l := range s.VIP {
+		out = append(out, l.Addr().String())
+	}
+	return out
+}
+
+func parseLevel(s string) slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return slog.LevelInfo
+	}
+	return l
+}
+
+// withFile names the config file in an error from a package that only
+// knew the key.
+func withFile(err error, path string) error {
+	var ce *config.Error
+	if errors.As(err, &ce) && ce.File == "" {
+		ce.File = path
+	}
+	return err
+}

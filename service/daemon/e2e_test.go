@@ -1,0 +1,521 @@
+package daemon_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/vipproxy/vipproxy/service/standin"
+)
+
+// 1. Round-robin gives each of three backends its share.
+func TestBalancedRoundRobin(t *testing.T) {
+	s := newSettings(t, backend(t, "a").Addr(), backend(t, "b").Addr(), backend(t, "c").Addr())
+	p := startVIPProxy(t, s, nil)
+	p.waitFor(func() bool { return p.status().Ready }, "ready")
+	c := mtlsClient(t, true)
+	counts := map[string]int{}
+	for i := 0; i < 300; i++ {
+		n, err := name(c, p.vip)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		counts[n]++
+	}
+	for _, n := range []string{"a", "b", "c"} {
+		if counts[n] < 90 || counts[n] > 110 {
+			t.Errorf("backend %s answered %d of 300 requests, want 100±10 (%v)", n, counts[n], counts)
+		}
+	}
+}
+
+// 2. mTLS passes through: the backend verifies the client certificate; the
+// proxy config holds no key material at all.
+func TestMTLSPassthrough(t *testing.T) {
+	s := newSettings(t, backend(t, "a").Addr())
+	p := startVIPProxy(t, s, nil)
+	if n, err := name(mtlsClient(t, true), p.vip); err != nil || n != "a" {
+		t.Fatalf("with client certificate: %q, %v", n, err)
+	}
+	if _, err := name(mtlsClient(t, false), p.vip); err == nil {
+		t.Fatal("request without a client certificate succeeded through the proxy: mTLS not enforced end to end")
+	}
+	if strings.Contains(s.toml(), "key") && strings.Contains(s.toml(), "server") {
+		t.Error("the proxy config names server key material")
+	}
+}
+
+// apiserverProc runs the stand-in as its own process, so it can be SIGKILLed.
+func apiserverProc(t *testing.T, name, addr string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "vipproxy-apiserver"), "--listen", addr, "--name", name,
+		"--cert", pki.ServerCert, "--key", pki.ServerKey, "--client-ca", pki.CA, "--log-level", "error")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-done })
+	for i := 0; i < 250; i++ {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return cmd
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("apiserver %s did not listen on %s", name, addr)
+	return nil
+}
+
+// load makes new mTLS requests from 4 workers until stopped (and at most
+// 20,000). A failed request counts as "in flight" when it started before
+// the fault (a connection already open to a killed backend ends, as it
+// must) and as failed otherwise.
+type load struct {
+	stop                 chan struct{}
+	wg                   sync.WaitGroup
+	faultAt              atomic.Int64 // unix nanos; 0 = no fault yet
+	ok, inFlight, failed atomic.Int64
+	firstErr             atomic.Value
+}
+
+func startLoad(t *testing.T, vip string) *load {
+	l := &load{stop: make(chan struct{})}
+	c := mtlsClient(t, true)
+	for w := 0; w < 4; w++ {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for i := 0; i < 5000; i++ {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				start := time.Now().UnixNano()
+				_, err := name(c, vip)
+				switch fault := l.faultAt.Load(); {
+				case err == nil:
+					l.ok.Add(1)
+				case fault != 0 && start < fault:
+					l.inFlight.Add(1)
+				default:
+					l.failed.Add(1)
+					l.firstErr.CompareAndSwap(nil, err)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+	}
+	return l
+}
+
+// fault records that the fault happens now.
+func (l *load) fault() { l.faultAt.Store(time.Now().UnixNano()) }
+
+// finish stops the load and fails the test on any failed new connection.
+func (l *load) finish(t *testing.T) {
+	t.Helper()
+	close(l.stop)
+	l.wg.Wait()
+	t.Logf("requests: %d ok, %d failed that were in flight at the fault, %d failed new", l.ok.Load(), l.inFlight.Load(), l.failed.Load())
+	if n := l.failed.Load(); n > 0 {
+		t.Errorf("%d new client connections failed (first: %v)", n, l.firstErr.Load())
+	}
+	if l.ok.Load() == 0 {
+		t.Error("no request succeeded")
+	}
+}
+
+// 3. A backend SIGKILLed under a steady stream of new connections: no
+// new client connection fails; it is marked down, and up again after restart.
+func TestBackendKilledUnderLoad(t *testing.T) {
+	addrs := []string{fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	var procs []*exec.Cmd
+	for i, a := range addrs {
+		procs = append(procs, apiserverProc(t, fmt.Sprintf("api%d", i), a))
+	}
+	p := startVIPProxy(t, newSettings(t, addrs...), nil)
+	p.waitState("b1", "up")
+	l := startLoad(t, p.vip)
+	time.Sleep(500 * time.Millisecond)
+	l.fault()
+	procs[1].Process.Kill()
+	p.waitState("b1", "down")
+	time.Sleep(500 * time.Millisecond)
+	apiserverProc(t, "api1-again", addrs[1])
+	p.waitState("b1", "up")
+	time.Sleep(300 * time.Millisecond)
+	l.finish(t)
+}
+
+// 4. The https check sees a /readyz that fails and an apiserver that
+// accepts but never answers; the tcp check sees neither.
+func TestHTTPSCheckSeesWhatTCPCannot(t *testing.T) {
+	failing := backend(t, "failing")
+	failing.SetReady(false)
+	hung := backend(t, "hung", func(o *standin.Options) { o.Hang = true })
+	good := backend(t, "good")
+	for _, tc := range []struct{ check, failing, hung string }{{"https", "down", "down"}, {"tcp", "up", "up"}} {
+		t.Run(tc.check, func(t *testing.T) {
+			s := newSettings(t, good.Addr(), failing.Addr(), hung.Addr())
+			s.Check = tc.check
+			p := startVIPProxy(t, s, nil)
+			p.waitState("b0", "up")
+			p.waitFor(func() bool { return p.state("b1") == tc.failing && p.state("b2") == tc.hung },
+				fmt.Sprintf("%s check: /readyz-500 backend %s, hung backend %s", tc.check, tc.failing, tc.hung))
+		})
+	}
+}
+
+// 5. A long-lived stream to a backend that goes down is closed promptly;
+// streams to other backends stay open.
+func TestStreamToDownBackendIsClosed(t *testing.T) {
+	a, b := backend(t, "a"), backend(t, "b")
+	s := newSettings(t, a.Addr(), b.Addr())
+	s.Check = "https"
+	p := startVIPProxy(t, s, nil)
+	p.waitState("b0", "up")
+	p.waitState("b1", "up")
+	streams := map[string]*watchStream{}
+	c := mtlsClient(t, true)
+	for i := 0; i < 10 && len(streams) < 2; i++ {
+		w := openWatch(t, c, p.vip)
+		if streams[w.backend] == nil {
+			streams[w.backend] = w
+		} else {
+			w.close()
+		}
+	}
+	if streams["a"] == nil || streams["b"] == nil {
+		t.Fatalf("could not open a watch to each backend: %v", streams)
+	}
+	a.SetReady(false)
+	start := time.Now()
+	limit := 2*200*time.Millisecond + time.Second // interval × fall + 1 s
+	select {
+	case <-streams["a"].ended:
+		t.Logf("stream to the down backend closed %v after it started failing (limit %v)", time.Since(start).Round(time.Millisecond), limit)
+	case <-time.After(limit + 2*time.Second): // slack for a loaded machine; the log shows the real figure
+		t.Fatalf("stream to the down backend still open %v after it started failing", time.Since(start))
+	}
+	select {
+	case <-streams["b"].ended:
+		t.Fatal("stream to the healthy backend was closed too")
+	case <-time.After(500 * time.Millisecond):
+	}
+	if lines := streams["b"].lines.Load(); lines == 0 {
+		t.Error("stream to the healthy backend carried no lines")
+	}
+	streams["b"].close()
+}
+
+type watchStream struct {
+	backend string
+	lines   atomic.Int64
+	ended   chan struct{}
+	body    io.Closer
+}
+
+func (w *watchStream) close() { w.body.Close() }
+
+func openWatch(t *testing.T, c *http.Client, vip string) *watchStream {
+	t.Helper()
+	resp, err := (&http.Client{Transport: c.Transport}).Get("https://" + vip + "/watch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(resp.Body)
+	first, err := r.ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &watchStream{backend: strings.Fields(first)[0], ended: make(chan struct{}), body: resp.Body}
+	go func() {
+		defer close(w.ended)
+		for {
+			if _, err := r.ReadString('\n'); err != nil {
+				return
+			}
+			w.lines.Add(1)
+		}
+	}()
+	t.Cleanup(func() { resp.Body.Close() })
+	return w
+}
+
+// 6. Reload adds and removes backends without touching unaffected
+// connections; an invalid reload keeps the old config and says why.
+func TestReload(t *testing.T) {
+	a, b, c := backend(t, "a"), backend(t, "b"), backend(t, "c")
+	s := newSettings(t, a.Addr(), b.Addr())
+	p := startVIPProxy(t, s, nil)
+	p.waitState("b1", "up")
+	client := mtlsClient(t, true)
+	var toB *watchStream
+	for i := 0; i < 10 && toB == nil; i++ {
+		if w := openWatch(t, client, p.vip); w.backend == "b" {
+			toB = w
+		} else {
+			w.close()
+		}
+	}
+	if toB == nil {
+		t.Fatal("no watch reached backend b")
+	}
+	// b keeps its name and address (b1); a is removed, c is added.
+	s.Backends = []string{"127.0.0.1:1", b.Addr(), c.Addr()}
+	next := strings.Replace(s.toml(), "[[backend]]\nname = \"b0\"\naddress = \"127.0.0.1:1\"\n\n", "", 1)
+	p.rewrite(next)
+	p.signal(syscall.SIGHUP)
+	p.waitFor(func() bool { return p.state("b2") == "up" && p.state("b0") == "absent" }, "reload applied")
+	seen := map[string]int{}
+	for i := 0; i < 30; i++ {
+		n, err := name(client, p.vip)
+		if err != nil {
+			t.Fatalf("request after reload: %v", err)
+		}
+		seen[n]++
+	}
+	if seen["a"] > 0 || seen["b"] == 0 || seen["c"] == 0 {
+		t.Errorf("after reload requests went to %v, want only b and c", seen)
+	}
+	select {
+	case <-toB.ended:
+		t.Fatal("the reload closed a connection to an unchanged backend")
+	default:
+	}
+
+	p.rewrite("[vip]\naddresses = [\"127.0.0.1\"]\nport = \"not a number\"\n")
+	p.signal(syscall.SIGHUP)
+	p.waitFor(func() bool { return p.status().ConfigError != "" }, "reload error reported in /status")
+	if st := p.status(); !strings.Contains(st.ConfigError, "vip.port") {
+		t.Errorf("config error %q does not name the key vip.port", st.ConfigError)
+	}
+	if n, err := name(client, p.vip); err != nil || (n != "b" && n != "c") {
+		t.Errorf("after an invalid reload: %q, %v; want the old config serving", n, err)
+	}
+	if !strings.Contains(p.log.String(), "reload failed; keeping the running config") {
+		t.Error("invalid reload not logged")
+	}
+}
+
+// 7. SIGTERM drains: an in-flight transfer completes, no new connection is
+// accepted, and the exit code is 0.
+func TestSIGTERMDrains(t *testing.T) {
+	a := backend(t, "a", func(o *standin.Options) { o.WatchInterval = 100 * time.Millisecond })
+	p := startVIPProxy(t, newSettings(t, a.Addr()), nil)
+	p.waitState("b0", "up")
+	w := openWatch(t, mtlsClient(t, true), p.vip)
+	p.signal(syscall.SIGTERM)
+	p.waitFor(func() bool {
+		c, err := net.DialTimeout("tcp", p.vip, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	}, "listener closed after SIGTERM")
+	before := w.lines.Load()
+	time.Sleep(500 * time.Millisecond)
+	if w.lines.Load() <= before {
+		t.Fatal("in-flight stream stopped flowing during the drain")
+	}
+	w.close() // the transfer ends; the daemon may now exit
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("vipproxy did not exit after its last connection ended")
+	}
+	if p.err != nil {
+		t.Fatalf("exit after drain: %v, want exit code 0", p.err)
+	}
+	if !strings.Contains(p.log.String(), "drained") {
+		t.Errorf("no drain in the log")
+	}
+}
+
+// 8a. Socket activation as systemd does it, with systemd-socket-activate.
+func TestSocketActivation(t *testing.T) {
+	ssa, err := exec.LookPath("systemd-socket-activate")
+	if err != nil {
+		t.Skip("systemd-socket-activate not installed")
+	}
+	a := backend(t, "a")
+	s := newSettings(t, a.Addr())
+	// systemd-socket-activate starts the daemon on the first connection,
+	// which waits in the backlog meanwhile and must then be served.
+	early := make(chan error, 1)
+	go func() {
+		for i := 0; i < 100; i++ {
+			if _, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", s.Port)); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		_, err := name(mtlsClient(t, true), fmt.Sprintf("127.0.0.1:%d", s.Port))
+		early <- err
+	}()
+	p := startVIPProxy(t, s, nil, ssa, "--fdname=vip", "-l", fmt.Sprintf("127.0.0.1:%d", s.Port))
+	p.waitState("b0", "up")
+	if err := <-early; err != nil {
+		t.Errorf("connection made before the daemon started: %v", err)
+	}
+	if n, err := name(mtlsClient(t, true), p.vip); err != nil || n != "a" {
+		t.Fatalf("through the activated socket: %q, %v", n, err)
+	}
+	if !strings.Contains(p.log.String(), "activated=true") {
+		t.Errorf("daemon did not report using the activated socket:\n%s", p.log.String())
+	}
+}
+
+// 8b. Sockets passed without the vip name are a clear error.
+func TestSocketActivationWrongName(t *testing.T) {
+	ssa, err := exec.LookPath("systemd-socket-activate")
+	if err != nil {
+		t.Skip("systemd-socket-activate not installed")
+	}
+	s := newSettings(t, "127.0.0.1:1")
+	cfg := filepath.Join(t.TempDir(), "v.toml")
+	os.WriteFile(cfg, []byte(s.toml()), 0o644)
+	cmd := exec.Command(ssa, "--fdname=other", "-l", fmt.Sprintf("127.0.0.1:%d", s.Port), filepath.Join(binDir, "vipproxy"), "serve", "--config", cfg)
+	done := make(chan struct{})
+	var out []byte
+	go func() { out, _ = cmd.CombinedOutput(); close(done) }()
+	// systemd-socket-activate execs the daemon only on the first connection.
+	for i := 0; i < 100; i++ {
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", s.Port)); err == nil {
+			c.Close()
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("daemon did not exit with sockets lacking the vip name")
+	}
+	if !strings.Contains(string(out), `none named "vip"`) {
+		t.Errorf("output %q does not explain the missing vip socket", out)
+	}
+}
+
+// 8c. Without systemd the daemon binds a VIP this host does not have
+// (IP_FREEBIND). TEST-NET-1: bound, never sent to.
+func TestFreeBindFallback(t *testing.T) {
+	s := newSettings(t, backend(t, "a").Addr())
+	cfg := strings.Replace(s.toml(), `addresses = ["127.0.0.1"]`, `addresses = ["192.0.2.99"]`, 1)
+	s.Extra = ""
+	path := filepath.Join(t.TempDir(), "v.toml")
+	os.WriteFile(path, []byte(cfg), 0o644)
+	p := &proc{t: t, admin: s.Admin, log: &syncBuffer{}, exited: make(chan struct{})}
+	p.cmd = exec.Command(filepath.Join(binDir, "vipproxy"), "serve", "--config", path)
+	p.cmd.Stderr = p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() { p.cmd.Process.Kill(); <-p.exited })
+	p.waitFor(func() bool { return strings.Contains(p.log.String(), "192.0.2.99:") }, "listening on the non-local VIP")
+}
+
+// 10. /metrics parses; /readyz and `vipproxy probe` follow backend health.
+func TestMetricsReadyzProbe(t *testing.T) {
+	a := backend(t, "a")
+	s := newSettings(t, a.Addr())
+	s.Check = "https"
+	p := startVIPProxy(t, s, nil)
+	p.waitState("b0", "up")
+	name(mtlsClient(t, true), p.vip)
+	body, err := p.get("/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("/metrics is not Prometheus text: %v", err)
+	}
+	for _, want := range []string{"vipproxy_connections_total", "vipproxy_backend_up", "vipproxy_health_check_duration_seconds", "vipproxy_bytes_total"} {
+		if families[want] == nil {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if f := families["vipproxy_connections_total"]; f != nil && f.Metric[0].GetCounter().GetValue() < 1 {
+		t.Error("vipproxy_connections_total did not count the request")
+	}
+	probe := func() error {
+		return exec.Command(filepath.Join(binDir, "vipproxy"), "probe", "--config", p.cfgPath).Run()
+	}
+	if err := probe(); err != nil {
+		t.Errorf("probe with a healthy backend: %v", err)
+	}
+	a.SetReady(false)
+	p.waitState("b0", "down")
+	if _, err := p.get("/readyz"); err == nil {
+		t.Error("/readyz is 200 with no healthy backend")
+	}
+	if err := probe(); err == nil {
+		t.Error("probe exits 0 with no healthy backend")
+	}
+	a.SetReady(true)
+	p.waitState("b0", "up")
+	if err := probe(); err != nil {
+		t.Errorf("probe after recovery: %v", err)
+	}
+}
+
+// 12. Out of descriptors, the daemon keeps running and serves again when
+// descriptors free up.
+func TestSurvivesDescriptorExhaustion(t *testing.T) {
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		t.Skip("prlimit not installed")
+	}
+	a := backend(t, "a")
+	p := startVIPProxy(t, newSettings(t, a.Addr()), nil, prlimit, "--nofile=64:64", "--")
+	p.waitState("b0", "up")
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	// 60 raw connections need 120 descriptors in the proxy: far past 64.
+	for i := 0; i < 60; i++ {
+		c, err := net.DialTimeout("tcp", p.vip, time.Second)
+		if err != nil {
+			break // the backlog is full: refusing is allowed, exiting is not
+		}
+		conns = append(conns, c)
+	}
+	time.Sleep(time.Second)
+	select {
+	case <-p.exited:
+		t.Fatalf("vipproxy exited when it ran out of descriptors: %v", p.err)
+	default:
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	conns = nil
+	c := mtlsClient(t, true)
+	p.waitFor(func() bool { n, err := name(c, p.vip); return err == nil && n == "a" }, "serving again after descriptors freed")
+	if !strings.Contains(p.log.String(), "emfile") {
+		t.Errorf("no EMFILE backoff in the log")
+	}
+}

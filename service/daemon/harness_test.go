@@ -1,0 +1,307 @@
+package daemon_test
+
+// The tests in this package run the real vipproxy binary over real
+// sockets on loopback, with stand-in mTLS apiservers as backends.
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vipproxy/vipproxy/service/standin"
+	"github.com/vipproxy/vipproxy/service/testpki"
+)
+
+var (
+	binDir string
+	pki    *testpki.Files
+)
+
+func TestMain(m *testing.M) {
+	code, err := setup(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e setup:", err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func setup(m *testing.M) (int, error) {
+	dir, err := os.MkdirTemp("", "vipproxy-e2e-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	binDir = filepath.Join(dir, "bin")
+	build := exec.Command("go", "build", "-o", binDir+"/", "../../cmd/vipproxy", "../../cmd/vipproxy-apiserver")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	if pki, err = testpki.Write(filepath.Join(dir, "pki"), nil); err != nil {
+		return 0, err
+	}
+	return m.Run(), nil
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// backend is an in-process stand-in apiserver.
+func backend(t testing.TB, name string, mod ...func(*standin.Options)) *standin.Server {
+	t.Helper()
+	tlsConf, err := pki.ServerTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := standin.Options{Name: name, Listen: "127.0.0.1:0", TLS: tlsConf, Logger: slog.New(slog.DiscardHandler)}
+	for _, f := range mod {
+		f(&opts)
+	}
+	s, err := standin.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// settings is the part of a config file that tests vary.
+type settings struct {
+	Port     int
+	Admin    string
+	Backends []string
+	Check    string // tcp (default), tls or https
+	Interval string // default 200ms
+	Extra    string // appended TOML
+}
+
+func (s settings) toml() string {
+	var b strings.Builder
+	check := s.Check
+	if check == "" {
+		check = "tcp"
+	}
+	interval := s.Interval
+	if interval == "" {
+		interval = "200ms"
+	}
+	fmt.Fprintf(&b, "[vip]\naddresses = [\"127.0.0.1\"]\nport = %d\n\n", s.Port)
+	for i, a := range s.Backends {
+		fmt.Fprintf(&b, "[[backend]]\nname = \"b%d\"\naddress = %q\n\n", i, a)
+	}
+	fmt.Fprintf(&b, "[health]\ntype = %q\ninterval = %q\ntimeout = %q\nrise = 2\nfall = 2\n", check, interval, interval)
+	if check != "tcp" {
+		fmt.Fprintf(&b, "ca_file = %q\ncert_file = %q\nkey_file = %q\n", pki.CA, pki.ClientCert, pki.ClientKey)
+	}
+	fmt.Fprintf(&b, "\n[timeouts]\ndial = \"1s\"\ndrain = \"5s\"\n\n[admin]\nlisten = %q\n", s.Admin)
+	b.WriteString(s.Extra)
+	return b.String()
+}
+
+// proc is a running vipproxy.
+type proc struct {
+	t       testing.TB
+	cmd     *exec.Cmd
+	cfgPath string
+	vip     string
+	admin   string
+	log     *syncBuffer
+	exited  chan struct{}
+	err     error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// newSettings returns settings with fresh ports for the VIP and admin.
+func newSettings(t testing.TB, backends ...string) settings {
+	return settings{Port: freePort(t), Admin: fmt.Sprintf("127.0.0.1:%d", freePort(t)), Backends: backends}
+}
+
+// startVIPProxy writes the config and starts the binary, waiting until
+// /readyz answers (any status). Extra env entries and a command prefix
+// (e.g. prlimit, systemd-socket-activate) may be given.
+func startVIPProxy(t testing.TB, s settings, env []string, prefix ...string) *proc {
+	t.Helper()
+	cfgPath := filepath.Join(t.TempDir(), "vipproxy.toml")
+	if err := os.WriteFile(cfgPath, []byte(s.toml()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append(append([]string{}, prefix...), filepath.Join(binDir, "vipproxy"), "serve", "--config", cfgPath)
+	p := &proc{t: t, cfgPath: cfgPath, vip: fmt.Sprintf("127.0.0.1:%d", s.Port), admin: s.Admin, log: &syncBuffer{}, exited: make(chan struct{})}
+	p.cmd = exec.Command(args[0], args[1:]...)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stderr = p.log
+	p.cmd.Stdout = p.log
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+		if t.Failed() {
+			t.Logf("vipproxy log:\n%s", p.log.String())
+		}
+	})
+	p.waitFor(func() bool { _, err := p.get("/healthz"); return err == nil }, "admin endpoint up")
+	return p
+}
+
+// waitFor polls cond every 20 ms for up to 15 s.
+func (p *proc) waitFor(cond func() bool, what string) {
+	p.t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-p.exited:
+			p.t.Fatalf("vipproxy exited (%v) while waiting for %s", p.err, what)
+		default:
+		}
+		if cond() {
+			return
+		}
+	}
+	p.t.Fatalf("timed out waiting for %s", what)
+}
+
+// get fetches an admin path and returns the body; non-200 is an error.
+func (p *proc) get(path string) (string, error) {
+	c := &http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + p.admin + path)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return string(b), fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return string(b), nil
+}
+
+type backendStatus struct {
+	Name            string `json:"name"`
+	Address         string `json:"address"`
+	State           string `json:"state"`
+	LastError       string `json:"last_error"`
+	OpenConnections int64  `json:"open_connections"`
+}
+
+type status struct {
+	Ready           bool            `json:"ready"`
+	Backends        []backendStatus `json:"backends"`
+	OpenConnections int64           `json:"open_connections"`
+	ConfigError     string          `json:"config_error"`
+}
+
+func (p *proc) status() status {
+	p.t.Helper()
+	body, err := p.get("/status")
+	if err != nil {
+		p.t.Fatalf("status: %v", err)
+	}
+	var st status
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		p.t.Fatalf("decode /status %q: %v", body, err)
+	}
+	return st
+}
+
+func (p *proc) state(name string) string {
+	for _, b := range p.status().Backends {
+		if b.Name == name {
+			return b.State
+		}
+	}
+	return "absent"
+}
+
+func (p *proc) waitState(name, want string) {
+	p.t.Helper()
+	p.waitFor(func() bool { return p.state(name) == want }, name+" "+want)
+}
+
+func (p *proc) signal(sig syscall.Signal) {
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// rewrite replaces the config file atomically.
+func (p *proc) rewrite(content string) {
+	p.t.Helper()
+	tmp := p.cfgPath + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, p.cfgPath); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// mtlsClient makes one new TLS connection per request.
+func mtlsClient(t testing.TB, withCert bool) *http.Client {
+	t.Helper()
+	conf, err := pki.ClientTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !withCert {
+		conf.Certificates = nil
+	}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: conf, DisableKeepAlives: true}}
+}
+
+// name asks the backend behind addr for its name over a new connection.
+func name(c *http.Client, addr string) (string, error) {
+	resp, err := c.Get("https://" + addr + "/name")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return strings.TrimSpace(string(b)), err
+}
+
+var _ = tls.VersionTLS13

@@ -1,0 +1,121 @@
+package daemon
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/vipproxy/vipproxy/service/balance"
+	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/health"
+	"github.com/vipproxy/vipproxy/service/metrics"
+)
+
+// reload re-reads the config file and applies it live. An invalid file
+// changes nothing: the old config keeps serving and the reason shows in
+// the log, STATUS and /status. Connections to unchanged backends survive;
+// removed backends get the drain timeout, then their connections close.
+func (d *Daemon) reload() {
+	d.notifier.Reloading()
+	d.mu.Lock()
+	path := d.cfg.Path
+	d.mu.Unlock()
+	next, prober, err := loadForReload(path)
+	if err != nil {
+		d.mu.Lock()
+		d.reloadErr = err.Error()
+		d.mu.Unlock()
+		d.metrics.Reloads.WithLabelValues(metrics.ResultError).Inc()
+		d.metrics.LastReloadSuccess.Set(0)
+		d.log.Error("reload failed; keeping the running config", "err", err)
+		d.notifier.Ready(d.statusLine())
+		return
+	}
+	d.apply(next, prober)
+	d.metrics.Reloads.WithLabelValues(metrics.ResultOK).Inc()
+	d.metrics.LastReloadSuccess.Set(1)
+	d.notifier.Ready(d.statusLine())
+}
+
+func loadForReload(path string) (*config.Config, health.Prober, error) {
+	next, err := config.Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	prober, err := health.NewProber(next.Health)
+	if err != nil {
+		return nil, nil, withFile(err, path)
+	}
+	return next, prober, nil
+}
+
+func (d *Daemon) apply(next *config.Config, prober health.Prober) {
+	d.mu.Lock()
+	prev := d.cfg
+	d.mu.Unlock()
+	if !slices.Equal(prev.VIP.Addresses, next.VIP.Addresses) || prev.VIP.Port != next.VIP.Port {
+		d.log.Warn("VIP addresses or port changed: listeners stay as they are until a restart (run `vipproxy units render` first under systemd)")
+	}
+	if prev.Admin != next.Admin {
+		d.log.Warn("admin endpoint settings change on the next restart")
+	}
+	d.pool.SetAlgorithm(next.Balance.Algorithm)
+	added, removed := d.pool.Update(next.Backends)
+	d.checker.SetConfig(next.Health, prober)
+	d.checker.SetTargets(targets(next))
+	d.proxy.SetOptions(proxyOptions(next))
+	d.level.Set(parseLevel(next.Log.Level))
+	d.mu.Lock()
+	d.cfg = next
+	d.reloadErr = ""
+	d.lastReload = time.Now()
+	d.retired = append(d.retired, removed...)
+	d.mu.Unlock()
+	for _, b := range removed {
+		d.retire(b, next.Timeouts.Drain.Duration)
+	}
+	d.log.Info("reloaded", "backends", len(next.Backends), "added", names(added), "removed", names(removed),
+		"algorithm", next.Balance.Algorithm)
+}
+
+// retire closes a removed backend's connections after the drain timeout
+// and forgets its metrics.
+func (d *Daemon) retire(b *balance.Backend, drain time.Duration) {
+	time.AfterFunc(drain, func() {
+		if n := b.CloseAll(); n > 0 {
+			d.log.Info("closed connections to a removed backend after the drain timeout", "backend", b.Name, "closed", n)
+		}
+		d.mu.Lock()
+		d.retired = slices.DeleteFunc(d.retired, func(r *balance.Backend) bool { return r == b })
+		d.mu.Unlock()
+		if d.pool.Lookup(b.Name) == nil {
+			d.metrics.Forget(b.Name)
+		}
+	})
+}
+
+func names(bs []*balance.Backend) []string {
+	out := make([]string, 0, len(bs))
+	for _, b := range bs {
+		out = append(out, b.Name)
+	}
+	return out
+}
+
+// statusLine is the one-line STATUS for systemctl status.
+func (d *Daemon) statusLine() string {
+	healthy, total := 0, 0
+	for _, b := range d.pool.Backends() {
+		total++
+		if b.Up() {
+			healthy++
+		}
+	}
+	s := fmt.Sprintf("%d/%d backends healthy, %d connections open", healthy, total, d.proxy.Open())
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.reloadErr != "" {
+		s += "; last reload failed: " + d.reloadErr
+	}
+	return s
+}

@@ -1,0 +1,145 @@
+package proxy
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/vipproxy/vipproxy/service/balance"
+)
+
+// maxReplay bounds the client bytes kept until the backend answers: a TLS
+// ClientHello or a request head fits many times over.
+const maxReplay = 16 << 10
+
+// session is one client connection and the backend it is bound to.
+//
+// Until the backend sends its first byte, the client's bytes are kept, so
+// that a backend which dies without answering — an apiserver SIGKILLed
+// after its kernel completed our handshake — costs the client nothing:
+// the bytes are replayed on another backend. Once the backend has
+// answered, the session is bound for good and the relay runs without it.
+type session struct {
+	p      *Proxy
+	opts   *Options
+	client *net.TCPConn
+
+	answered atomic.Bool // the backend sent a byte (or replay is impossible)
+
+	mu         sync.Mutex
+	backend    *balance.Backend
+	conn       *net.TCPConn
+	untrack    func()
+	replay     []byte
+	clientDone bool // the client half-closed or failed: nothing to replay into
+	tried      []*balance.Backend
+}
+
+func (p *Proxy) newSession(opts *Options, client *net.TCPConn, b *balance.Backend, conn *net.TCPConn) *session {
+	s := &session{p: p, opts: opts, client: client}
+	s.bind(b, conn)
+	return s
+}
+
+// bind attaches the session to a backend connection; s.mu held or unshared.
+func (s *session) bind(b *balance.Backend, conn *net.TCPConn) {
+	if s.untrack != nil {
+		s.untrack()
+		s.backend.Stats.ConnectionsOpen.Dec()
+	}
+	s.backend, s.conn = b, conn
+	s.untrack = b.Track(s.client)
+	b.Stats.ConnectionsTotal.Inc()
+	b.Stats.ConnectionsOpen.Inc()
+}
+
+// end releases the backend's accounting once the relay is over.
+func (s *session) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.untrack()
+	s.backend.Stats.ConnectionsOpen.Dec()
+}
+
+// current returns the backend connection and its backend.
+func (s *session) current() (*net.TCPConn, *balance.Backend) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conn, s.backend
+}
+
+// forward sends client bytes while the backend has not answered, keeping
+// a copy for replay. It reports false once the session is bound: the
+// caller then writes to current() directly.
+func (s *session) forward(chunk []byte) bool {
+	if s.answered.Load() {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.answered.Load() {
+		return false
+	}
+	if len(s.replay)+len(chunk) > maxReplay {
+		// Too much to replay: stop keeping bytes and bind for good.
+		s.replay = nil
+		s.answered.Store(true)
+		return false
+	}
+	s.replay = append(s.replay, chunk...)
+	// A write error shows up on the backend's read side, which decides
+	// whether to replay elsewhere.
+	s.conn.Write(chunk)
+	return true
+}
+
+// markAnswered binds the session: replay is no longer possible.
+func (s *session) markAnswered() {
+	if s.answered.Load() {
+		return
+	}
+	s.mu.Lock()
+	s.answered.Store(true)
+	s.replay = nil
+	s.mu.Unlock()
+}
+
+// clientFinished records that the client half-closed or failed and
+// returns the backend connection to pass that on to.
+func (s *session) clientFinished() *net.TCPConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clientDone = true
+	return s.conn
+}
+
+// failover is called when the backend closed or reset before answering.
+// It dials another backend, replays the client's bytes and returns the
+// new connection, or nil when the failure must reach the client.
+func (s *session) failover() *net.TCPConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.answered.Load() || s.clientDone || len(s.tried) >= s.opts.DialAttempts {
+		return nil
+	}
+	dead := s.backend
+	if !dead.Suspect() {
+		s.p.log.Warn("backend closed a connection before answering; replaying it on another backend", "backend", dead.Name)
+	}
+	dead.MarkSuspect()
+	s.tried = append(s.tried, dead)
+	b, conn := s.p.dial(s.opts, s.tried)
+	if conn == nil {
+		return nil
+	}
+	if len(s.replay) > 0 {
+		if _, err := conn.Write(s.replay); err != nil {
+			conn.Close()
+			return nil
+		}
+	}
+	old := s.conn
+	s.bind(b, conn)
+	old.Close()
+	return conn
+}
