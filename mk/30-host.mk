@@ -14,4 +14,4 @@ test-host-units: build
 
 # Just the netns scenarios, verbose (also part of test-go).
 test-host-netns: build
-	VIPPROXY_BIN=$(CURDIR)/$(BIN)/vipproxy $(GO) test -count=1 -v -run 'Hairpin|ARP|CLI' ./service/netcfg/
+	VIPPROXY_BIN=$(CURDIR)/$(BIN)/vipproxy $(GO) test -count=1 -v -run 'Hairpin|ARP|CLI|IPv6' ./service/netcfg/

@@ -75,6 +75,13 @@ func Unchanged(path string, data []byte) bool {
 // files already replaced by this call get their old content back (or are
 // removed if they did not exist), so nothing is half-applied.
 func WriteSet(files []File, write WriteFunc) (changed []string, err error) {
+	changed, _, err = WriteSetUndo(files, write)
+	return changed, err
+}
+
+// WriteSetUndo is WriteSet that also returns undo, which puts back what the
+// call changed: for callers whose later steps can still fail.
+func WriteSetUndo(files []File, write WriteFunc) (changed []string, undo func() error, err error) {
 	if write == nil {
 		write = Write
 	}
@@ -105,21 +112,21 @@ func WriteSet(files []File, write WriteFunc) (changed []string, err error) {
 		if st, err := os.Stat(f.Path); err == nil {
 			old, err := os.ReadFile(f.Path)
 			if err != nil {
-				return nil, errors.Join(fmt.Errorf("read %s: %w", f.Path, err), restore())
+				return nil, nil, errors.Join(fmt.Errorf("read %s: %w", f.Path, err), restore())
 			}
 			b.data, b.perm, b.existed = old, st.Mode().Perm(), true
 		}
 		if err := os.MkdirAll(filepath.Dir(f.Path), 0o755); err != nil {
-			return nil, errors.Join(fmt.Errorf("create %s: %w", filepath.Dir(f.Path), err), restore())
+			return nil, nil, errors.Join(fmt.Errorf("create %s: %w", filepath.Dir(f.Path), err), restore())
 		}
 		if err := write(f.Path, f.Data, f.Perm); err != nil {
 			if rerr := restore(); rerr != nil {
-				return nil, errors.Join(err, fmt.Errorf("restore earlier files: %w", rerr))
+				return nil, nil, errors.Join(err, fmt.Errorf("restore earlier files: %w", rerr))
 			}
-			return nil, fmt.Errorf("%w (files written before it were restored)", err)
+			return nil, nil, fmt.Errorf("%w (files written before it were restored)", err)
 		}
 		done = append(done, b)
 		changed = append(changed, f.Path)
 	}
-	return changed, nil
+	return changed, restore, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
 	"github.com/vipproxy/vipproxy/service/atomicfile"
@@ -58,24 +59,38 @@ func (h Host) Apply(ctx context.Context, cfg *config.Config, opts Options) (Resu
 	if err := h.preflight(ctx, cfg, opts); err != nil {
 		return res, err
 	}
-	res.Changed, err = atomicfile.WriteSet(files.List(), h.Write)
+	changed, undo, err := atomicfile.WriteSetUndo(files.List(), h.Write)
 	if err != nil {
 		return res, err
+	}
+	// From here a failure puts the old files back (and lets networkd see
+	// them again), so a failed apply leaves the files as they were.
+	fail := func(err error) (Result, error) {
+		if uerr := undo(); uerr != nil {
+			return res, errors.Join(err, fmt.Errorf("restore files: %w", uerr))
+		}
+		if res.Reloaded {
+			if rerr := h.Reloader.Reload(ctx); rerr != nil {
+				return res, errors.Join(err, rerr)
+			}
+		}
+		return res, fmt.Errorf("%w (files restored)", err)
 	}
 	switch {
 	case opts.Netlink:
 		if err := h.ensureLink(cfg); err != nil {
-			return res, err
+			return fail(err)
 		}
-	case len(res.Changed) > 0:
+	case len(changed) > 0:
 		if err := h.Reloader.Reload(ctx); err != nil {
-			return res, err
+			return fail(err)
 		}
 		res.Reloaded = true
 	}
 	if res.Sysctls, err = h.setUplinkSysctls(cfg.Network.Uplinks); err != nil {
-		return res, err
+		return fail(err)
 	}
+	res.Changed = changed
 	res.Problems = h.waitVerified(ctx, cfg, opts.Wait)
 	return res, nil
 }
@@ -134,14 +149,12 @@ func (h Host) checkVIPHolders(cfg *config.Config) error {
 func (h Host) ensureLink(cfg *config.Config) error {
 	name := cfg.Network.Interface
 	link, err := h.Netlink.LinkByName(name)
-	if errors.As(err, new(netlink.LinkNotFoundError)) {
-		dummy := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: name}}
-		if err := h.Netlink.LinkAdd(dummy); err != nil {
-			return fmt.Errorf("create dummy link %s: %w (is the dummy kernel module available?)", name, err)
+	switch {
+	case errors.As(err, new(netlink.LinkNotFoundError)):
+		if link, err = h.createDummy(name); err != nil {
+			return err
 		}
-		link, err = h.Netlink.LinkByName(name)
-	}
-	if err != nil {
+	case err != nil:
 		return fmt.Errorf("look up link %s: %w", name, err)
 	}
 	if err := h.Netlink.LinkSetUp(link); err != nil {
@@ -157,6 +170,23 @@ func (h Host) ensureLink(cfg *config.Config) error {
 		}
 	}
 	return nil
+}
+
+// createDummy adds the dummy link with IPv6 address generation off (like
+// LinkLocalAddressing=no: the link holds the VIP and nothing else).
+func (h Host) createDummy(name string) (netlink.Link, error) {
+	dummy := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: name}}
+	if err := h.Netlink.LinkAdd(dummy); err != nil {
+		return nil, fmt.Errorf("create dummy link %s: %w (is the dummy kernel module available?)", name, err)
+	}
+	link, err := h.Netlink.LinkByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("look up new link %s: %w", name, err)
+	}
+	if err := h.Netlink.LinkSetIP6AddrGenMode(link, nl.IN6_ADDR_GEN_MODE_NONE); err != nil {
+		return nil, fmt.Errorf("turn off IPv6 link-local on %s: %w", name, err)
+	}
+	return link, nil
 }
 
 func ipNet(p netip.Prefix) *net.IPNet {

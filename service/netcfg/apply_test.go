@@ -210,3 +210,39 @@ func TestApplyRejectsBadInputBeforeWriting(t *testing.T) {
 		t.Fatalf("apply --netlink with the VIP also on the uplink: %+v, %v; want success", res, err)
 	}
 }
+
+// TestApplyNetlinkCreatesDummy: where the kernel has the dummy module (the
+// VMs), apply --netlink creates the link, without IPv6 link-local, and it
+// verifies; where it has none (this host), the error says what is missing.
+func TestApplyNetlinkCreatesDummy(t *testing.T) {
+	cfg := testConfig(t)
+	n := newTestNS(t)
+	n.veth(t, "up0", "up0-peer")
+	h := Host{Netlink: n.nl, Sysctl: n.sysctl()}
+	root := t.TempDir()
+	res, err := h.Apply(context.Background(), cfg, Options{Root: root, Netlink: true, Wait: 5 * time.Second})
+	if err != nil {
+		if !strings.Contains(err.Error(), "create dummy link dummyvip0") || !strings.Contains(err.Error(), "dummy kernel module") {
+			t.Fatalf("apply --netlink without the dummy module: %v, want an error naming the link and the module", err)
+		}
+		for _, f := range []string{"etc/systemd/network/60-vipproxy.netdev", "etc/sysctl.d/60-vipproxy.conf"} {
+			if _, serr := os.Stat(filepath.Join(root, f)); !os.IsNotExist(serr) {
+				t.Errorf("failed apply left %s behind (%v)", f, serr)
+			}
+		}
+		t.Skipf("no dummy module in this kernel; the error was clear: %v", err)
+	}
+	if len(res.Problems) != 0 {
+		t.Fatalf("problems after creating the dummy: %q", res.Problems)
+	}
+	link, _ := n.nl.LinkByName("dummyvip0")
+	have, _ := linkAddrs(n.nl, link)
+	for a := range have {
+		if a.IsLinkLocalUnicast() {
+			t.Errorf("created dummy has link-local %s", a)
+		}
+	}
+	if rm, err := h.Remove(context.Background(), cfg, Options{Netlink: true, Root: t.TempDir()}); err != nil || !rm.LinkDeleted {
+		t.Errorf("remove: %+v, %v; want the dummy deleted", rm, err)
+	}
+}

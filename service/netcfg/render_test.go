@@ -24,8 +24,8 @@ func parseConfig(t *testing.T, lines ...string) *config.Config {
 }
 
 var goldenCases = map[string][]string{
-	"ipv4": {`[vip]`, `addresses = ["10.0.0.100"]`, `[network]`, `uplinks = ["eth0"]`},
-	"ipv6": {`[vip]`, `addresses = ["2001:db8:1::100"]`, `[network]`, `uplinks = ["eth0"]`},
+	"ipv4":       {`[vip]`, `addresses = ["10.0.0.100"]`, `[network]`, `uplinks = ["eth0"]`},
+	"ipv6":       {`[vip]`, `addresses = ["2001:db8:1::100"]`, `[network]`, `uplinks = ["eth0"]`},
 	"dual-stack": {`[vip]`, `addresses = ["10.0.0.100", "2001:db8:1::100"]`, `[network]`, `uplinks = ["eth1"]`},
 	"several-uplinks": {`[vip]`, `addresses = ["10.0.0.100"]`, `[network]`,
 		`uplinks = ["eth0", "bond0", "eth0.100", "enp1s0f1"]`},
