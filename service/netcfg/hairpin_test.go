@@ -145,19 +145,3 @@ func expectLine(got string, err error, want string) error {
 type lineError struct{ got, want string }
 
 func (e *lineError) Error() string { return "got " + e.got + ", want " + e.want }
-
-// waitFor polls fn every 100 ms for up to 10 s.
-func waitFor(t *testing.T, what string, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}

@@ -129,18 +129,6 @@ func (n *testNS) fetch(addr string, timeout time.Duration) (string, error) {
 	return strings.TrimSpace(line), err
 }
 
-// start runs the binary in the namespace until the test ends.
-func (n *testNS) start(t *testing.T, bin string, args ...string) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command("ip", append([]string{"netns", "exec", n.name, bin}, args...)...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	return cmd
-}
-
 // writeConfig writes a vipproxy config and returns its path.
 func writeConfig(t *testing.T, text string) string {
 	t.Helper()

@@ -53,7 +53,7 @@ func TestSocketDropInGolden(t *testing.T) {
 				t.Errorf("got\n%s\nwant\n%s", f.Data, want)
 			}
 			// systemd's own syntax, read back: the reset comes first.
-			opts, err := unit.Deserialize(strings.NewReader(string(f.Data)))
+			opts, err := unit.DeserializeOptions(strings.NewReader(string(f.Data)))
 			if err != nil || len(opts) < 2 || opts[0].Name != "ListenStream" || opts[0].Value != "" {
 				t.Errorf("deserialized %v, %v: want an empty ListenStream= first", opts, err)
 			}
