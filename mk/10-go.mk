@@ -1,7 +1,26 @@
-# Go unit and integration tests (real sockets, real processes).
-TEST_TARGETS += test-go
+# Go unit and integration tests (real sockets, real processes), vet,
+# staticcheck, and the race detector on the concurrent packages.
+TEST_TARGETS += test-go test-race lint
+STATICCHECK_VERSION ?= v0.8.2
+GOVULNCHECK_VERSION ?= v1.9.0
+# The data path, health checks, pool, admin and daemon (reload, drain) run
+# again under the race detector (it needs cgo).
+RACE_PKGS ?= ./service/proxy ./service/health ./service/balance ./service/admin ./service/daemon ./service/listen
 
-.PHONY: test-go
+.PHONY: test-go test-race lint vulncheck
 test-go: build
-	$(GO) vet ./...
 	$(GO) test -count=1 ./...
+
+test-race:
+	CGO_ENABLED=1 $(GO) test -race -count=1 $(RACE_PKGS)
+
+# govulncheck needs the vulnerability database, which CI cannot reach:
+# it runs only when VULNCHECK=1 (make test VULNCHECK=1, or make vulncheck).
+lint:
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	@if [ "$(VULNCHECK)" = 1 ]; then $(MAKE) --no-print-directory vulncheck; \
+	else echo "govulncheck: skipped (no vulnerability database here; run with VULNCHECK=1)"; fi
+
+vulncheck:
+	$(GO) run golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION) ./...
