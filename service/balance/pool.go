@@ -116,14 +116,13 @@ func (p *Pool) pick(list, tried []*Backend, ok func(*Backend) bool) *Backend {
 	}
 }
 
+// roundRobin advances the shared cursor once per backend it looks at, so
+// a skipped backend's turns are spread over the others instead of all
+// going to its successor.
 func (p *Pool) roundRobin(list []*Backend, eligible func(*Backend) bool) *Backend {
 	n := uint64(len(list))
-	if n == 0 {
-		return nil
-	}
-	start := p.next.Add(1) - 1
 	for i := uint64(0); i < n; i++ {
-		if b := list[(start+i)%n]; eligible(b) {
+		if b := list[(p.next.Add(1)-1)%n]; eligible(b) {
 			return b
 		}
 	}

@@ -45,6 +45,15 @@ func TestRoundRobinIsEven(t *testing.T) {
 	}
 }
 
+func TestRoundRobinSpreadsADownBackendsShare(t *testing.T) {
+	p := newPool(t, config.RoundRobin)
+	p.Lookup("b").MarkDown()
+	got := countPicks(p, 300)
+	if got["a"] != 150 || got["c"] != 150 {
+		t.Errorf("with b down: %v, want a=150 c=150", got)
+	}
+}
+
 func TestPickSkipsDownAndTried(t *testing.T) {
 	for _, alg := range []string{config.RoundRobin, config.LeastConnections, config.RandomTwoChoices} {
 		t.Run(alg, func(t *testing.T) {
