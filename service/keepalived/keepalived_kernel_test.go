@@ -8,6 +8,9 @@ import (
 	"testing"
 )
 
+// mainConf includes the snippet as documented: keepalived.conf's
+// global_defs turn on script security. (Used alone, keepalived still runs
+// the probe as root but logs a SECURITY VIOLATION, and --config-test fails.)
 const mainConf = `global_defs {
     enable_script_security
     script_user root
@@ -46,14 +49,12 @@ func TestGoldenPassesKeepalivedConfigTest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Used as documented: included from a main file whose global_defs
-		// turn on script security (keepalived refuses root scripts without).
 		dir := t.TempDir()
 		writeConf(t, dir, "vipproxy.conf", string(data))
 		conf := writeConf(t, dir, "keepalived.conf", mainConf)
 		out, err := exec.Command("ip", "netns", "exec", ns, "keepalived", "--config-test", "-f", conf).CombinedOutput()
 		if err != nil {
-			t.Errorf("keepalived --config-test on case %s: %v\n%s\n%s", name, err, out, data)
+			t.Errorf("keepalived --config-test (case %s): %v\n%s\n%s", name, err, out, data)
 		}
 	}
 }
