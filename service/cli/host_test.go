@@ -1,0 +1,61 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const hostTestConfig = `
+[vip]
+addresses = ["10.0.0.100", "2001:db8::100"]
+[[backend]]
+address = "10.0.0.1:6443"
+[network]
+uplinks = ["eth1"]
+`
+
+func runCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := Main(context.Background(), Env{Stdout: &out, Stderr: &errOut}, args)
+	return out.String(), errOut.String(), code
+}
+
+func TestUnitsRenderAndKeepalivedOut(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "vipproxy.toml")
+	if err := os.WriteFile(cfg, []byte(hostTestConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(dir, "root")
+	dropIn := filepath.Join(root, "etc/systemd/system/vipproxy.socket.d/50-listen.conf")
+	if out, errOut, code := runCLI(t, "units", "render", "--config", cfg, "--root", root); code != 0 || !strings.Contains(out, "wrote "+dropIn) {
+		t.Fatalf("units render: %d %s %s", code, out, errOut)
+	}
+	data, _ := os.ReadFile(dropIn)
+	if !strings.Contains(string(data), "ListenStream=\nListenStream=10.0.0.100:6443\nListenStream=[2001:db8::100]:6443\n") {
+		t.Errorf("drop-in:\n%s", data)
+	}
+	if out, _, code := runCLI(t, "units", "render", "--config", cfg, "--root", root); code != 0 || !strings.Contains(out, "unchanged") {
+		t.Errorf("second units render: %d %s, want unchanged", code, out)
+	}
+
+	ka := filepath.Join(dir, "keepalived/vipproxy.conf")
+	if out, errOut, code := runCLI(t, "keepalived", "--config", cfg, "--out", ka); code != 0 || out != "wrote "+ka+"\n" {
+		t.Fatalf("keepalived --out: %d %q %s", code, out, errOut)
+	}
+	stdout, _, _ := runCLI(t, "keepalived", "--config", cfg)
+	if written, _ := os.ReadFile(ka); string(written) != stdout || !strings.Contains(stdout, "10.0.0.100/32 dev eth1") {
+		t.Errorf("--out and stdout differ or lack the VIP:\n%s\n---\n%s", written, stdout)
+	}
+	if _, errOut, code := runCLI(t, "units", "render", "--config", filepath.Join(dir, "missing.toml")); code != ExitUsage || !strings.Contains(errOut, "missing.toml") {
+		t.Errorf("missing config: %d %s", code, errOut)
+	}
+	if _, _, code := runCLI(t, "network", "bogus"); code != ExitUsage {
+		t.Errorf("network bogus: exit %d, want %d", code, ExitUsage)
+	}
+}
