@@ -38,6 +38,11 @@ func vipproxyBin(t *testing.T) string {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
+	// Under go test -exec qemu-<arch>-static the binary is built for that
+	// GOARCH and may not be executable by `ip netns exec` (no binfmt).
+	if out, err := exec.Command(builtBin, "version").CombinedOutput(); err != nil {
+		t.Skipf("the vipproxy binary built for GOARCH=%s cannot run here: %v: %s", runtime.GOARCH, err, out)
+	}
 	return builtBin
 }
 
