@@ -8,7 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vipproxy/vipproxy/service/metrics"
 )
 
 // Health states as the pool sees them; the health package decides them.
@@ -31,34 +31,13 @@ type Backend struct {
 
 	// Stats are this backend's metrics, resolved once so that the proxy's
 	// hot path does no label lookups.
-	Stats *Stats
+	Stats *metrics.BackendMetrics
 
 	mu    sync.Mutex
 	conns map[io.Closer]struct{}
 }
 
-// Stats are the per-backend counters the proxy updates.
-type Stats struct {
-	ConnectionsTotal prometheus.Counter
-	ConnectionsOpen  prometheus.Gauge
-	DialErrors       prometheus.Counter
-	BytesToBackend   prometheus.Counter
-	BytesToClient    prometheus.Counter
-	Up               prometheus.Gauge
-}
-
-// DetachedStats returns counters registered nowhere, for pools built
-// without metrics (tests, tools).
-func DetachedStats(string) *Stats {
-	c := func() prometheus.Counter { return prometheus.NewCounter(prometheus.CounterOpts{Name: "x"}) }
-	return &Stats{
-		ConnectionsTotal: c(), DialErrors: c(), BytesToBackend: c(), BytesToClient: c(),
-		ConnectionsOpen: prometheus.NewGauge(prometheus.GaugeOpts{Name: "x"}),
-		Up:              prometheus.NewGauge(prometheus.GaugeOpts{Name: "x"}),
-	}
-}
-
-func newBackend(name, address string, stats func(name string) *Stats) *Backend {
+func newBackend(name, address string, stats func(name string) *metrics.BackendMetrics) *Backend {
 	return &Backend{Name: name, Address: address, Stats: stats(name), conns: make(map[io.Closer]struct{})}
 }
 

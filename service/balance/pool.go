@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/metrics"
 )
 
 // Pool is the current set of backends and the algorithm that picks among
@@ -17,14 +18,14 @@ type Pool struct {
 	backends  atomic.Pointer[[]*Backend]
 	next      atomic.Uint64 // round-robin cursor
 	mu        sync.Mutex    // serialises Update
-	stats     func(name string) *Stats
+	stats     func(name string) *metrics.BackendMetrics
 }
 
 // NewPool builds a pool from the configured backends. stats resolves each
-// backend's metrics (DetachedStats when nil).
-func NewPool(algorithm string, backends []config.Backend, stats func(name string) *Stats) (*Pool, error) {
+// backend's metrics; nil gives series on a registry of their own (tests, tools).
+func NewPool(algorithm string, backends []config.Backend, stats func(name string) *metrics.BackendMetrics) (*Pool, error) {
 	if stats == nil {
-		stats = DetachedStats
+		stats = metrics.New().Backend
 	}
 	p := &Pool{stats: stats}
 	if err := p.SetAlgorithm(algorithm); err != nil {

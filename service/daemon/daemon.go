@@ -62,7 +62,7 @@ func Run(ctx context.Context, path, version string, stderr io.Writer) error {
 func (d *Daemon) run(ctx context.Context) error {
 	cfg := d.cfg
 	d.metrics = metrics.New()
-	pool, err := balance.NewPool(cfg.Balance.Algorithm, cfg.Backends, d.statsFor)
+	pool, err := balance.NewPool(cfg.Balance.Algorithm, cfg.Backends, d.metrics.Backend)
 	if err != nil {
 		return err
 	}
@@ -203,14 +203,6 @@ func (d *Daemon) closeOnDown() bool {
 }
 
 func (d *Daemon) alive() bool { return d.proxy.Accepting() && d.checker.Alive() }
-
-func (d *Daemon) statsFor(name string) *balance.Stats {
-	bm := d.metrics.Backend(name)
-	return &balance.Stats{
-		ConnectionsTotal: bm.ConnectionsTotal, ConnectionsOpen: bm.ConnectionsOpen, DialErrors: bm.DialErrors,
-		BytesToBackend: bm.BytesToBackend, BytesToClient: bm.BytesToClient, Up: bm.Up,
-	}
-}
 
 func (d *Daemon) proxyCounters() proxy.Counters {
 	return proxy.Counters{

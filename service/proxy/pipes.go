@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,12 +18,14 @@ type pipe struct{ r, w int }
 type pipePool struct {
 	mu   sync.Mutex
 	free []pipe
-	max  int // idle pipes kept; the rest are closed
+	max  int          // idle pipes kept; the rest are closed
+	lent atomic.Int64 // pipes out with connections right now
 }
 
 func newPipePool(maxIdle int) *pipePool { return &pipePool{max: maxIdle} }
 
 func (p *pipePool) get() (pipe, error) {
+	p.lent.Add(1)
 	p.mu.Lock()
 	if n := len(p.free); n > 0 {
 		pp := p.free[n-1]
@@ -33,14 +36,16 @@ func (p *pipePool) get() (pipe, error) {
 	p.mu.Unlock()
 	var fds [2]int
 	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		p.lent.Add(-1)
 		return pipe{}, err
 	}
 	return pipe{r: fds[0], w: fds[1]}, nil
 }
 
 // put returns an empty pipe. A pipe that may still hold data must be
-// closed with discard instead.
+// given to discard instead.
 func (p *pipePool) put(pp pipe) {
+	p.lent.Add(-1)
 	p.mu.Lock()
 	if len(p.free) < p.max {
 		p.free = append(p.free, pp)
@@ -48,6 +53,12 @@ func (p *pipePool) put(pp pipe) {
 		return
 	}
 	p.mu.Unlock()
+	pp.close()
+}
+
+// discard closes a lent pipe that may still hold data.
+func (p *pipePool) discard(pp pipe) {
+	p.lent.Add(-1)
 	pp.close()
 }
 

@@ -262,7 +262,7 @@ func (d *direction) spliceStep() error {
 	}
 	d.pending = d.got
 	if err := d.dstRaw.Write(d.spliceOut); err != nil || d.ioErr != nil {
-		d.pipe.close() // may still hold data: never lend it again
+		d.r.pipes.discard(d.pipe) // may still hold data: never lend it again
 		d.hasPipe = false
 		if err == nil {
 			err = d.ioErr
