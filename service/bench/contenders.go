@@ -134,12 +134,16 @@ func (r *runner) startContender(ctx context.Context, name string, port int) (*co
 	case "nginx":
 		err = r.startNginx(c, listen)
 	case "vipproxy":
-		c.readyIn, err = r.startVipproxy(ctx, c, port)
+		c.readyIn, err = r.startVipproxy(ctx, c, port, r.opt.Vipproxy)
 	case "naive":
 		c.cmd = r.pinned(r.proxyCPU, r.self, "naive", "--listen", listen, "--backends", strings.Join(r.backends, ","))
 		err = r.procs.start(c.cmd, filepath.Join(r.dir, "naive.log"))
 	default:
-		return nil, fmt.Errorf("unknown contender %q (want direct, vipproxy, haproxy, nginx or naive)", name)
+		bin, ok := r.opt.Alt[name]
+		if !ok {
+			return nil, fmt.Errorf("unknown contender %q (want direct, vipproxy, haproxy, nginx, naive or an --alt label)", name)
+		}
+		c.readyIn, err = r.startVipproxy(ctx, c, port, bin)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
@@ -182,7 +186,7 @@ func (r *runner) startNginx(c *contender, listen string) error {
 
 // startVipproxy starts `vipproxy serve` and returns the time from the start
 // of the process to READY=1 on a notify socket of our own.
-func (r *runner) startVipproxy(ctx context.Context, c *contender, port int) (time.Duration, error) {
+func (r *runner) startVipproxy(ctx context.Context, c *contender, port int, bin string) (time.Duration, error) {
 	ports, err := freePorts(1)
 	if err != nil {
 		return 0, err
@@ -198,13 +202,13 @@ func (r *runner) startVipproxy(ctx context.Context, c *contender, port int) (tim
 	}
 	defer notify.Close()
 	c.admin = fmt.Sprintf("127.0.0.1:%d", ports[0])
-	c.cmd = r.pinned(r.proxyCPU, r.opt.Vipproxy, "serve", "--config", cfg)
+	c.cmd = r.pinned(r.proxyCPU, bin, "serve", "--config", cfg)
 	c.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sockPath)
 	if r.opt.CPUProfileDir != "" {
 		c.cmd.Env = append(c.cmd.Env, "VIPPROXY_CPUPROFILE="+filepath.Join(r.opt.CPUProfileDir, "vipproxy.cpu.pprof"))
 	}
 	start := time.Now()
-	if err := r.procs.start(c.cmd, filepath.Join(r.dir, "vipproxy.log")); err != nil {
+	if err := r.procs.start(c.cmd, filepath.Join(r.dir, c.name+".log")); err != nil {
 		return 0, err
 	}
 	exited := make(chan struct{})
@@ -219,7 +223,7 @@ func (r *runner) startVipproxy(ctx context.Context, c *contender, port int) (tim
 		}
 	}()
 	if err := waitReady(notify, start.Add(10*time.Second), exited); err != nil {
-		return 0, fmt.Errorf("%w (log: %s)", err, r.logTail("vipproxy"))
+		return 0, fmt.Errorf("%w (log: %s)", err, r.logTail(c.name))
 	}
 	return time.Since(start), nil
 }

@@ -46,9 +46,20 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&opt.SizeDir, "size-dir", "", "directory with vipproxy-linux-{amd64,arm64,riscv64} to report sizes")
 	fs.StringVar(&opt.Out, "out", "", "also write the table as markdown to this file")
 	fs.StringVar(&opt.CPUProfileDir, "cpuprofile-dir", "", "ask vipproxy for a CPU profile here (VIPPROXY_CPUPROFILE)")
+	var alt string
+	fs.StringVar(&alt, "alt", "", "other vipproxy builds as extra contenders: label=path,... (then list the labels in --contenders)")
 	fs.StringVar(&opt.PerfDir, "perf-dir", "", "record vipproxy with perf here, one file per figure group (give an unstripped --vipproxy)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	opt.Alt = map[string]string{}
+	for _, a := range splitList(alt) {
+		label, path, ok := strings.Cut(a, "=")
+		if !ok || label == "" || path == "" {
+			fmt.Fprintf(stderr, "vipproxy-bench: --alt %q: want label=path\n", a)
+			return 2
+		}
+		opt.Alt[label] = path
 	}
 	opt.Contenders = splitList(contenders)
 	opt.Figures = splitList(figures)

@@ -19,19 +19,20 @@ import (
 
 // Options configure one bench run.
 type Options struct {
-	Reps          int           // interleaved repetitions of every figure
-	Duration      time.Duration // length of one throughput, rate or latency run
-	IdleConns     int           // idle connections held
-	FailoverRate  int           // new connections per second during failover
-	Pin           string        // one, split or none (see pinLayout)
-	Nice          int           // scheduling priority of everything the bench starts
-	Vipproxy      string        // path to the vipproxy binary
-	Contenders    []string      // in the interleaving order
-	Figures       []string      // groups to run: bulk, connrate, pingpong, idle, failover, ready, size
-	SizeDir       string        // holds vipproxy-linux-{amd64,arm64,riscv64}
-	Out           string        // markdown copy of the table
-	CPUProfileDir string        // passed to vipproxy as VIPPROXY_CPUPROFILE
-	PerfDir       string        // record vipproxy with perf, one file per figure group
+	Reps          int               // interleaved repetitions of every figure
+	Duration      time.Duration     // length of one throughput, rate or latency run
+	IdleConns     int               // idle connections held
+	FailoverRate  int               // new connections per second during failover
+	Pin           string            // one, split or none (see pinLayout)
+	Nice          int               // scheduling priority of everything the bench starts
+	Vipproxy      string            // path to the vipproxy binary
+	Contenders    []string          // in the interleaving order
+	Figures       []string          // groups to run: bulk, connrate, pingpong, idle, failover, ready, size
+	SizeDir       string            // holds vipproxy-linux-{amd64,arm64,riscv64}
+	Out           string            // markdown copy of the table
+	CPUProfileDir string            // passed to vipproxy as VIPPROXY_CPUPROFILE
+	PerfDir       string            // record vipproxy with perf, one file per figure group
+	Alt           map[string]string // more vipproxy builds to compare: contender label -> binary
 }
 
 type runner struct {
