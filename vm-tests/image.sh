@@ -2,12 +2,14 @@
 # Build (or reuse) the Debian guest for the VM tests of one architecture:
 #   OUT/kernel      the kernel qemu boots (uncompressed vmlinux on amd64: PVH
 #                   boot skips the BIOS and the decompressor)
-#   OUT/initrd      busybox + the few modules needed to mount the root disk;
-#                   it also installs /opt/vipproxy (second disk) and the
-#                   node's identity (kernel command line) into the root
 #   OUT/rootfs.ext4 debootstrap minbase + systemd, networkd, keepalived, ...
+#   OUT/initrd-base busybox + the few modules needed to mount the root disk
+#                   (initrd.sh adds the harness files from guest/ to it)
 # Every VM boots the same rootfs with snapshot=on, so it is never modified.
-# The cache is keyed by this file's hash: edit the file, get a new image.
+# The cache is keyed by this file's hash: edit it, get a new image. The
+# harness files (guest/) are not in the image: initrd.sh puts them into the
+# initramfs, which copies them into the root at boot, so changing them costs
+# a second, not a debootstrap.
 #
 # usage: image.sh ARCH OUT      (ARCH: amd64 | arm64 | riscv64)
 set -euo pipefail
@@ -27,7 +29,7 @@ esac
 # megabyte is paid for by debootstrap in CI on every run.
 PACKAGES=systemd,systemd-sysv,udev,kmod,iproute2,keepalived,arping,ndisc6,nftables,curl,openssl,ca-certificates,procps,socat,iputils-ping
 
-key=$(cd "$HERE" && cat image.sh binfmt.sh driver/extract_vmlinux.py $(find guest -type f | sort) | sha256sum | cut -c1-16)
+key=$(cd "$HERE" && cat image.sh binfmt.sh driver/extract_vmlinux.py | sha256sum | cut -c1-16)
 if [[ -f $OUT/stamp && $(cat "$OUT/stamp") == "$key" ]]; then
 	echo "image.sh: $ARCH image up to date in $OUT"
 	exit 0
@@ -100,9 +102,6 @@ done | awk '!seen[$0]++' | while read -r ko; do
 	echo "$base" >>"$WORK/initrd/modules.order"
 done
 cp "$WORK/bb/bin/busybox" "$WORK/initrd/bin/busybox"
-cp "$HERE/guest/init" "$WORK/initrd/init"
-chmod 755 "$WORK/initrd/init"
-(cd "$WORK/initrd" && find . | cpio -o -H newc --quiet | gzip -1) >"$WORK/initrd.img"
 
 # Root filesystem. Foreign architectures: first stage here, second stage in
 # the chroot through qemu-user (binfmt_misc).
@@ -132,24 +131,12 @@ for d in drivers/gpu drivers/media drivers/infiniband drivers/net/wireless drive
 	rm -rf "$ROOT/lib/modules/$KVER/kernel/$d"
 done
 depmod -b "$ROOT" "$KVER"
-cp -a "$HERE/guest/rootfs/." "$ROOT/"
 chroot "$ROOT" /bin/sh -e <<'EOF'
 # Nothing here needs a password; the backdoor is the only way in.
 passwd -d root >/dev/null
-systemctl enable systemd-networkd.service vm-backdoor.service >/dev/null 2>&1
+systemctl enable systemd-networkd.service >/dev/null 2>&1
 # keepalived is started by the test, with the config vipproxy renders.
 systemctl disable keepalived.service >/dev/null 2>&1 || true
-# Boot time: mask what a test VM never needs.
-for u in getty@tty1.service serial-getty@hvc0.service serial-getty@ttyS0.service serial-getty@ttyAMA0.service \
-	apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer e2scrub_reap.service fstrim.timer \
-	systemd-timesyncd.service dpkg-db-backup.timer systemd-tmpfiles-clean.timer \
-	sys-kernel-debug.mount sys-kernel-tracing.mount sys-kernel-config.mount sys-fs-fuse-connections.mount \
-	dev-hugepages.mount dev-mqueue.mount systemd-networkd-wait-online.service systemd-logind.service \
-	systemd-pstore.service systemd-update-utmp.service systemd-update-utmp-runlevel.service \
-	modprobe@drm.service modprobe@fuse.service modprobe@configfs.service modprobe@efi_pstore.service \
-	modprobe@loop.service modprobe@dm_mod.service keepalived.service; do
-	systemctl mask "$u" >/dev/null 2>&1
-done
 rm -f /etc/machine-id /var/lib/dbus/machine-id
 : > /etc/machine-id
 apt-get clean
@@ -159,7 +146,8 @@ EOF
 log "mkfs.ext4"
 mkfs.ext4 -q -F -O ^has_journal -L vmroot -d "$ROOT" "$WORK/rootfs.ext4" 1200M
 mv "$WORK/kernel" "$OUT/kernel"
-mv "$WORK/initrd.img" "$OUT/initrd"
+rm -rf "$OUT/initrd-base"
+mv "$WORK/initrd" "$OUT/initrd-base"
 mv "$WORK/rootfs.ext4" "$OUT/rootfs.ext4"
 echo "$KVER" >"$OUT/kver"
 rm -rf "$WORK"

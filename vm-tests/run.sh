@@ -10,6 +10,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=${VM_WORK:-$HERE/.work}
 t0=$SECONDS
 "$HERE/image.sh" "$ARCH" "$WORK/$ARCH"
+"$HERE/initrd.sh" "$WORK/$ARCH"
 t_image=$((SECONDS - t0))
 "$HERE/stage.sh" "$ARCH" "$WORK/$ARCH-run/opt.ext4"
 rc=0

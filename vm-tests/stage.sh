@@ -9,7 +9,8 @@ set -euo pipefail
 ARCH=${1:?usage: stage.sh ARCH OUT.ext4}
 OUT=${2:?usage: stage.sh ARCH OUT.ext4}
 HERE=$(cd "$(dirname "$0")" && pwd)
-REPO=$(cd "$HERE/.." && pwd)
+# VM_SRC: build from another checkout (e.g. a `git archive` of HEAD).
+REPO=$(cd "${VM_SRC:-$HERE/..}" && pwd)
 GO=${GO:-go}
 DIR=$(dirname "$OUT")/opt
 rm -rf "$DIR"

@@ -192,8 +192,7 @@ class Machine:
         """Run a shell command; return (exit status, stdout)."""
         self._connect()
         limit = 900 if timeout is None else int(timeout)
-        b64 = base64.b64encode(command.encode()).decode()
-        self.conn.sendall(f"vm-run {b64} {limit}\n".encode())
+        self.conn.sendall(f"vmrun {_bash_quote(command)} {limit}\n".encode())
         deadline = time.monotonic() + limit + 20
         while True:
             i = self.buf.find(FRAME)
@@ -259,16 +258,17 @@ class Machine:
             raise TestFailure("wait_for_unit(user=...) is not supported by this driver")
         deadline = time.monotonic() + timeout
         while True:
-            out = self.execute(f"systemctl show --property=ActiveState,LoadState --value {unit}")[1]
-            states = out.split()
-            if states[:1] == ["active"]:
+            out = self.execute(f"systemctl show --property=ActiveState --property=LoadState {unit}")[1]
+            props = dict(l.split("=", 1) for l in out.splitlines() if "=" in l)
+            state = props.get("ActiveState")
+            if state == "active":
                 return
-            if "failed" in states[:1]:
+            if state == "failed":
                 raise TestFailure(f"{self.name}: unit {unit} reached state failed")
-            if "not-found" in states:
+            if props.get("LoadState") == "not-found":
                 raise TestFailure(f"{self.name}: no unit {unit}")
             if time.monotonic() >= deadline:
-                raise TestFailure(f"{self.name}: unit {unit} not active within {timeout} s ({out.strip()})")
+                raise TestFailure(f"{self.name}: unit {unit} not active within {timeout} s ({props})")
             time.sleep(1)
 
     def wait_for_open_port(self, port, addr="localhost", timeout=900):
@@ -282,6 +282,20 @@ class Machine:
 
     def log(self, msg):
         self.driver.log(f"{self.name}: {msg}")
+
+
+def _bash_quote(s):
+    """Quote s as a bash $'...' string: one line, any byte."""
+    out = []
+    for b in s.encode():
+        c = chr(b)
+        if c in "\\'":
+            out.append("\\" + c)
+        elif 32 <= b < 127:
+            out.append(c)
+        else:
+            out.append(f"\\x{b:02x}")
+    return "$'" + "".join(out) + "'"
 
 
 def _probe_port(addr, port):

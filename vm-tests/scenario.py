@@ -1,0 +1,323 @@
+# nodes: client cp1 cp2 cp3
+# The ARP and hairpin scenario (issue 4), NixOS-test style: the same script
+# runs under runNixOSTest (vm-tests/scenario.nix) and the Debian harness
+# (vm-tests/run.sh). Nodes cp1..cp3 run the stand-in apiserver on their own
+# IP, vipproxy on the VIP and keepalived; the client is outside; pods are
+# network namespaces inside a node. See vm-tests/README.md for what every
+# node must provide.
+import re
+
+VIP4 = "192.168.1.100"
+VIP6 = "2001:db8:1::100"
+PORT = 6443
+CPS = {"cp1": cp1, "cp2": cp2, "cp3": cp3}
+IP = {"client": "192.168.1.1", "cp1": "192.168.1.2", "cp2": "192.168.1.3", "cp3": "192.168.1.4"}
+PRIORITY = {"cp1": 150, "cp2": 120, "cp3": 90}
+CONF = "/etc/vipproxy/vipproxy.toml"
+PKI = "/etc/vipproxy/pki"
+CURL = f"curl -sS --cacert {PKI}/ca.pem --cert {PKI}/client.pem --key {PKI}/client-key.pem"
+MAC_RE = re.compile(r"(?:[0-9a-f]{2}:){5}[0-9a-f]{2}", re.I)
+
+
+def vipproxy_config(node, backends):
+    """The node config: every path under /run so it also works where /etc
+    is generated (NixOS)."""
+    lines = [
+        "[vip]",
+        f'addresses = ["{VIP4}", "{VIP6}"]',
+        f"port = {PORT}",
+        "",
+        "[health]",
+        'type = "https"',
+        'interval = "500ms"',
+        'timeout = "1s"',
+        "rise = 2",
+        "fall = 2",
+        f'ca_file = "{PKI}/ca.pem"',
+        f'cert_file = "{PKI}/client.pem"',
+        f'key_file = "{PKI}/client-key.pem"',
+        "",
+        "[timeouts]",
+        'dial = "1s"',
+        'drain = "5s"',
+        "",
+        "[network]",
+        'interface = "dummyvip0"',
+        'uplinks = ["eth1"]',
+        'networkd_dir = "/run/systemd/network"',
+        'sysctl_file = "/run/sysctl.d/60-vipproxy.conf"',
+        'socket_dropin = "/run/systemd/system/vipproxy.socket.d/50-listen.conf"',
+        "",
+        "[keepalived]",
+        'interface = "eth1"',
+        "router_id = 51",
+        f"priority = {PRIORITY[node]}",
+        "advert_int = 1",
+        f'probe_command = "/usr/bin/env vipproxy probe --config {CONF}"',
+        "",
+    ]
+    for name in backends:
+        lines += ["[[backend]]", f'name = "{name}"', f'address = "{IP[name]}:{PORT}"', ""]
+    return "\n".join(lines)
+
+
+def write_file(node, path, text):
+    node.succeed(f"mkdir -p $(dirname {path}) && rm -f {path} && cat > {path} <<'__EOF__'\n{text}\n__EOF__")
+
+
+def copy_dir(src, dst_nodes, path):
+    """Copy a small directory between nodes through the driver."""
+    blob = src.succeed(f"tar -C {path} -cz . | base64 -w0").strip()
+    for node in dst_nodes:
+        node.succeed(f"mkdir -p {path} && echo {blob} | base64 -d | tar -C {path} -xz")
+
+
+def macs_answering(ip, count=3):
+    """MACs that answered the client's ARP requests for ip."""
+    out = client.execute(f"arping -c {count} -w 3 -I eth1 {ip} 2>&1")[1]
+    return {m.lower() for m in MAC_RE.findall(out)}
+
+
+def mac_of(node):
+    return node.succeed("cat /sys/class/net/eth1/address").strip().lower()
+
+
+def master():
+    """The node holding the VIP on its uplink (the VRRP master)."""
+    holders = [n for n, m in CPS.items() if m.execute(f"ip -4 addr show dev eth1 | grep -qw {VIP4}")[0] == 0]
+    assert len(holders) == 1, f"expected one VRRP master, VIP on eth1 of {holders}"
+    return holders[0]
+
+
+def start_apiserver(name):
+    CPS[name].succeed(
+        f"systemd-run --unit=apiserver --collect vipproxy-apiserver --listen {IP[name]}:{PORT} --name {name}"
+        f" --cert {PKI}/server.pem --key {PKI}/server-key.pem --client-ca {PKI}/ca.pem"
+    )
+    CPS[name].wait_for_open_port(PORT, addr=IP[name], timeout=30)
+
+
+def add_pods(node, name):
+    """Two pods on the node: ptp-style (unnumbered veth, gateway = node IP)
+    and calico-style (gateway 169.254.1.1 answered by proxy ARP)."""
+    n = name[-1]
+    node.succeed(
+        # ptp-style: the pod's only way out is the node's own address.
+        "ip netns add ptp",
+        "ip link add vptp type veth peer name eth0 netns ptp",
+        "ip link set vptp up",
+        "ip -n ptp link set lo up",
+        f"ip -n ptp addr add 10.244.{n}.10/32 dev eth0",
+        f"ip -n ptp -6 addr add fd00:244:{n}::10/128 dev eth0 nodad",
+        "ip -n ptp link set eth0 up",
+        f"ip -n ptp route add {IP[name]} dev eth0 scope link",
+        f"ip -n ptp route add default via {IP[name]} dev eth0",
+        f"ip route add 10.244.{n}.10/32 dev vptp",
+        "ip addr add fe80::1/64 dev vptp nodad",
+        "ip -n ptp -6 route add default via fe80::1 dev eth0",
+        f"ip -6 route add fd00:244:{n}::10/128 dev vptp",
+        # calico-style: a fixed link-local gateway the host answers by proxy ARP.
+        "ip netns add calico",
+        "ip link add vcali type veth peer name eth0 netns calico",
+        "sysctl -qw net.ipv4.conf.vcali.proxy_arp=1 net.ipv4.neigh.vcali.proxy_delay=0",
+        "ip link set vcali up",
+        "ip -n calico link set lo up",
+        f"ip -n calico addr add 10.244.{n}.20/32 dev eth0",
+        "ip -n calico link set eth0 up",
+        "ip -n calico route add 169.254.1.1 dev eth0 scope link",
+        "ip -n calico route add default via 169.254.1.1 dev eth0",
+        f"ip route add 10.244.{n}.20/32 dev vcali",
+    )
+
+
+def pod_requests(node, pod, url, count):
+    """count mTLS requests from a pod; returns the apiserver names that answered."""
+    out = node.succeed(
+        f"for i in $(seq {count}); do ip netns exec {pod} {CURL} --max-time 5 {url}/name; echo; done",
+        timeout=300,
+    )
+    names = [l.strip() for l in out.splitlines() if l.strip()]
+    assert len(names) == count, f"{node.name}/{pod}: {len(names)} of {count} requests answered: {names}"
+    return set(names)
+
+
+REQLOOP = r"""#!/bin/bash
+# reqloop URL LOG: one mTLS request every 0.2 s; a line per request:
+#   <start epoch> <curl exit> <http code> <apiserver name>
+url=$1 log=$2
+while :; do
+    t=$(date +%s.%N)
+    code=$(CURL --connect-timeout 1 --max-time 2 -o /run/reqloop.body -w '%{http_code}' "$url/name" 2>/dev/null)
+    rc=$?
+    echo "$t $rc ${code:-000} $(cat /run/reqloop.body 2>/dev/null)" >> "$log"
+    rm -f /run/reqloop.body
+    sleep 0.2
+done
+"""
+
+
+def loop_start(url, log):
+    write_file(client, "/root/reqloop.sh", REQLOOP.replace("CURL", CURL))
+    client.succeed(f"rm -f {log}", f"systemd-run --unit=reqloop --collect bash /root/reqloop.sh {url} {log}")
+    client.wait_until_succeeds(f"grep -q ' 0 200 ' {log}", timeout=30)
+
+
+def loop_stop(log):
+    client.succeed("systemctl stop reqloop")
+    rows = []
+    for line in client.succeed(f"cat {log}").splitlines():
+        parts = line.split()
+        if len(parts) >= 3:
+            rows.append((float(parts[0]), int(parts[1]), parts[2], parts[3] if len(parts) > 3 else ""))
+    return rows
+
+
+def failed(rows):
+    return [r for r in rows if r[1] != 0 or r[2] != "200"]
+
+
+def backend_is(name, up):
+    """A command that succeeds when the local vipproxy reports backend name up (1) or down (0)."""
+    return (
+        "curl -sf http://127.0.0.1:6444/metrics | "
+        f"grep -Eq '^vipproxy_backend_up[{{][^}}]*\"{name}\"[^}}]*[}}] {up}$'"
+    )
+
+
+def now(node):
+    return float(node.succeed("date +%s.%N"))
+
+
+start_all()
+
+with subtest("boot: four nodes on VLAN 1"):
+    for m in [client, cp1, cp2, cp3]:
+        m.wait_for_unit("multi-user.target")
+    for name, m in CPS.items():
+        m.wait_until_succeeds(f"ip -4 addr show dev eth1 | grep -q {IP[name]}/24", timeout=60)
+    client.wait_until_succeeds(f"ping -c1 -W1 {IP['cp3']}", timeout=60)
+    MAC = {name: mac_of(m) for name, m in CPS.items()}
+
+with subtest("PKI, stand-in apiservers on each node IP, config"):
+    cp1.succeed(f"vipproxy-apiserver pki --dir {PKI} --hosts {','.join(IP[n] for n in CPS)},{VIP4},{VIP6}")
+    copy_dir(cp1, [cp2, cp3, client], PKI)
+    for name, m in CPS.items():
+        write_file(m, CONF, vipproxy_config(name, list(CPS)))
+        m.succeed(f"vipproxy check --config {CONF}")
+        start_apiserver(name)
+    client.succeed(f"{CURL} https://{IP['cp2']}:{PORT}/readyz")
+
+with subtest("1. ARP flux reproduced: VIP on dummyvip0 everywhere, default sysctls"):
+    for m in CPS.values():
+        m.succeed(
+            "ip link add dummyvip0 type dummy", "ip link set dummyvip0 up", f"ip addr add {VIP4}/32 dev dummyvip0"
+        )
+    answering = macs_answering(VIP4)
+    print(f"RESULT ARP flux: {len(answering)} MACs answer for {VIP4} with default sysctls")
+    assert len(answering) >= 2, f"expected ARP flux (answers from >= 2 MACs), got {answering}"
+    assert answering <= set(MAC.values()), f"unexpected MACs {answering}"
+    for m in CPS.values():
+        m.succeed("ip link del dummyvip0")
+
+with subtest("2. ARP fixed: vipproxy network apply + keepalived, one MAC answers"):
+    for name, m in CPS.items():
+        m.succeed(f"vipproxy network apply --config {CONF}")
+        m.succeed(f"vipproxy network check --config {CONF}")
+        m.succeed("test $(sysctl -n net.ipv4.conf.eth1.arp_ignore) = 1")
+        m.succeed("test $(sysctl -n net.ipv4.conf.eth1.arp_announce) = 2")
+        m.succeed("test $(sysctl -n net.ipv4.conf.all.arp_ignore) = 0")
+        m.succeed(f"ip -4 addr show dev dummyvip0 | grep -qw {VIP4}")
+        m.succeed(f"vipproxy units render --config {CONF}", "systemctl daemon-reload")
+        m.succeed("systemctl start vipproxy.socket vipproxy.service")
+        m.wait_for_unit("vipproxy.service", timeout=60)
+        m.succeed(f"vipproxy keepalived --config {CONF} --out /run/vipproxy/keepalived.conf")
+        m.succeed("systemd-run --unit=vrrp --collect keepalived --dont-fork --log-console -f /run/vipproxy/keepalived.conf")
+    cp1.wait_until_succeeds(f"ip -4 addr show dev eth1 | grep -qw {VIP4}", timeout=60)
+    assert master() == "cp1"
+    answering = macs_answering(VIP4)
+    print(f"RESULT ARP fixed: {len(answering)} MAC answers for {VIP4} (the master's)")
+    assert answering == {MAC["cp1"]}, f"expected only cp1's {MAC['cp1']}, got {answering}"
+    client.succeed(f"{CURL} --max-time 5 https://{VIP4}:{PORT}/name")
+
+with subtest("3. hairpin: ptp and calico pods on master and backup, 30 mTLS requests each"):
+    for name in ["cp1", "cp2"]:
+        add_pods(CPS[name], name)
+    for name in ["cp1", "cp2"]:
+        for pod in ["ptp", "calico"]:
+            seen = pod_requests(CPS[name], pod, f"https://{VIP4}:{PORT}", 30)
+            print(f"RESULT hairpin {name}/{pod}: 30/30 ok, answered by {sorted(seen)}")
+            assert seen == set(CPS), f"{name}/{pod}: expected all of {sorted(CPS)}, got {sorted(seen)}"
+
+with subtest("4. negative control: all.arp_ignore=1 breaks the ptp pod"):
+    cp2.succeed("sysctl -qw net.ipv4.conf.all.arp_ignore=1", "ip -n ptp neigh flush all")
+    cp2.fail(f"ip netns exec ptp {CURL} --connect-timeout 3 --max-time 4 https://{VIP4}:{PORT}/name")
+    print("RESULT negative control: with all.arp_ignore=1 the ptp pod cannot reach the VIP")
+    cp2.succeed("sysctl -qw net.ipv4.conf.all.arp_ignore=0", "ip -n ptp neigh flush all")
+    pod_requests(cp2, "ptp", f"https://{VIP4}:{PORT}", 3)
+
+with subtest("5. VRRP failover: master powered off, one MAC answers, requests resume"):
+    loop_start(f"https://{VIP4}:{PORT}", "/root/failover.log")
+    t_crash = now(client)
+    cp1.crash()
+    del CPS["cp1"]
+    cp2.wait_until_succeeds(f"ip -4 addr show dev eth1 | grep -qw {VIP4}", timeout=30)
+    client.wait_until_succeeds(f"test $(awk '$1 > {t_crash} && $2 == 0' /root/failover.log | wc -l) -ge 5", timeout=60)
+    rows = loop_stop("/root/failover.log")
+    after = [r for r in rows if r[0] > t_crash]
+    first_ok = min(r[0] for r in after if r[1] == 0 and r[2] == "200")
+    resume = first_ok - t_crash
+    lost = len(failed(after))
+    print(f"RESULT VRRP failover: requests resumed {resume:.2f} s after the master was powered off ({lost} requests failed meanwhile)")
+    assert master() == "cp2"
+    answering = macs_answering(VIP4)
+    assert answering == {MAC["cp2"]}, f"after failover expected only cp2's MAC, got {answering}"
+    assert resume <= 10, f"requests resumed only after {resume:.1f} s"
+
+with subtest("6. apiserver failure under load: no failed request, marked down and up"):
+    loop_start(f"https://{VIP4}:{PORT}", "/root/apiserver.log")
+    t_before = now(client)
+    cp3.succeed("systemctl stop apiserver")
+    t_after = now(client)
+    cp2.wait_until_succeeds(backend_is("cp3", 0), timeout=30)
+    client.sleep(3)
+    start_apiserver("cp3")
+    cp2.wait_until_succeeds(backend_is("cp3", 1), timeout=30)
+    client.sleep(2)
+    rows = loop_stop("/root/apiserver.log")
+    # An L4 proxy can retry a connection only before it carries data: a
+    # request in flight at the very moment of the kill may be cut. Every
+    # request started after the kill must succeed.
+    inflight = [r for r in failed(rows) if t_before - 3 <= r[0] <= t_after]
+    bad = [r for r in failed(rows) if r not in inflight]
+    print(f"RESULT apiserver failure: {len(rows)} requests, {len(bad)} failed, {len(inflight)} cut in flight at the kill")
+    assert not bad, f"failed requests: {bad[:5]}"
+    assert {"cp3"} <= {r[3] for r in rows if r[0] > t_after}, "cp3 not used again after its restart"
+
+with subtest("7. restart and reload under load: no refused connection"):
+    loop_start(f"https://{VIP4}:{PORT}", "/root/restart.log")
+    cp2.succeed("systemctl restart vipproxy.service")
+    cp2.wait_for_unit("vipproxy.service", timeout=30)
+    client.sleep(2)
+    # Reload with the new backend set: the powered-off cp1 leaves.
+    write_file(cp2, CONF, vipproxy_config("cp2", ["cp2", "cp3"]))
+    cp2.succeed("systemctl reload vipproxy.service")
+    client.sleep(2)
+    t_reload = now(client)
+    client.sleep(4)
+    rows = loop_stop("/root/restart.log")
+    bad = failed(rows)
+    refused = [r for r in rows if r[1] == 7]
+    used = {r[3] for r in rows if r[0] > t_reload and r[1] == 0}
+    print(f"RESULT restart+reload: {len(rows)} requests, {len(bad)} failed, {len(refused)} refused; after reload answered by {sorted(used)}")
+    assert not refused, f"refused connections: {refused[:5]}"
+    assert not bad, f"failed requests: {bad[:5]}"
+    assert used <= {"cp2", "cp3"} and used, f"after reload expected cp2/cp3, got {used}"
+
+with subtest("8. IPv6 VIP: reachable from client and pods, one node answers NDP"):
+    client.wait_until_succeeds(f"{CURL} --max-time 5 https://[{VIP6}]:{PORT}/name", timeout=30)
+    out = client.succeed(f"ndisc6 -m -n -r 3 -w 1000 {VIP6} eth1 || true")
+    answering = {m.lower() for m in MAC_RE.findall(out)}
+    print(f"RESULT IPv6: {len(answering)} MAC answers neighbour discovery for {VIP6}")
+    assert answering == {MAC["cp2"]}, f"expected only cp2's MAC for {VIP6}, got {answering}"
+    seen = pod_requests(cp2, "ptp", f"https://[{VIP6}]:{PORT}", 10)
+    print(f"RESULT IPv6 hairpin cp2/ptp: 10/10 ok, answered by {sorted(seen)}")

@@ -1,0 +1,104 @@
+# nodes: cp1
+# One-node smoke of the real binary and units (every architecture):
+# networkd dummy link + VIP and uplink sysctls from `vipproxy network apply`,
+# the socket unit from `vipproxy units render`, socket activation, and mTLS
+# proxying to two stand-in apiservers on the node's IP, from the node itself
+# and from a ptp-style pod (hairpin).
+VIP4 = "192.168.1.100"
+VIP6 = "2001:db8:1::100"
+NODE = "192.168.1.1"  # the only node is number 1
+CONF = "/etc/vipproxy/vipproxy.toml"
+PKI = "/etc/vipproxy/pki"
+CURL = f"curl -sS --max-time 10 --cacert {PKI}/ca.pem --cert {PKI}/client.pem --key {PKI}/client-key.pem"
+BACKENDS = {"apiserver-a": 7443, "apiserver-b": 8443}
+
+CONFIG = f"""
+[vip]
+addresses = ["{VIP4}", "{VIP6}"]
+port = 6443
+
+[health]
+type = "https"
+interval = "500ms"
+ca_file = "{PKI}/ca.pem"
+cert_file = "{PKI}/client.pem"
+key_file = "{PKI}/client-key.pem"
+
+[network]
+interface = "dummyvip0"
+uplinks = ["eth1"]
+networkd_dir = "/run/systemd/network"
+sysctl_file = "/run/sysctl.d/60-vipproxy.conf"
+socket_dropin = "/run/systemd/system/vipproxy.socket.d/50-listen.conf"
+""" + "".join(f'\n[[backend]]\nname = "{n}"\naddress = "{NODE}:{p}"\n' for n, p in BACKENDS.items())
+
+
+def requests(prefix, url, count):
+    out = cp1.succeed(f"for i in $(seq {count}); do {prefix} {CURL} {url}/name; echo; done", timeout=300)
+    names = [l.strip() for l in out.splitlines() if l.strip()]
+    assert len(names) == count, f"{len(names)} of {count} requests answered: {names}"
+    return set(names)
+
+
+start_all()
+
+with subtest("boot"):
+    cp1.wait_for_unit("multi-user.target")
+    cp1.wait_until_succeeds(f"ip -4 addr show dev eth1 | grep -q {NODE}/24", timeout=60)
+
+with subtest("stand-in apiservers with mTLS on the node IP"):
+    cp1.succeed(f"vipproxy-apiserver pki --dir {PKI} --hosts {NODE},{VIP4},{VIP6}")
+    for name, port in BACKENDS.items():
+        cp1.succeed(
+            f"systemd-run --unit={name} --collect vipproxy-apiserver --listen {NODE}:{port} --name {name}"
+            f" --cert {PKI}/server.pem --key {PKI}/server-key.pem --client-ca {PKI}/ca.pem"
+        )
+        cp1.wait_for_open_port(port, addr=NODE, timeout=30)
+    cp1.succeed(f"{CURL} https://{NODE}:7443/readyz")
+    cp1.fail(f"curl -sS --max-time 5 --cacert {PKI}/ca.pem https://{NODE}:7443/readyz")  # no client cert
+
+with subtest("vipproxy network apply: networkd dummy link, VIP, uplink sysctls"):
+    cp1.succeed("cat > " + CONF + " <<'EOF'\n" + CONFIG + "\nEOF")
+    cp1.succeed(f"vipproxy check --config {CONF}")
+    cp1.succeed(f"vipproxy network apply --config {CONF}")
+    cp1.succeed(f"vipproxy network check --config {CONF}")
+    cp1.succeed("networkctl status dummyvip0 | grep -q 'Network File: /run/systemd/network/'")
+    cp1.succeed(f"ip -4 addr show dev dummyvip0 | grep -qw {VIP4}/32")
+    cp1.succeed(f"ip -6 addr show dev dummyvip0 | grep -w {VIP6}/128 | grep -vq tentative")
+    cp1.succeed("test $(sysctl -n net.ipv4.conf.eth1.arp_ignore) = 1")
+    cp1.succeed("test $(sysctl -n net.ipv4.conf.eth1.arp_announce) = 2")
+    cp1.succeed("test $(sysctl -n net.ipv4.conf.all.arp_ignore) = 0")
+
+with subtest("socket activation: systemd owns VIP:6443, the first connection starts the service"):
+    cp1.succeed(f"vipproxy units render --config {CONF}", "systemctl daemon-reload")
+    cp1.succeed("systemctl start vipproxy.socket")
+    cp1.succeed(f"ss -Hltn 'sport = :6443' | grep -q '{VIP4}:6443'")
+    requests("", f"https://{VIP4}:6443", 1)
+    cp1.wait_for_unit("vipproxy.service", timeout=30)
+
+with subtest("proxying with mTLS passed through, over both backends"):
+    seen = requests("", f"https://{VIP4}:6443", 10)
+    assert seen == set(BACKENDS), f"expected answers from {sorted(BACKENDS)}, got {sorted(seen)}"
+    seen6 = requests("", f"https://[{VIP6}]:6443", 4)
+    print(f"RESULT smoke: 10/10 IPv4 and 4/4 IPv6 requests via the VIP, answered by {sorted(seen | seen6)}")
+
+with subtest("hairpin from a ptp-style pod"):
+    cp1.succeed(
+        "ip netns add ptp",
+        "ip link add vptp type veth peer name eth0 netns ptp",
+        "ip link set vptp up",
+        "ip -n ptp link set lo up",
+        "ip -n ptp addr add 10.244.1.10/32 dev eth0",
+        "ip -n ptp link set eth0 up",
+        f"ip -n ptp route add {NODE} dev eth0 scope link",
+        f"ip -n ptp route add default via {NODE} dev eth0",
+        "ip route add 10.244.1.10/32 dev vptp",
+    )
+    seen = requests("ip netns exec ptp", f"https://{VIP4}:6443", 6)
+    assert seen == set(BACKENDS), f"pod: expected {sorted(BACKENDS)}, got {sorted(seen)}"
+
+with subtest("the socket outlives the service: stop, connect, started again"):
+    cp1.succeed("systemctl stop vipproxy.service")
+    cp1.succeed(f"ss -Hltn 'sport = :6443' | grep -q '{VIP4}:6443'")
+    requests("", f"https://{VIP4}:6443", 2)
+    cp1.wait_for_unit("vipproxy.service", timeout=30)
