@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/vipproxy/vipproxy/service/atomicfile"
 	"github.com/vipproxy/vipproxy/service/config"
@@ -50,7 +51,7 @@ func runNetwork(ctx context.Context, env Env, args []string) int {
 	if sub == "render" {
 		return networkRender(env, cfg, root)
 	}
-	nl, err := netlink.NewHandle()
+	nl, err := netlink.NewHandle(unix.NETLINK_ROUTE) // links, addresses, neighbours: nothing else
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "vipproxy network %s: open netlink: %v\n", sub, err)
 		return ExitFailure

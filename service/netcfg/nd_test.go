@@ -2,11 +2,10 @@ package netcfg
 
 import (
 	"fmt"
-	"net/netip"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
-
-	"github.com/vishvananda/netlink"
 )
 
 // TestIPv6NeighbourDiscoveryIsPerInterface checks the claim that IPv6 VIPs
@@ -48,20 +47,19 @@ func TestIPv6NeighbourDiscoveryIsPerInterface(t *testing.T) {
 }
 
 // neighMAC returns the resolved link-layer address of ip on iface, or "".
+// It reads `ip neigh` rather than netlink: qemu-user (cross-arch test runs)
+// does not translate RTM_GETNEIGH.
 func neighMAC(t *testing.T, ns *testNS, iface, ip string) string {
 	t.Helper()
-	link, err := ns.nl.LinkByName(iface)
+	out, err := exec.Command("ip", "-n", ns.name, "-6", "neigh", "show", "dev", iface, "to", ip).CombinedOutput()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("ip neigh: %v: %s", err, out)
 	}
-	neighs, err := ns.nl.NeighList(link.Attrs().Index, netlink.FAMILY_V6)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := netip.MustParseAddr(ip)
-	for _, n := range neighs {
-		if a, ok := netip.AddrFromSlice(n.IP); ok && a == want && len(n.HardwareAddr) > 0 && n.State&netlink.NUD_FAILED == 0 {
-			return n.HardwareAddr.String()
+	// e.g. "2001:db8:78::100 lladdr aa:bb:cc:dd:ee:ff REACHABLE"
+	fields := strings.Fields(string(out))
+	for i := 0; i+1 < len(fields); i++ {
+		if fields[i] == "lladdr" && !strings.Contains(string(out), "FAILED") {
+			return fields[i+1]
 		}
 	}
 	return ""

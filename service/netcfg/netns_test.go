@@ -10,6 +10,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // testNS is a private network namespace created and deleted by one test.
@@ -41,7 +42,7 @@ func newTestNS(t *testing.T) *testNS {
 		t.Fatalf("open netns %s: %v", name, err)
 	}
 	t.Cleanup(func() { ns.Close() })
-	nl, err := netlink.NewHandleAt(ns)
+	nl, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 	if err != nil {
 		t.Fatalf("netlink handle in %s: %v", name, err)
 	}
