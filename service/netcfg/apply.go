@@ -48,8 +48,9 @@ type Result struct {
 
 // Apply checks the input against the live host, writes the files (atomic,
 // unchanged ones untouched, all or nothing), reloads networkd only when a
-// file changed, sets the uplink sysctls at once and verifies, polling up to
-// opts.Wait. Bad input returns an error before anything is written.
+// file changed or the live state is wrong, sets the uplink sysctls at once
+// and verifies, polling up to opts.Wait. Bad input returns an error before
+// anything is written.
 func (h Host) Apply(ctx context.Context, cfg *config.Config, opts Options) (Result, error) {
 	var res Result
 	files, err := Render(cfg, opts.Root)
@@ -91,6 +92,14 @@ func (h Host) Apply(ctx context.Context, cfg *config.Config, opts Options) (Resu
 		return fail(err)
 	}
 	res.Changed = changed
+	// Files unchanged but the link or a VIP gone (deleted by hand, networkd
+	// restarted late): one reload lets networkd recreate them.
+	if !opts.Netlink && !res.Reloaded && len(Verify(h.Netlink, h.Sysctl, cfg)) > 0 {
+		if err := h.Reloader.Reload(ctx); err != nil {
+			return res, err
+		}
+		res.Reloaded = true
+	}
 	res.Problems = h.waitVerified(ctx, cfg, opts.Wait)
 	return res, nil
 }

@@ -53,7 +53,7 @@ func testConfig(t *testing.T) *config.Config {
 
 func TestApplyIsIdempotent(t *testing.T) {
 	cfg := testConfig(t)
-	_, h, fake := hostIn(t, cfg)
+	n, h, fake := hostIn(t, cfg)
 	root := t.TempDir()
 	ctx := context.Background()
 	opts := Options{Root: root, Wait: 5 * time.Second}
@@ -80,6 +80,16 @@ func TestApplyIsIdempotent(t *testing.T) {
 	}
 	if after := modTimes(t, first.Changed); !slices.Equal(stamps, after) {
 		t.Errorf("files were rewritten: mtimes %v -> %v", stamps, after)
+	}
+
+	// The VIP removed by hand: files unchanged, yet one reload repairs it.
+	n.ip(t, "addr", "del", "10.0.0.100/32", "dev", "dummyvip0")
+	third, err := h.Apply(ctx, cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(third.Changed) != 0 || !third.Reloaded || fake.reloads != 2 || len(third.Problems) != 0 {
+		t.Fatalf("apply after the VIP was removed: %+v, reloads %d; want no file written, one repair reload", third, fake.reloads)
 	}
 }
 
