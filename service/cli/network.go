@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -98,7 +99,7 @@ func networkApply(ctx context.Context, env Env, host netcfg.Host, cfg *config.Co
 	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "vipproxy network apply: %v\n", err)
-		if _, isCfg := err.(*config.Error); isCfg {
+		if errors.As(err, new(*config.Error)) {
 			return ExitUsage
 		}
 		return ExitFailure
