@@ -43,12 +43,17 @@ type clientLoad struct {
 // startClientLoad starts workers that each call request in a loop with a
 // 5 ms pause, at most 5,000 times each.
 func startClientLoad(t testing.TB, workers int, request func() error) *clientLoad {
+	return startClientLoadN(t, workers, 5000, request)
+}
+
+// startClientLoadN is startClientLoad with at most limit calls per worker.
+func startClientLoadN(t testing.TB, workers, limit int, request func() error) *clientLoad {
 	l := &clientLoad{stop: make(chan struct{})}
 	for w := 0; w < workers; w++ {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			for i := 0; i < 5000; i++ {
+			for i := 0; i < limit; i++ {
 				select {
 				case <-l.stop:
 					return
@@ -165,7 +170,7 @@ func newFront(t testing.TB, target string, slowDelay time.Duration) *front {
 	return f
 }
 
-func (f *front) Addr() string        { return f.ln.Addr().String() }
+func (f *front) Addr() string       { return f.ln.Addr().String() }
 func (f *front) setMode(mode int32) { f.mode.Store(mode) }
 
 func (f *front) close() {
