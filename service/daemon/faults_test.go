@@ -58,11 +58,14 @@ func TestBackendFaultsUnderLoad(t *testing.T) {
 		{"answers slowly", modeSlow, false, ""},
 		{"answers slowly, close_on_down", modeSlow, true, "by design: close_on_down cuts connections to b1 when it is marked down, answered or not"},
 	}
+	// Backends are processes of their own: in-process ones would share the
+	// test's CPU and, under -race, its slowness, and miss health checks.
+	apis := apiservers(t, 3)
 	for _, tc := range cases {
 		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
 			start := time.Now()
-			f := newFront(t, backend(t, "b").Addr(), 3*checkInterval/2)
-			s := newSettings(t, backend(t, "a").Addr(), f.Addr(), backend(t, "c").Addr())
+			f := newFront(t, apis[1], 3*checkInterval/2)
+			s := newSettings(t, apis[0], f.Addr(), apis[2])
 			s.Check = "https"
 			s.Extra = fmt.Sprintf("\n[balance]\nclose_on_down = %v\n", tc.closeOnDown)
 			p := startVIPProxy(t, s, nil)
@@ -114,6 +117,18 @@ func failuresEndWithMarkDown(t *testing.T, samples []sample, faultAt, downSeen t
 			t.Errorf("a failed connection ended %v after b1 was marked down: the client hung: %v", s.end.Sub(downSeen).Round(time.Millisecond), s.err)
 		}
 	}
+}
+
+// apiservers starts n stand-in apiserver processes and returns their addresses.
+func apiservers(t *testing.T, n int) []string {
+	t.Helper()
+	var addrs []string
+	for i := 0; i < n; i++ {
+		a := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		apiserverProc(t, fmt.Sprintf("api%d", i), a)
+		addrs = append(addrs, a)
+	}
+	return addrs
 }
 
 // The backend answers, then half-closes its side while the client is
@@ -227,6 +242,11 @@ func TestBackendBlackholed(t *testing.T) {
 		blackholeInNetns(t)
 		return
 	}
+	if raceOn {
+		// The daemon binary is not race-built; the race run has nothing
+		// to add here but ten seconds (the inner run rebuilds it).
+		t.Skip("runs without -race (make test-go)")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for a network namespace and nftables")
 	}
@@ -270,12 +290,7 @@ func deleteNetns(t *testing.T, ns string) {
 }
 
 func blackholeInNetns(t *testing.T) {
-	var addrs []string
-	for i := 0; i < 3; i++ {
-		a := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-		apiserverProc(t, fmt.Sprintf("api%d", i), a)
-		addrs = append(addrs, a)
-	}
+	addrs := apiservers(t, 3)
 	s := newSettings(t, addrs...)
 	s.Check = "https"
 	p := startVIPProxy(t, s, nil)
@@ -437,7 +452,7 @@ func (p *proc) stop() {
 // with the new process started before the old one stops. No connection
 // may be refused or fail; the log says how long new connections waited.
 func TestRestartKeepsListener(t *testing.T) {
-	s := newSettings(t, backend(t, "a").Addr(), backend(t, "b").Addr())
+	s := newSettings(t, apiservers(t, 2)...)
 	f := listenerFile(t, s.Port)
 	first := startActivated(t, s, f)
 	l := startClientLoad(t, 4, mtlsRequest(t, first.vip))
@@ -486,7 +501,8 @@ func slowestIn(samples []sample, from, to time.Time) time.Duration {
 // Ten reloads under load, each adding or removing a backend and changing
 // the check interval: no client connection fails.
 func TestReloadUnderLoad(t *testing.T) {
-	a, b, c := backend(t, "a").Addr(), backend(t, "b").Addr(), backend(t, "c").Addr()
+	apis := apiservers(t, 3)
+	a, b, c := apis[0], apis[1], apis[2]
 	s := newSettings(t, a, b, c)
 	p := startVIPProxy(t, s, nil)
 	p.waitState("b2", "up")
