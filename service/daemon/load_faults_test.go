@@ -7,7 +7,6 @@ package daemon_test
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -367,11 +366,4 @@ func (p *proc) metricValues(names ...string) (map[string]float64, error) {
 		}
 	}
 	return out, nil
-}
-
-// runWithTimeout runs a command, killing it after d.
-func runWithTimeout(d time.Duration, name string, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	return exec.CommandContext(ctx, name, args...).CombinedOutput()
 }
