@@ -364,9 +364,28 @@ func (r *runner) pingPong(ctx context.Context, c *contender, conns int) error {
 	return nil
 }
 
-// idle holds IdleConns connections through c, checked end to end, and
-// measures what the proxy needs for them.
+// idle measures each proxy on a fresh instance: memory a process once
+// took is rarely given back, so a second round on the same process would
+// measure nothing.
 func (r *runner) idle(ctx context.Context, c *contender) error {
+	if c.cmd == nil {
+		return r.idleOn(ctx, c)
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	fresh, err := r.startContender(ctx, c.name, ports[0])
+	if err != nil {
+		return err
+	}
+	defer r.procs.kill(fresh.cmd)
+	return r.idleOn(ctx, fresh)
+}
+
+// idleOn holds IdleConns connections through c, checked end to end, and
+// measures what the proxy needs for them.
+func (r *runner) idleOn(ctx context.Context, c *contender) error {
 	var before procSample
 	var err error
 	if c.pid() != 0 {
