@@ -89,7 +89,8 @@ func TestSoak(t *testing.T) {
 	ok, inFlight, failed, firstErr := shortOutcomes(shortSamples, faults)
 	t.Logf("soak of %v: %d backend kills and restarts, %d reloads", duration, len(faults), len(faults))
 	t.Logf("new connections: %d ok, %d cut by a backend kill while open, %d failed (first: %v)", ok, inFlight, failed, firstErr)
-	t.Logf("long streams: %d lines echoed, %d streams cut by a backend kill and reopened", streams.lines.Load(), streams.breaks.Load())
+	t.Logf("long streams: %d lines echoed, %d streams cut and reopened, %d of them more than 2 s after a kill",
+		streams.lines.Load(), streams.breaks.Load(), streams.unexplained(faults))
 	t.Logf("bulk: %d transfers of 4 MiB each way ok, %d cut by a backend kill", bulk.ok.Load(), bulk.cut.Load())
 	t.Logf("%-32s %12s %12s %12s", "vipproxy (from /metrics)", "start", "peak", "end")
 	for _, m := range soakMetrics {
@@ -102,6 +103,9 @@ func TestSoak(t *testing.T) {
 
 	if failed > 0 {
 		t.Errorf("%d new connections failed outside a backend kill (first: %v)", failed, firstErr)
+	}
+	if n := streams.unexplained(faults); n > 0 {
+		t.Errorf("%d long streams broke without a backend kill", n)
 	}
 	if ok == 0 || streams.lines.Load() == 0 || bulk.ok.Load() == 0 {
 		t.Error("part of the load never succeeded")
@@ -272,6 +276,8 @@ type streamLoad struct {
 	stop          chan struct{}
 	wg            sync.WaitGroup
 	lines, breaks atomic.Int64
+	mu            sync.Mutex
+	breakTimes    []time.Time
 }
 
 func startStreams(t *testing.T, vip string, n int) *streamLoad {
@@ -283,6 +289,9 @@ func startStreams(t *testing.T, vip string, n int) *streamLoad {
 			for opened := 0; opened < 10000 && !l.stopped(); opened++ {
 				if err := l.stream(vip, i); err != nil {
 					l.breaks.Add(1)
+					l.mu.Lock()
+					l.breakTimes = append(l.breakTimes, time.Now())
+					l.mu.Unlock()
 					time.Sleep(50 * time.Millisecond)
 				}
 			}
@@ -323,6 +332,25 @@ func (l *streamLoad) stream(vip string, i int) error {
 		}
 		l.lines.Add(1)
 	}
+}
+
+// unexplained counts the breaks not within 2 s after a backend kill.
+func (l *streamLoad) unexplained(kills []time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, b := range l.breakTimes {
+		explained := false
+		for _, k := range kills {
+			if !b.Before(k) && b.Sub(k) < 2*time.Second {
+				explained = true
+			}
+		}
+		if !explained {
+			n++
+		}
+	}
+	return n
 }
 
 func (l *streamLoad) finish() {
