@@ -79,12 +79,14 @@ func (d *Daemon) run(ctx context.Context) error {
 
 	bg, stopBackground := context.WithCancel(context.Background())
 	defer stopBackground()
+	// The proxy exists before the first health result arrives: onHealth
+	// reads its connection count.
+	d.proxy = proxy.New(pool, proxyOptions(cfg), d.proxyCounters(), d.log)
 	d.checker = health.New(cfg.Health, prober, d.onHealth)
 	d.checker.SetLogger(d.log)
 	d.checker.SetTargets(targets(cfg))
 	go d.checker.Run(bg)
 
-	d.proxy = proxy.New(pool, proxyOptions(cfg), d.proxyCounters(), d.log)
 	if err := d.proxy.Start(listeners.VIP); err != nil {
 		return err
 	}
