@@ -6,7 +6,7 @@
 # nftables: the blackholed-backend case drops SYNs in a private netns.
 APT_PACKAGES += nftables util-linux
 SOAK_DURATION ?= 3m
-FAULT_TESTS := Fault|Blackholed|HalfClose|AllBackendsDown|RestartKeepsListener|ReloadUnderLoad|ManyConnections|DescriptorExhaustion|BackendKilled
+FAULT_TESTS := Fault|BadReloads|GarbageClients|Blackholed|HalfClose|AllBackendsDown|RestartKeepsListener|ReloadUnderLoad|ManyConnections|DescriptorExhaustion|BackendKilled
 
 .PHONY: soak faults
 soak:
@@ -14,4 +14,4 @@ soak:
 
 # The fault suite alone, verbose: the figures of README, section Reliability.
 faults:
-	$(GO) test -count=1 -v -run '$(FAULT_TESTS)' ./service/daemon/ | grep -E '^(---|ok|FAIL|PASS)|faults_test|e2e_test'
+	set -o pipefail; $(GO) test -count=1 -v -run '$(FAULT_TESTS)' ./service/daemon/ | grep -E '^(---|ok|FAIL|PASS)|_test.go:'
