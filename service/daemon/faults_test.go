@@ -242,10 +242,11 @@ func TestBackendBlackholed(t *testing.T) {
 		blackholeInNetns(t)
 		return
 	}
-	if raceOn {
+	if raceOn || emulated() {
 		// The daemon binary is not race-built; the race run has nothing
-		// to add here but ten seconds (the inner run rebuilds it).
-		t.Skip("runs without -race (make test-go)")
+		// to add here but ten seconds (the inner run rebuilds it), and
+		// the native run covers the emulated ones.
+		t.Skip("runs natively without -race (make test-go)")
 	}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for a network namespace and nftables")
@@ -536,7 +537,8 @@ func TestReloadUnderLoad(t *testing.T) {
 
 // manyConns is how many connections TestManyConnections holds: 9,900 by
 // default (the proxy needs two descriptors each, just under the 20,000
-// limit here); VIPPROXY_CONNS overrides; 2,000 under -race or -short.
+// limit here); VIPPROXY_CONNS overrides; 2,000 under -race or -short,
+// 500 under qemu-user.
 func manyConns(t *testing.T) int {
 	if v := os.Getenv("VIPPROXY_CONNS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -548,8 +550,15 @@ func manyConns(t *testing.T) int {
 	if raceOn || testing.Short() {
 		return 2000
 	}
+	if emulated() {
+		return 500
+	}
 	return 9900
 }
+
+// emulated reports a run under qemu-user (make test-multiarch), where
+// every process is several times slower: the heavy cases stay small.
+func emulated() bool { return os.Getenv("VIPPROXY_QEMU_USER") != "" }
 
 // Thousands of concurrent connections held through the proxy, each
 // passing data twice, then closed; the proxy's count returns to zero.
