@@ -27,7 +27,7 @@ esac
 
 # The packages the scenario uses inside the guest. Keep it small: every
 # megabyte is paid for by debootstrap in CI on every run.
-PACKAGES=systemd,systemd-sysv,udev,kmod,iproute2,keepalived,arping,ndisc6,nftables,curl,openssl,ca-certificates,procps,socat,iputils-ping
+PACKAGES=systemd,systemd-sysv,udev,dbus,kmod,iproute2,keepalived,arping,ndisc6,nftables,curl,openssl,ca-certificates,procps,socat,iputils-ping
 
 key=$(cd "$HERE" && cat image.sh binfmt.sh driver/extract_vmlinux.py | sha256sum | cut -c1-16)
 if [[ -f $OUT/stamp && $(cat "$OUT/stamp") == "$key" ]]; then

@@ -29,7 +29,7 @@ def vipproxy_config(node, backends):
         "",
         "[health]",
         'type = "https"',
-        'interval = "500ms"',
+        'interval = "1s"',
         'timeout = "1s"',
         "rise = 2",
         "fall = 2",
@@ -133,7 +133,7 @@ def add_pods(node, name):
 def pod_requests(node, pod, url, count):
     """count mTLS requests from a pod; returns the apiserver names that answered."""
     out = node.succeed(
-        f"for i in $(seq {count}); do ip netns exec {pod} {CURL} --max-time 5 {url}/name; echo; done",
+        f"for i in $(seq {count}); do ip netns exec {pod} {CURL} --max-time 5 {url}/name || exit 1; echo; done",
         timeout=300,
     )
     names = [l.strip() for l in out.splitlines() if l.strip()]

@@ -19,7 +19,8 @@ port = 6443
 
 [health]
 type = "https"
-interval = "500ms"
+interval = "2s"
+timeout = "2s"
 ca_file = "{PKI}/ca.pem"
 cert_file = "{PKI}/client.pem"
 key_file = "{PKI}/client-key.pem"
@@ -34,7 +35,7 @@ socket_dropin = "/run/systemd/system/vipproxy.socket.d/50-listen.conf"
 
 
 def requests(prefix, url, count):
-    out = cp1.succeed(f"for i in $(seq {count}); do {prefix} {CURL} {url}/name; echo; done", timeout=300)
+    out = cp1.succeed(f"for i in $(seq {count}); do {prefix} {CURL} {url}/name || exit 1; echo; done", timeout=300)
     names = [l.strip() for l in out.splitlines() if l.strip()]
     assert len(names) == count, f"{len(names)} of {count} requests answered: {names}"
     return set(names)
@@ -48,6 +49,7 @@ with subtest("boot"):
 
 with subtest("stand-in apiservers with mTLS on the node IP"):
     cp1.succeed(f"vipproxy-apiserver pki --dir {PKI} --hosts {NODE},{VIP4},{VIP6}")
+    cp1.succeed(f"chmod 0644 {PKI}/*")  # test keys: the DynamicUser= daemon reads the client key for health checks
     for name, port in BACKENDS.items():
         cp1.succeed(
             f"systemd-run --unit={name} --collect vipproxy-apiserver --listen {NODE}:{port} --name {name}"

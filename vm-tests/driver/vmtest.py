@@ -77,6 +77,7 @@ class Machine:
         self.started_at = None
         self.boot_seconds = None
         self.tap = f"tap{number}"
+        self.last_stderr = ""
 
     def __repr__(self):
         return f"<Machine {self.name}>"
@@ -208,6 +209,7 @@ class Machine:
         out = base64.b64decode(parts[1]).decode(errors="replace") if len(parts) > 1 else ""
         err = base64.b64decode(parts[2]).decode(errors="replace") if len(parts) > 2 else ""
         self.driver.log_command(self.name, command, status, out, err)
+        self.last_stderr = err
         return status, out
 
     def succeed(self, *commands, timeout=None):
@@ -216,7 +218,8 @@ class Machine:
         for command in commands:
             status, out = self.execute(command, timeout=timeout)
             if status != 0:
-                raise TestFailure(f"{self.name}: command `{command}` failed (exit code {status})")
+                raise TestFailure(f"{self.name}: command `{command}` failed (exit code {status})"
+                                  + _tail(self.last_stderr))
             output += out
         return output
 
@@ -282,6 +285,11 @@ class Machine:
 
     def log(self, msg):
         self.driver.log(f"{self.name}: {msg}")
+
+
+def _tail(text, lines=6):
+    text = text.strip()
+    return "\n  stderr: " + "\n          ".join(text.splitlines()[-lines:]) if text else ""
 
 
 def _bash_quote(s):
@@ -407,6 +415,18 @@ class Driver:
         lines.append("=" * 72)
         print("\n".join(lines), flush=True)
 
+    def collect_journals(self):
+        """After a failure: each running VM's journal into the run directory."""
+        for m in self.machines:
+            if m.conn is None:
+                continue
+            try:
+                _, out = m.execute("journalctl -b --no-pager -o short-monotonic | tail -n 400", timeout=60)
+            except Exception as e:  # a broken VM must not hide the real failure
+                out = f"journal unavailable: {e}"
+            with open(os.path.join(self.run_dir, f"{m.name}.journal.log"), "w") as f:
+                f.write(out)
+
     def cleanup(self):
         for m in self.machines:
             with contextlib.suppress(Exception):
@@ -424,5 +444,6 @@ def run_script(driver, path):
     except Exception as e:  # the script failed: report it, never crash the summary
         import traceback
         traceback.print_exc(file=sys.stdout)
+        driver.collect_journals()
         return False, f"{type(e).__name__}: {e}"
     return True, None
