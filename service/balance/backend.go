@@ -4,7 +4,6 @@
 package balance
 
 import (
-	"io"
 	"sync"
 	"sync/atomic"
 
@@ -25,6 +24,7 @@ type Backend struct {
 
 	state    atomic.Int32
 	suspect  atomic.Bool // a dial failed since the last good health check
+	lastGood atomic.Bool // the most recent health check passed
 	removed  atomic.Bool // dropped by a reload; never picked again
 	draining atomic.Bool // taken out of rotation by the operator
 	open     atomic.Int64
@@ -34,11 +34,20 @@ type Backend struct {
 	Stats *metrics.BackendMetrics
 
 	mu    sync.Mutex
-	conns map[io.Closer]struct{}
+	conns map[Conn]struct{}
+}
+
+// Conn is a proxied connection as the pool tracks it.
+type Conn interface {
+	// Close ends the connection.
+	Close() error
+	// Evacuate takes the connection off this backend: one the backend has
+	// not answered yet moves to another backend; the others are closed.
+	Evacuate()
 }
 
 func newBackend(name, address string, stats func(name string) *metrics.BackendMetrics) *Backend {
-	return &Backend{Name: name, Address: address, Stats: stats(name), conns: make(map[io.Closer]struct{})}
+	return &Backend{Name: name, Address: address, Stats: stats(name), conns: make(map[Conn]struct{})}
 }
 
 // Open is the number of connections currently proxied to the backend.
@@ -64,7 +73,19 @@ func (b *Backend) MarkDown() { b.state.Store(stateDown) }
 
 // CheckPassed clears suspicion after a successful probe, even while the
 // state machine still waits for `rise` successes.
-func (b *Backend) CheckPassed() { b.suspect.Store(false) }
+func (b *Backend) CheckPassed() {
+	b.suspect.Store(false)
+	b.lastGood.Store(true)
+}
+
+// CheckFailed records a failed probe.
+func (b *Backend) CheckFailed() { b.lastGood.Store(false) }
+
+// recovering says a down backend passed its latest check: the picker's
+// last resort when every backend is down.
+func (b *Backend) recovering() bool {
+	return !b.removed.Load() && !b.draining.Load() && b.lastGood.Load()
+}
 
 // MarkSuspect is called when a dial fails: the picker avoids the backend
 // until a health check succeeds again.
@@ -89,7 +110,7 @@ func (b *Backend) usable() bool {
 
 // Track registers an open connection so that CloseAll can end it; the
 // returned func unregisters it and must be called exactly once.
-func (b *Backend) Track(c io.Closer) (untrack func()) {
+func (b *Backend) Track(c Conn) (untrack func()) {
 	b.open.Add(1)
 	b.mu.Lock()
 	b.conns[c] = struct{}{}
@@ -103,17 +124,33 @@ func (b *Backend) Track(c io.Closer) (untrack func()) {
 }
 
 // CloseAll closes every tracked connection and returns how many it closed.
-// Used when the backend goes down (long watches must reconnect at once)
-// and when draining ends.
+// Used when draining ends and when a removed backend's grace time is over.
 func (b *Backend) CloseAll() int {
-	b.mu.Lock()
-	victims := make([]io.Closer, 0, len(b.conns))
-	for c := range b.conns {
-		victims = append(victims, c)
-	}
-	b.mu.Unlock()
+	victims := b.snapshot()
 	for _, c := range victims {
 		c.Close()
 	}
 	return len(victims)
+}
+
+// EvacuateAll takes every tracked connection off the backend when it goes
+// down: long watches must reconnect to a healthy apiserver at once, and a
+// connection still waiting for the backend's first byte is replayed on
+// another one. It returns how many connections it touched.
+func (b *Backend) EvacuateAll() int {
+	victims := b.snapshot()
+	for _, c := range victims {
+		c.Evacuate()
+	}
+	return len(victims)
+}
+
+func (b *Backend) snapshot() []Conn {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]Conn, 0, len(b.conns))
+	for c := range b.conns {
+		out = append(out, c)
+	}
+	return out
 }

@@ -94,15 +94,19 @@ func (p *Pool) Update(backends []config.Backend) (added, removed []*Backend) {
 }
 
 // Pick chooses a backend for a new connection, skipping those already
-// tried for it. It prefers backends that are neither down nor suspect; if
-// none is left it falls back to suspect ones that are not down, and
-// returns nil only when every remaining backend is down.
+// tried for it. It prefers backends that are neither down nor suspect,
+// then suspect ones that are not down; when every backend is down it
+// takes one whose latest check passed (recovering from an outage, it is
+// used after one good check instead of `rise`), and returns nil only when
+// none is left.
 func (p *Pool) Pick(tried []*Backend) *Backend {
 	list := p.Backends()
-	if b := p.pick(list, tried, (*Backend).usable); b != nil {
-		return b
+	for _, ok := range []func(*Backend) bool{(*Backend).usable, (*Backend).pickable, (*Backend).recovering} {
+		if b := p.pick(list, tried, ok); b != nil {
+			return b
+		}
 	}
-	return p.pick(list, tried, (*Backend).pickable)
+	return nil
 }
 
 func (p *Pool) pick(list, tried []*Backend, ok func(*Backend) bool) *Backend {

@@ -1,7 +1,6 @@
 package balance
 
 import (
-	"io"
 	"testing"
 
 	"github.com/vipproxy/vipproxy/service/config"
@@ -149,6 +148,41 @@ func TestUpdateKeepsUnchangedBackends(t *testing.T) {
 	}
 }
 
+func TestRecoveringBackendIsLastResort(t *testing.T) {
+	p := newPool(t, config.RoundRobin)
+	for _, b := range p.Backends() {
+		b.MarkDown()
+	}
+	if b := p.Pick(nil); b != nil {
+		t.Fatalf("all down, none recovering: picked %s", b.Name)
+	}
+	p.Lookup("c").CheckPassed()
+	if b := p.Pick(nil); b == nil || b.Name != "c" {
+		t.Fatalf("all down, c passed its latest check: picked %v, want c", b)
+	}
+	p.Lookup("a").MarkUp()
+	for i := 0; i < 10; i++ {
+		if b := p.Pick(nil); b.Name != "a" {
+			t.Fatalf("a is up: picked %s, a recovering backend is only a last resort", b.Name)
+		}
+	}
+	p.Lookup("c").CheckFailed()
+	p.Lookup("a").MarkDown()
+	if b := p.Pick(nil); b != nil {
+		t.Errorf("c failed again: picked %s", b.Name)
+	}
+}
+
+func TestEvacuateAllEvacuatesTracked(t *testing.T) {
+	p := newPool(t, config.RoundRobin)
+	b := p.Lookup("a")
+	var n int
+	b.Track(&closeCounter{&n})
+	if got := b.EvacuateAll(); got != 1 || n != 10 {
+		t.Errorf("EvacuateAll touched %d (counter %d), want 1 evacuated", got, n)
+	}
+}
+
 func TestCloseAllClosesTracked(t *testing.T) {
 	p := newPool(t, config.RoundRobin)
 	b := p.Lookup("a")
@@ -164,12 +198,14 @@ func TestCloseAllClosesTracked(t *testing.T) {
 type nopCloser struct{ _ int }
 
 func (*nopCloser) Close() error { return nil }
+func (*nopCloser) Evacuate()    {}
 
 type closeCounter struct{ n *int }
 
 func (c *closeCounter) Close() error { *c.n++; return nil }
+func (c *closeCounter) Evacuate()    { *c.n += 10 }
 
-var _ io.Closer = &closeCounter{}
+var _ Conn = &closeCounter{}
 
 func BenchmarkPick(b *testing.B) {
 	for _, alg := range []string{config.RoundRobin, config.LeastConnections, config.RandomTwoChoices} {

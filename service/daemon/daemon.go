@@ -178,6 +178,8 @@ func (d *Daemon) onHealth(ev health.Event) {
 	}
 	if ev.OK {
 		b.CheckPassed()
+	} else {
+		b.CheckFailed()
 	}
 	if !ev.Changed() {
 		return
@@ -190,8 +192,8 @@ func (d *Daemon) onHealth(ev health.Event) {
 		b.MarkDown()
 		b.Stats.Up.Set(0)
 		if d.closeOnDown() {
-			if n := b.CloseAll(); n > 0 {
-				d.log.Warn("closed connections to a down backend so clients reconnect elsewhere", "backend", b.Name, "closed", n)
+			if n := b.EvacuateAll(); n > 0 {
+				d.log.Warn("took connections off a down backend: unanswered ones replayed elsewhere, the others closed so clients reconnect", "backend", b.Name, "connections", n)
 			}
 		}
 	}

@@ -47,8 +47,15 @@ func setup(m *testing.M) (int, error) {
 	}
 	defer os.RemoveAll(dir)
 	binDir = filepath.Join(dir, "bin")
-	build := exec.Command("go", "build", "-o", binDir+"/", "../../cmd/vipproxy", "../../cmd/vipproxy-apiserver")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	args := []string{"build", "-o", binDir + "/"}
+	cgo := "CGO_ENABLED=0"
+	if raceOn {
+		// Under the race detector the daemon itself is instrumented too,
+		// so reload, health and drain are race-checked in the real process.
+		args, cgo = append(args, "-race"), "CGO_ENABLED=1"
+	}
+	build := exec.Command("go", append(args, "../../cmd/vipproxy", "../../cmd/vipproxy-apiserver")...)
+	build.Env = append(os.Environ(), cgo)
 	if out, err := build.CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("go build: %v\n%s", err, out)
 	}
@@ -181,6 +188,9 @@ func startVIPProxy(t testing.TB, s settings, env []string, prefix ...string) *pr
 	t.Cleanup(func() {
 		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		<-p.exited
+		if strings.Contains(p.log.String(), "WARNING: DATA RACE") {
+			t.Error("the race detector found a data race in the daemon")
+		}
 		if t.Failed() {
 			t.Logf("vipproxy log:\n%s", p.log.String())
 		}

@@ -422,3 +422,68 @@ func TestResetAfterAnswerReachesClient(t *testing.T) {
 		t.Fatalf("client got %q, want the backend's partial answer and then the failure (no replay once answered)", got)
 	}
 }
+
+// silentBackend accepts and never answers (a wedged apiserver).
+func silentBackend(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	var mu sync.Mutex
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestEvacuateReplaysUnanswered: a connection waiting on a backend that
+// never answers moves to another backend when that one is marked down;
+// an answered connection is closed instead.
+func TestEvacuateReplaysUnanswered(t *testing.T) {
+	silent := silentBackend(t)
+	_, pool, addr := startProxy(t, silent, echoBackend(t))
+	c, err := net.Dial("tcp", addr) // round-robin: the silent one first
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.Write([]byte("ping"))
+	b := pool.Lookup(silent)
+	for i := 0; i < 500 && b.Open() == 0; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.MarkDown()
+	if n := b.EvacuateAll(); n != 1 {
+		t.Fatalf("evacuated %d connections from the silent backend, want 1", n)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("after evacuation: %q, %v; want the echo from the other backend", buf, err)
+	}
+	echo := pool.Backends()[1]
+	if n := echo.EvacuateAll(); n != 1 {
+		t.Fatalf("evacuated %d answered connections, want 1", n)
+	}
+	if _, err := c.Read(buf); err == nil {
+		t.Error("an answered connection survived the evacuation of its backend")
+	}
+}

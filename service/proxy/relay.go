@@ -155,6 +155,12 @@ func (d *direction) run() error {
 // buffer's worth with read and write.
 func (d *direction) copyStep() error {
 	if err := d.srcRaw.Read(d.readFn); err != nil {
+		if d.sessRead != nil {
+			// The backend socket was closed under us: evacuated from a
+			// backend marked down before it answered.
+			d.ioErr = err
+			return d.replayElsewhere()
+		}
 		return err
 	}
 	buf := d.buf

@@ -48,7 +48,7 @@ func (s *session) bind(b *balance.Backend, conn *net.TCPConn) {
 		s.backend.Stats.ConnectionsOpen.Dec()
 	}
 	s.backend, s.conn = b, conn
-	s.untrack = b.Track(s.client)
+	s.untrack = b.Track(s)
 	b.Stats.ConnectionsTotal.Inc()
 	b.Stats.ConnectionsOpen.Inc()
 }
@@ -142,4 +142,30 @@ func (s *session) failover() *net.TCPConn {
 	s.bind(b, conn)
 	old.Close()
 	return conn
+}
+
+// Close ends the connection: both sockets (balance.Conn).
+func (s *session) Close() error {
+	s.mu.Lock()
+	conn := s.conn
+	s.mu.Unlock()
+	s.client.Close()
+	return conn.Close()
+}
+
+// Evacuate takes the session off its backend, which went down
+// (balance.Conn). If the backend has not answered yet, only the backend
+// socket is closed: the backend→client direction then replays the
+// client's bytes on another backend. Otherwise the whole connection ends,
+// so the client reconnects to a healthy apiserver at once.
+func (s *session) Evacuate() {
+	s.mu.Lock()
+	replayable := !s.answered.Load() && !s.clientDone
+	conn := s.conn
+	s.mu.Unlock()
+	if replayable {
+		conn.Close()
+		return
+	}
+	s.Close()
 }
