@@ -17,6 +17,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/vipproxy/vipproxy/service/atomicfile"
 )
 
 // Files are the paths Write created, all PEM.
@@ -133,21 +135,7 @@ func newCert(tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*ecds
 // writePEM writes atomically (temp file + rename) so a reader never sees
 // half a key.
 func writePEM(path, typ string, der []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path))
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(mode); err == nil {
-		err = pem.Encode(tmp, &pem.Block{Type: typ, Bytes: der})
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
+	if err := atomicfile.Write(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), mode); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
