@@ -34,7 +34,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var opt Options
 	var contenders, figures string
-	fs.IntVar(&opt.Reps, "reps", 3, "interleaved repetitions of every figure (medians are reported)")
+	fs.IntVar(&opt.Reps, "reps", 5, "interleaved repetitions of every figure (medians are reported)")
 	fs.DurationVar(&opt.Duration, "duration", 2*time.Second, "length of one throughput, rate or latency run")
 	fs.IntVar(&opt.IdleConns, "idle", 9900, "idle connections to hold")
 	fs.IntVar(&opt.FailoverRate, "failover-rate", 200, "new connections per second during failover")

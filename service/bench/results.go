@@ -169,16 +169,14 @@ func (r *results) render(contenders []string, opt Options) string {
 		for _, c := range contenders {
 			cells = append(cells, r.cell(f, c))
 		}
-		hap, hasHap := r.value(f, "haproxy")
 		for _, c := range others {
-			v, ok := r.value(f, c)
-			if ok && hasHap && hap != 0 {
-				cells = append(cells, fmt.Sprintf("%.2f", v/hap))
+			if q, ok := r.ratio(f, c); ok {
+				cells = append(cells, fmt.Sprintf("%.2f", q))
 			} else {
 				cells = append(cells, "")
 			}
 		}
-		cells = append(cells, r.verdict(f, hap, hasHap)...)
+		cells = append(cells, r.verdict(f)...)
 		row(&b, cells)
 	}
 	for _, n := range r.notes {
@@ -195,17 +193,43 @@ func (r *results) cell(f figureSpec, c string) string {
 	return format(v)
 }
 
-func (r *results) verdict(f figureSpec, hap float64, hasHap bool) []string {
+// ratio is c's figure divided by HAProxy's. With one value per
+// repetition on both sides it is the median of the per-repetition ratios:
+// neighbours in the interleaving share the machine's mood, so pairing them
+// cancels much of a shared machine's drift.
+func (r *results) ratio(f figureSpec, c string) (float64, bool) {
+	cv, hv := r.vals[f.key][c], r.vals[f.key]["haproxy"]
+	if !f.sum && len(cv) > 0 && len(cv) == len(hv) {
+		var qs []float64
+		for i := range cv {
+			if hv[i] != 0 {
+				qs = append(qs, cv[i]/hv[i])
+			}
+		}
+		if len(qs) == len(cv) {
+			return median(qs), true
+		}
+	}
+	v, ok1 := r.value(f, c)
+	h, ok2 := r.value(f, "haproxy")
+	if !ok1 || !ok2 || h == 0 {
+		return 0, false
+	}
+	return v / h, true
+}
+
+func (r *results) verdict(f figureSpec) []string {
 	if f.goal == nil {
 		return []string{"", ""}
 	}
-	v, ok := r.value(f, "vipproxy")
+	var v float64
+	var ok bool
 	if f.goal.ratio {
-		if !ok || !hasHap || hap == 0 {
-			return []string{f.goal.text, "n/a"}
-		}
-		v /= hap
-	} else if !ok {
+		v, ok = r.ratio(f, "vipproxy")
+	} else {
+		v, ok = r.value(f, "vipproxy")
+	}
+	if !ok {
 		return []string{f.goal.text, "n/a"}
 	}
 	if f.goal.check(v) {
