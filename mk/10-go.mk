@@ -1,18 +1,25 @@
 # Go unit and integration tests (real sockets, real processes), vet,
 # staticcheck, and the race detector on the concurrent packages.
-TEST_TARGETS += test-go test-race lint
+TEST_TARGETS += test-go test-race test-fuzz lint
 STATICCHECK_VERSION ?= v0.8.2
 GOVULNCHECK_VERSION ?= v1.9.0
 # The data path, health checks, pool, admin and daemon (reload, drain) run
 # again under the race detector (it needs cgo).
 RACE_PKGS ?= ./service/proxy ./service/health ./service/balance ./service/admin ./service/daemon ./service/listen
 
-.PHONY: test-go test-race lint vulncheck
+# How long `make test` fuzzes the config loader (the seed corpus in
+# service/config/testdata/fuzz runs in test-go anyway).
+FUZZTIME ?= 15s
+
+.PHONY: test-go test-race test-fuzz lint vulncheck
 test-go: build
 	$(GO) test -count=1 ./...
 
 test-race:
 	CGO_ENABLED=1 $(GO) test -race -count=1 $(RACE_PKGS)
+
+test-fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./service/config
 
 # govulncheck needs the vulnerability database, which CI cannot reach:
 # it runs only when VULNCHECK=1 (make test VULNCHECK=1, or make vulncheck).

@@ -9,6 +9,7 @@ package daemon_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -388,7 +389,10 @@ func TestAllBackendsDownThenOneBack(t *testing.T) {
 // like systemd, across daemon restarts.
 func listenerFile(t *testing.T, port int) *os.File {
 	t.Helper()
-	ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
+	// Plain TCP, as systemd makes it (Go's listeners default to MPTCP).
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
+	ln, err := lc.Listen(context.Background(), "tcp4", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		t.Fatal(err)
 	}
