@@ -537,6 +537,7 @@ func (r *runner) readyTimes(ctx context.Context, cs []*contender) error {
 			return err
 		}
 		r.res.add("ready", c.name, float64(c.readyIn.Microseconds())/1e3)
+		fmt.Fprintf(r.log, "bench:   ready %-9s READY=1 after %.1f ms\n", c.name, float64(c.readyIn.Microseconds())/1e3)
 		r.procs.kill(c.cmd)
 	}
 	return nil
