@@ -8,16 +8,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
 // contender is one way of getting from the client to the three backends.
 type contender struct {
-	name    string
-	targets []string  // what clients connect to: the proxy, or the backends for direct
-	cmd     *exec.Cmd // nil for direct
-	readyIn time.Duration
-	admin   string // vipproxy's admin address, for Go runtime metrics
+	name     string
+	targets  []string  // what clients connect to: the proxy, or the backends for direct
+	cmd      *exec.Cmd // nil for direct
+	readyIn  time.Duration
+	admin    string // vipproxy's admin address, for Go runtime metrics
+	graceful bool   // stop with SIGTERM so vipproxy writes its CPU profile
 }
 
 func (c *contender) pid() int {
@@ -106,6 +108,9 @@ fall = 2
 
 [admin]
 listen = "127.0.0.1:%d"
+
+[timeouts]
+drain = "2s"
 
 [log]
 level = "warn"
@@ -205,7 +210,10 @@ func (r *runner) startVipproxy(ctx context.Context, c *contender, port int, bin 
 	c.cmd = r.pinned(r.proxyCPU, bin, "serve", "--config", cfg)
 	c.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sockPath)
 	if r.opt.CPUProfileDir != "" {
-		c.cmd.Env = append(c.cmd.Env, "VIPPROXY_CPUPROFILE="+filepath.Join(r.opt.CPUProfileDir, "vipproxy.cpu.pprof"))
+		prof := filepath.Join(r.opt.CPUProfileDir, fmt.Sprintf("%s-%d.cpu.pprof", c.name, port))
+		c.cmd.Env = append(c.cmd.Env, "VIPPROXY_CPUPROFILE="+prof)
+		c.graceful = true
+		fmt.Fprintf(r.log, "bench: %s writes its CPU profile to %s (go tool pprof -top %s %s)\n", c.name, prof, bin, prof)
 	}
 	start := time.Now()
 	if err := r.procs.start(c.cmd, filepath.Join(r.dir, c.name+".log")); err != nil {
@@ -226,4 +234,16 @@ func (r *runner) startVipproxy(ctx context.Context, c *contender, port int, bin 
 		return 0, fmt.Errorf("%w (log: %s)", err, r.logTail(c.name))
 	}
 	return time.Since(start), nil
+}
+
+// stopContender ends a proxy: SIGTERM first when it must write a profile
+// (vipproxy drains for at most 2 s), SIGKILL otherwise or after 10 s.
+func (r *runner) stopContender(c *contender) {
+	switch {
+	case c.cmd == nil:
+	case c.graceful:
+		r.procs.stop(c.cmd, syscall.SIGTERM, 10*time.Second)
+	default:
+		r.procs.kill(c.cmd)
+	}
 }

@@ -98,6 +98,9 @@ func Run(ctx context.Context, opt Options, stdout, stderr io.Writer) error {
 			return fmt.Errorf("figure group %s: %w", g, err)
 		}
 	}
+	for _, c := range contenders {
+		r.stopContender(c)
+	}
 	fmt.Fprint(stderr, r.res.spread(r.names(contenders), opt))
 	table := r.res.render(r.names(contenders), opt)
 	machine := fmt.Sprintf("machine: %s; loadavg before %s, after %s; pinning: %s, nice %d; medians of %d interleaved repetitions (idle, failover: %d), %s per run; ratios are medians of per-repetition ratios",
@@ -387,7 +390,7 @@ func (r *runner) idle(ctx context.Context, c *contender) error {
 	if err != nil {
 		return err
 	}
-	defer r.procs.kill(fresh.cmd)
+	defer r.stopContender(fresh)
 	return r.idleOn(ctx, fresh)
 }
 
@@ -538,7 +541,7 @@ func (r *runner) readyTimes(ctx context.Context, cs []*contender) error {
 		}
 		r.res.add("ready", c.name, float64(c.readyIn.Microseconds())/1e3)
 		fmt.Fprintf(r.log, "bench:   ready %-9s READY=1 after %.1f ms\n", c.name, float64(c.readyIn.Microseconds())/1e3)
-		r.procs.kill(c.cmd)
+		r.stopContender(c)
 	}
 	return nil
 }
