@@ -178,14 +178,15 @@ func (p *Proxy) HandleConn(c net.Conn) {
 	}
 	opts := p.opts.Load()
 	open := p.open.Add(1)
-	defer p.open.Add(-1)
 	if opts.MaxConnections > 0 && open > int64(opts.MaxConnections) {
 		p.counters.RejectedLimit.Inc()
+		p.open.Add(-1)
 		client.Close()
 		return
 	}
 	b, backend := p.dial(opts, nil)
 	if backend == nil {
+		p.open.Add(-1)
 		client.Close()
 		return
 	}
@@ -195,14 +196,21 @@ func (p *Proxy) HandleConn(c net.Conn) {
 	}
 	if len(peeked) > 0 {
 		if _, err := backend.Write(peeked); err != nil {
+			p.open.Add(-1)
 			client.Close()
 			backend.Close()
 			return
 		}
 	}
 	s := p.newSession(opts, client, b, backend)
-	p.relay.relay(s)
-	s.end()
+	// Relay on a fresh goroutine and let this one end: its stack grew deep
+	// while dialing, and an idle connection would keep that stack for its
+	// whole life.
+	go func() {
+		p.relay.relay(s)
+		s.end()
+		p.open.Add(-1)
+	}()
 }
 
 // dial connects to a backend, trying up to DialAttempts different ones

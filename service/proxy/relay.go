@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 	"syscall"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
@@ -103,6 +104,8 @@ type direction struct {
 	readFn     func(uintptr) bool
 	spliceInFn func(uintptr) bool
 	spliceOut  func(uintptr) bool
+	writeFn    func(uintptr) bool
+	out        []byte // what writeFn still has to write
 	// Until the backend answers, the client→backend direction writes
 	// through the session (sessWrite) and the backend→client direction
 	// asks it to replay elsewhere if the backend fails (sessRead).
@@ -121,6 +124,7 @@ func newDirection(r *relayer, dst, src *net.TCPConn, count prometheus.Counter) (
 	d.readFn = d.readOnce
 	d.spliceInFn = d.spliceInOnce
 	d.spliceOut = d.spliceOutOnce
+	d.writeFn = d.writeOnce
 	return d, nil
 }
 
@@ -189,8 +193,12 @@ func (d *direction) copyStep() error {
 			return err
 		}
 	}
-	if _, err := d.dst.Write(chunk); err != nil {
+	d.out = chunk
+	if err := d.dstRaw.Write(d.writeFn); err != nil {
 		return err
+	}
+	if d.ioErr != nil {
+		return d.ioErr
 	}
 	d.account(d.got)
 	if d.got == len(*buf) && d.sessWrite == nil {
@@ -233,7 +241,7 @@ func (d *direction) readOnce(fd uintptr) bool {
 		d.buf = d.r.bufs.Get().(*[]byte)
 	}
 	for {
-		n, err := unix.Read(int(fd), *d.buf)
+		n, err := rawRead(int(fd), *d.buf)
 		switch err {
 		case unix.EINTR:
 			continue
@@ -291,7 +299,7 @@ func (d *direction) spliceInOnce(fd uintptr) bool {
 		d.pipe, d.hasPipe = p, true
 	}
 	for {
-		n, err := unix.Splice(int(fd), nil, d.pipe.w, nil, maxSpliceChunk, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		n, err := rawSplice(int(fd), d.pipe.w, maxSpliceChunk)
 		switch err {
 		case unix.EINTR:
 			continue
@@ -308,7 +316,7 @@ func (d *direction) spliceInOnce(fd uintptr) bool {
 // dst, waiting for writability as often as needed.
 func (d *direction) spliceOutOnce(fd uintptr) bool {
 	for d.pending > 0 {
-		n, err := unix.Splice(d.pipe.r, nil, int(fd), nil, d.pending, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		n, err := rawSplice(d.pipe.r, int(fd), d.pending)
 		switch err {
 		case nil:
 			d.pending -= int(n)
@@ -336,4 +344,50 @@ func (d *direction) account(n int) {
 	if d.count != nil {
 		d.count.Add(float64(n))
 	}
+}
+
+// writeOnce is the RawConn.Write callback of the copy path: it writes
+// d.out, waiting for writability as often as needed.
+func (d *direction) writeOnce(fd uintptr) bool {
+	for len(d.out) > 0 {
+		n, err := rawWrite(int(fd), d.out)
+		switch err {
+		case nil:
+			d.out = d.out[n:]
+		case unix.EINTR:
+		case unix.EAGAIN:
+			return false
+		default:
+			d.ioErr, d.out = err, nil
+			return true
+		}
+	}
+	return true
+}
+
+// Every socket and pipe here is non-blocking, so these system calls never
+// block: RawSyscall skips the scheduler's entersyscall/exitsyscall, which
+// costs as much as a short loopback read.
+func rawRead(fd int, p []byte) (int, error) {
+	r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
+func rawWrite(fd int, p []byte) (int, error) {
+	r, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
+func rawSplice(in, out, n int) (int, error) {
+	r, _, e := unix.RawSyscall6(unix.SYS_SPLICE, uintptr(in), 0, uintptr(out), 0, uintptr(n), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
 }
