@@ -17,6 +17,8 @@ set -euo pipefail
 ARCH=${1:?usage: image.sh ARCH OUT}
 OUT=${2:?usage: image.sh ARCH OUT}
 HERE=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
 
 case $ARCH in
 amd64) SUITE=bookworm ;;
@@ -57,7 +59,7 @@ log() { echo "image.sh[$ARCH +$((SECONDS - t0))s]: $*"; }
 APT_OPTS=()
 if [[ $ARCH != amd64 || $SUITE != bookworm ]]; then
 	d=$WORK/apt
-	mkdir -p "$d/etc/apt.conf.d" "$d/etc/preferences.d" "$d/etc/trusted.gpg.d" "$d/state/lists/partial" "$d/cache/archives/partial"
+	mkdir -p "$d/etc/apt.conf.d" "$d/etc/sources.list.d" "$d/etc/preferences.d" "$d/etc/trusted.gpg.d" "$d/state/lists/partial" "$d/cache/archives/partial"
 	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR $SUITE main" >"$d/etc/sources.list"
 	touch "$d/state/status"
 	APT_OPTS=(-o Dir::Etc="$d/etc" -o Dir::State="$d/state" -o Dir::State::status="$d/state/status"
@@ -90,7 +92,9 @@ fi
 depmod -b "$WORK/k" "$KVER"
 mkdir -p "$WORK/initrd/lib/modules" "$WORK/initrd/bin" "$WORK/initrd/newroot" "$WORK/initrd/proc" "$WORK/initrd/sys" "$WORK/initrd/dev"
 : >"$WORK/initrd/modules.order"
-for m in virtio_pci virtio_mmio virtio_blk crc32c_generic ext4; do
+# virtio_console: /dev/hvc0 (the backdoor) exists before systemd starts,
+# however slow udev is on a loaded host.
+for m in virtio_pci virtio_mmio virtio_blk virtio_console crc32c_generic ext4; do
 	modprobe -d "$WORK/k" -S "$KVER" --show-depends "$m" 2>/dev/null | awk '$1=="insmod" {print $2}'
 done | awk '!seen[$0]++' | while read -r ko; do
 	base=$(basename "$ko")

@@ -127,7 +127,7 @@ class Machine:
                                      stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         d.log(f"{self.name}: qemu started (pid {self.proc.pid})")
 
-    def _connect(self, timeout=300):
+    def _connect(self, timeout=600):
         """Wait for the backdoor shell of a started VM."""
         if self.conn is not None:
             return

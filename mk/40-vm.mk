@@ -1,0 +1,32 @@
+# VM tests: the ARP/hairpin scenario on Debian VMs under qemu (TCG), driven
+# by NixOS-test-style scripts (vm-tests/*.py; the same scripts run in
+# runNixOSTest, see vm-tests/*.nix). Needs root (network namespace, taps);
+# skips cleanly without. ARCH=amd64 runs the whole scenario; arm64 and
+# riscv64 run the one-node smoke. See vm-tests/README.md.
+ARCH ?= amd64
+VM_SCRIPTS_amd64 ?= vm-tests/smoke.py vm-tests/scenario.py
+VM_SCRIPTS_arm64 ?= vm-tests/smoke.py
+VM_SCRIPTS_riscv64 ?= vm-tests/smoke.py
+VM_SCRIPTS ?= $(VM_SCRIPTS_$(ARCH))
+# Packages the guest side needs on the host, per architecture (make deps
+# installs the amd64 ones, which CI uses; the others on first use).
+VM_APT_amd64 := qemu-system-x86
+VM_APT_arm64 := qemu-system-arm qemu-user-static
+VM_APT_riscv64 := qemu-system-misc opensbi qemu-user-static
+APT_PACKAGES += $(VM_APT_amd64) debootstrap e2fsprogs iproute2 cpio kmod xz-utils zstd python3 ca-certificates
+
+TEST_TARGETS += vm-test
+
+.PHONY: vm-test vm-image vm-clean
+vm-test:
+	@if [ "$$(id -u)" != 0 ] || [ ! -c /dev/net/tun ] || ! unshare --net true 2>/dev/null; then \
+		echo "vm-test: SKIP (needs root, /dev/net/tun and network namespaces)"; exit 0; fi; \
+	missing=$$(for p in $(VM_APT_$(ARCH)); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; fi; \
+	GO=$(GO) vm-tests/run.sh $(ARCH) $(VM_SCRIPTS)
+
+vm-image:
+	vm-tests/image.sh $(ARCH) vm-tests/.work/$(ARCH)
+
+vm-clean:
+	rm -rf vm-tests/.work
