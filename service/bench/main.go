@@ -37,6 +37,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&opt.Reps, "reps", 5, "interleaved repetitions of every figure (medians are reported)")
 	fs.DurationVar(&opt.Duration, "duration", 2*time.Second, "length of one throughput, rate or latency run")
 	fs.IntVar(&opt.IdleConns, "idle", 9900, "idle connections to hold")
+	fs.DurationVar(&opt.IdleSettle, "idle-settle", 2*time.Second, "how long the idle connections stay idle before memory is measured")
 	fs.IntVar(&opt.FailoverRate, "failover-rate", 200, "new connections per second during failover")
 	fs.StringVar(&opt.Pin, "pin", "one", "core layout: one (everything on cpu 1), split (proxy cpu 1, load cpu 0), none")
 	fs.IntVar(&opt.Nice, "nice", -10, "nice level of everything the bench starts (negative: ahead of other work on a shared machine)")
@@ -63,7 +64,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	opt.Contenders = splitList(contenders)
 	opt.Figures = splitList(figures)
-	if opt.Reps < 1 || opt.Reps > 20 || opt.Duration <= 0 || opt.Duration > time.Minute || opt.IdleConns < 1 || opt.FailoverRate < 1 || opt.Nice < -20 || opt.Nice > 19 {
+	if opt.Reps < 1 || opt.Reps > 20 || opt.Duration <= 0 || opt.Duration > time.Minute || opt.IdleConns < 1 || opt.IdleSettle < 0 || opt.IdleSettle > time.Minute || opt.FailoverRate < 1 || opt.Nice < -20 || opt.Nice > 19 {
 		fmt.Fprintln(stderr, "vipproxy-bench: --reps 1..20, --duration up to 1m, --idle and --failover-rate > 0, --nice -20..19")
 		return 2
 	}

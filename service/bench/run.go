@@ -22,6 +22,7 @@ type Options struct {
 	Reps          int               // interleaved repetitions of every figure
 	Duration      time.Duration     // length of one throughput, rate or latency run
 	IdleConns     int               // idle connections held
+	IdleSettle    time.Duration     // how long idle connections stay idle before memory is measured
 	FailoverRate  int               // new connections per second during failover
 	Pin           string            // one, split or none (see pinLayout)
 	Nice          int               // scheduling priority of everything the bench starts
@@ -440,7 +441,7 @@ func (r *runner) idleOn(ctx context.Context, c *contender) error {
 		msg += ", the proxy EXITED"
 		r.res.note(c.name + " exited while holding idle connections")
 	} else if c.pid() != 0 && res.Established > 0 {
-		time.Sleep(500 * time.Millisecond) // let the proxy settle after the burst
+		time.Sleep(r.opt.IdleSettle) // idle means idle: let the proxy settle after the burst
 		after, err := sampleTree(c.pid())
 		if err != nil {
 			return err
