@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/pprof"
 
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/daemon"
@@ -34,21 +33,4 @@ func runServe(ctx context.Context, env Env, args []string) int {
 		return ExitUsage
 	}
 	return ExitFailure
-}
-
-// startCPUProfile writes a CPU profile to path until stop is called; an
-// empty path does nothing. For `make bench` (VIPPROXY_CPUPROFILE).
-func startCPUProfile(path string) (stop func(), err error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("cpu profile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("cpu profile: %w", err)
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
