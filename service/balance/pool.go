@@ -14,7 +14,7 @@ import (
 // Pool is the current set of backends and the algorithm that picks among
 // them. Pick is lock-free; Update swaps the set for a reload.
 type Pool struct {
-	algorithm string
+	algorithm atomic.Pointer[string] // changes on reload while picks run
 	backends  atomic.Pointer[[]*Backend]
 	next      atomic.Uint64 // round-robin cursor
 	mu        sync.Mutex    // serialises Update
@@ -46,9 +46,7 @@ func (p *Pool) SetAlgorithm(algorithm string) error {
 	default:
 		return fmt.Errorf("unknown balancing algorithm %q", algorithm)
 	}
-	p.mu.Lock()
-	p.algorithm = algorithm
-	p.mu.Unlock()
+	p.algorithm.Store(&algorithm)
 	return nil
 }
 
@@ -111,7 +109,7 @@ func (p *Pool) Pick(tried []*Backend) *Backend {
 
 func (p *Pool) pick(list, tried []*Backend, ok func(*Backend) bool) *Backend {
 	eligible := func(b *Backend) bool { return ok(b) && !slices.Contains(tried, b) }
-	switch p.algorithm {
+	switch *p.algorithm.Load() {
 	case config.LeastConnections:
 		return p.leastConnections(list, eligible)
 	case config.RandomTwoChoices:

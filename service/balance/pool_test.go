@@ -220,3 +220,20 @@ func BenchmarkPick(b *testing.B) {
 		})
 	}
 }
+
+// TestSetAlgorithmWhilePicking: a reload changes the algorithm while
+// connections pick (run with -race).
+func TestSetAlgorithmWhilePicking(t *testing.T) {
+	p := newPool(t, config.RoundRobin)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 1000; i++ {
+			p.Pick(nil)
+		}
+	}()
+	for i := 0; i < 100; i++ {
+		p.SetAlgorithm([]string{config.RoundRobin, config.LeastConnections, config.RandomTwoChoices}[i%3])
+	}
+	<-done
+}
