@@ -13,12 +13,19 @@ VM_SCRIPTS ?= $(VM_SCRIPTS_$(ARCH))
 VM_APT_amd64 := qemu-system-x86
 VM_APT_arm64 := qemu-system-arm qemu-user-static
 VM_APT_riscv64 := qemu-system-misc opensbi qemu-user-static
-APT_PACKAGES += $(VM_APT_amd64) debootstrap e2fsprogs iproute2 cpio kmod xz-utils zstd python3 ca-certificates
+APT_PACKAGES += $(VM_APT_amd64) debootstrap e2fsprogs iproute2 cpio kmod xz-utils zstd python3 ca-certificates pyflakes3
+# The NixOS driver's globals the scripts may use (pyflakes must know them).
+VM_PYFLAKES_BUILTINS := start_all,subtest,machines,driver,client,cp1,cp2,cp3
 
 TEST_TARGETS += vm-test
 
-.PHONY: vm-test vm-image vm-clean
-vm-test:
+.PHONY: vm-test vm-lint vm-image vm-clean
+# The scripts must stay plain NixOS test scripts: pyflakes with the driver's
+# globals, as runNixOSTest lints them.
+vm-lint:
+	PYFLAKES_BUILTINS=$(VM_PYFLAKES_BUILTINS) pyflakes3 vm-tests/*.py vm-tests/driver/*.py
+
+vm-test: vm-lint
 	@if [ "$$(id -u)" != 0 ] || [ ! -c /dev/net/tun ] || ! unshare --net true 2>/dev/null; then \
 		echo "vm-test: SKIP (needs root, /dev/net/tun and network namespaces)"; exit 0; fi; \
 	missing=$$(for p in $(VM_APT_$(ARCH)); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \

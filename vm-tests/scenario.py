@@ -31,8 +31,8 @@ def vipproxy_config(node, backends):
         # TCP checks: a stopped apiserver refuses at once, and under TCG a
         # TLS handshake per check and backend would cost a third of a core.
         'type = "tcp"',
-        'interval = "1s"',
-        'timeout = "1s"',
+        'interval = "2s"',
+        'timeout = "2s"',
         "rise = 2",
         "fall = 2",
         "",
@@ -149,7 +149,7 @@ REQLOOP = r"""#!/bin/bash
 url=$1 log=$2
 while :; do
     t=$(date +%s.%N)
-    code=$(CURL --connect-timeout 2 --max-time 4 -o /run/reqloop.body -w '%{http_code}' "$url/name" 2>/dev/null)
+    code=$(CURL --connect-timeout 3 --max-time 6 -o /run/reqloop.body -w '%{http_code}' "$url/name" 2>/dev/null)
     rc=$?
     echo "$t $rc ${code:-000} $(cat /run/reqloop.body 2>/dev/null)" >> "$log"
     rm -f /run/reqloop.body
@@ -274,7 +274,7 @@ with subtest("5. VRRP failover: master powered off, one MAC answers, requests re
     assert master() == "cp2"
     answering = macs_answering(VIP4)
     assert answering == {MAC["cp2"]}, f"after failover expected only cp2's MAC, got {answering}"
-    assert resume <= 10, f"requests resumed only after {resume:.1f} s"
+    assert resume <= 10, f"requests resumed only after {resume:.1f} s"  # expected <= 5 s; TCG on a busy host is slower
 
 with subtest("6. apiserver failure under load: no failed request, marked down and up"):
     loop_start(f"https://{VIP4}:{PORT}", "/root/apiserver.log")
@@ -299,22 +299,24 @@ with subtest("6. apiserver failure under load: no failed request, marked down an
 with subtest("7. restart and reload under load: no refused connection"):
     loop_start(f"https://{VIP4}:{PORT}", "/root/restart.log")
     cp2.succeed("systemctl restart vipproxy.service")
-    cp2.wait_for_unit("vipproxy.service", timeout=30)
+    cp2.wait_for_unit("vipproxy.service", timeout=60)
     client.sleep(2)
-    # Reload with the new backend set: the powered-off cp1 leaves.
-    write_file(cp2, CONF, vipproxy_config("cp2", ["cp2", "cp3"]))
+    # Reload with a new backend set, cp3 alone: every answer after it shows it.
+    write_file(cp2, CONF, vipproxy_config("cp2", ["cp3"]))
     cp2.succeed("systemctl reload vipproxy.service")
-    client.sleep(2)
+    cp2.wait_until_succeeds(
+        "curl -sf http://127.0.0.1:6444/metrics | grep -q '^vipproxy_reloads_total{result=\"ok\"} 1$'", timeout=30
+    )
     t_reload = now(client)
-    client.sleep(4)
+    client.wait_until_succeeds(f"test $(awk '$1 > {t_reload} && $2 == 0' /root/restart.log | wc -l) -ge 6", timeout=60)
     rows = loop_stop("/root/restart.log")
     bad = failed(rows)
     refused = [r for r in rows if r[1] == 7]
     used = {r[3] for r in rows if r[0] > t_reload and r[1] == 0}
-    print(f"RESULT restart+reload: {len(rows)} requests, {len(bad)} failed, {len(refused)} refused; after reload answered by {sorted(used)}")
+    print(f"RESULT restart+reload: {len(rows)} requests, {len(bad)} failed, {len(refused)} refused; after the reload answered by {sorted(used)}")
     assert not refused, f"refused connections: {refused[:5]}"
     assert not bad, f"failed requests: {bad[:5]}"
-    assert used <= {"cp2", "cp3"} and used, f"after reload expected cp2/cp3, got {used}"
+    assert used == {"cp3"}, f"after the reload expected cp3 alone, got {sorted(used)}"
 
 with subtest("8. IPv6 VIP: reachable from client and pods, one node answers NDP"):
     client.wait_until_succeeds(f"{CURL} --max-time 5 https://[{VIP6}]:{PORT}/name", timeout=30)

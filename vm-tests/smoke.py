@@ -9,7 +9,7 @@ VIP6 = "2001:db8:1::100"
 NODE = "192.168.1.1"  # the only node is number 1
 CONF = "/etc/vipproxy/vipproxy.toml"
 PKI = "/etc/vipproxy/pki"
-CURL = f"curl -sS --max-time 10 --cacert {PKI}/ca.pem --cert {PKI}/client.pem --key {PKI}/client-key.pem"
+CURL = f"curl -sS --max-time 20 --cacert {PKI}/ca.pem --cert {PKI}/client.pem --key {PKI}/client-key.pem"
 BACKENDS = {"apiserver-a": 7443, "apiserver-b": 8443}
 
 CONFIG = f"""
@@ -55,7 +55,7 @@ with subtest("stand-in apiservers with mTLS on the node IP"):
             f"systemd-run --unit={name} --collect vipproxy-apiserver --listen {NODE}:{port} --name {name}"
             f" --cert {PKI}/server.pem --key {PKI}/server-key.pem --client-ca {PKI}/ca.pem"
         )
-        cp1.wait_for_open_port(port, addr=NODE, timeout=30)
+        cp1.wait_for_open_port(port, addr=NODE, timeout=90)
     cp1.succeed(f"{CURL} https://{NODE}:7443/readyz")
     cp1.fail(f"curl -sS --max-time 5 --cacert {PKI}/ca.pem https://{NODE}:7443/readyz")  # no client cert
 
@@ -76,7 +76,7 @@ with subtest("socket activation: systemd owns VIP:6443, the first connection sta
     cp1.succeed("systemctl start vipproxy.socket")
     cp1.succeed(f"ss -Hltn 'sport = :6443' | grep -q '{VIP4}:6443'")
     requests("", f"https://{VIP4}:6443", 1)
-    cp1.wait_for_unit("vipproxy.service", timeout=30)
+    cp1.wait_for_unit("vipproxy.service", timeout=90)
 
 with subtest("proxying with mTLS passed through, over both backends"):
     seen = requests("", f"https://{VIP4}:6443", 10)
@@ -103,4 +103,4 @@ with subtest("the socket outlives the service: stop, connect, started again"):
     cp1.succeed("systemctl stop vipproxy.service")
     cp1.succeed(f"ss -Hltn 'sport = :6443' | grep -q '{VIP4}:6443'")
     requests("", f"https://{VIP4}:6443", 2)
-    cp1.wait_for_unit("vipproxy.service", timeout=30)
+    cp1.wait_for_unit("vipproxy.service", timeout=90)

@@ -27,6 +27,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 PR_SET_PDEATHSIG = 1
@@ -78,6 +79,8 @@ class Machine:
         self.boot_seconds = None
         self.tap = f"tap{number}"
         self.last_stderr = ""
+        self.boot_thread = None
+        self.boot_error = None
 
     def __repr__(self):
         return f"<Machine {self.name}>"
@@ -126,13 +129,29 @@ class Machine:
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=open(log_path, "wb"),
                                      stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         d.log(f"{self.name}: qemu started (pid {self.proc.pid})")
+        # Wait for the shell in the background, so the boot time is measured
+        # when the guest is ready, not when the script first needs the node.
+        self.boot_error = None
+        self.boot_thread = threading.Thread(target=self._wait_for_shell, daemon=True)
+        self.boot_thread.start()
 
-    def _connect(self, timeout=600):
+    def _wait_for_shell(self, timeout=600):
+        try:
+            self._accept_shell(timeout)
+        except Exception as e:  # handed to the first command
+            self.boot_error = e
+
+    def _connect(self):
         """Wait for the backdoor shell of a started VM."""
-        if self.conn is not None:
-            return
         if self.proc is None:
             raise TestFailure(f"{self.name}: not started")
+        if self.boot_thread is not None:
+            self.boot_thread.join()
+            self.boot_thread = None
+            if self.boot_error is not None:
+                raise self.boot_error
+
+    def _accept_shell(self, timeout):
         deadline = time.monotonic() + timeout
         self.listener.settimeout(timeout)
         try:
