@@ -76,6 +76,8 @@ chmod 644 "$WORK"/*.deb
 mkdir -p "$WORK/k" "$WORK/bb"
 dpkg-deb -x "$WORK"/linux-image-*.deb "$WORK/k"
 dpkg-deb -x "$WORK"/busybox-static_*.deb "$WORK/bb"
+# Debian 13 ships modules in /usr/lib/modules (merged /usr).
+[[ -d $WORK/k/lib/modules ]] || ln -s usr/lib "$WORK/k/lib"
 KVER=$(ls "$WORK/k/lib/modules" | head -1)
 log "kernel $KVER"
 

@@ -440,7 +440,7 @@ class Driver:
             if m.conn is None:
                 continue
             try:
-                _, out = m.execute("journalctl -b --no-pager -o short-monotonic | tail -n 400", timeout=60)
+                _, out = m.execute("journalctl -b --no-pager -o short-monotonic | grep -v Keepalived_vrrp | tail -n 1500", timeout=120)
             except Exception as e:  # a broken VM must not hide the real failure
                 out = f"journal unavailable: {e}"
             with open(os.path.join(self.run_dir, f"{m.name}.journal.log"), "w") as f:
