@@ -86,7 +86,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.opts.Hang {
 		go s.acceptAndHang(ln)
 	} else {
-		srv := &http.Server{Handler: s.handler(), ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug), ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: s.handler(), ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug), ReadHeaderTimeout: 60 * time.Second}
 		s.mu.Lock()
 		s.http = srv
 		s.mu.Unlock()
