@@ -82,7 +82,7 @@ KVER=$(ls "$WORK/k/lib/modules" | head -1)
 log "kernel $KVER"
 
 # Kernel image. amd64: the uncompressed ELF inside the bzImage, for PVH boot.
-vmlinuz=$(ls "$WORK"/k/boot/vmlinuz-*)
+vmlinuz=$(ls "$WORK"/k/boot/vmlinuz-* "$WORK"/k/boot/vmlinux-* 2>/dev/null | head -1) # riscv64: vmlinux
 if [[ $ARCH == amd64 ]]; then
 	python3 "$HERE/driver/extract_vmlinux.py" "$vmlinuz" "$WORK/kernel"
 else

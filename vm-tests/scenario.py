@@ -144,12 +144,12 @@ def pod_requests(node, pod, url, count):
 
 
 REQLOOP = r"""#!/bin/bash
-# reqloop URL LOG: one mTLS request every 0.5 s; a line per request:
+# reqloop URL LOG CONNECT_TIMEOUT MAX_TIME: one mTLS request every 0.5 s; a line per request:
 #   <start epoch> <curl exit> <http code> <apiserver name>
-url=$1 log=$2
+url=$1 log=$2 ct=$3 mt=$4
 while :; do
     t=$(date +%s.%N)
-    code=$(CURL --connect-timeout 3 --max-time 6 -o /run/reqloop.body -w '%{http_code}' "$url/name" 2>/dev/null)
+    code=$(CURL --connect-timeout "$ct" --max-time "$mt" -o /run/reqloop.body -w '%{http_code}' "$url/name" 2>/dev/null)
     rc=$?
     echo "$t $rc ${code:-000} $(cat /run/reqloop.body 2>/dev/null)" >> "$log"
     rm -f /run/reqloop.body
@@ -158,9 +158,12 @@ done
 """
 
 
-def loop_start(url, log):
+def loop_start(url, log, connect_timeout=3, max_time=6):
+    """Requests from the client in a transient unit. Short timeouts measure
+    failover; long ones let a request wait in the socket's backlog while the
+    daemon restarts (what a real client does)."""
     write_file(client, "/root/reqloop.sh", REQLOOP.replace("CURL", CURL))
-    client.succeed(f"rm -f {log}", f"systemd-run --unit=reqloop --collect bash /root/reqloop.sh {url} {log}")
+    client.succeed(f"rm -f {log}", f"systemd-run --unit=reqloop --collect bash /root/reqloop.sh {url} {log} {connect_timeout} {max_time}")
     client.wait_until_succeeds(f"grep -q ' 0 200 ' {log}", timeout=30)
 
 
@@ -297,7 +300,7 @@ with subtest("6. apiserver failure under load: no failed request, marked down an
     assert {"cp3"} <= {r[3] for r in rows if r[0] > t_after}, "cp3 not used again after its restart"
 
 with subtest("7. restart and reload under load: no refused connection"):
-    loop_start(f"https://{VIP4}:{PORT}", "/root/restart.log")
+    loop_start(f"https://{VIP4}:{PORT}", "/root/restart.log", connect_timeout=15, max_time=20)
     cp2.succeed("systemctl restart vipproxy.service")
     cp2.wait_for_unit("vipproxy.service", timeout=60)
     client.sleep(2)
