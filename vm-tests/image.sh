@@ -82,7 +82,8 @@ KVER=$(ls "$WORK/k/lib/modules" | head -1)
 log "kernel $KVER"
 
 # Kernel image. amd64: the uncompressed ELF inside the bzImage, for PVH boot.
-vmlinuz=$(ls "$WORK"/k/boot/vmlinuz-* "$WORK"/k/boot/vmlinux-* 2>/dev/null | head -1) # riscv64: vmlinux
+vmlinuz=$(compgen -G "$WORK/k/boot/vmlinuz-*" || compgen -G "$WORK/k/boot/vmlinux-*" || true) # riscv64: vmlinux
+[[ -n $vmlinuz ]] || { echo "image.sh: no kernel image in $kpkg" >&2; exit 1; }
 if [[ $ARCH == amd64 ]]; then
 	python3 "$HERE/driver/extract_vmlinux.py" "$vmlinuz" "$WORK/kernel"
 else
