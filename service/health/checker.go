@@ -332,16 +332,22 @@ func (c *Checker) Snapshot() []Status {
 	return out
 }
 
+// minAliveWindow is the least time without progress before Alive says no.
+const minAliveWindow = 20 * time.Second
+
 // Alive reports whether Run is running and every target's goroutine made
 // progress lately: within three intervals plus one timeout (a probe may
-// legitimately take that long). The watchdog pings only while it holds.
+// legitimately take that long), and never less than minAliveWindow. The
+// watchdog pings only while it holds.
 func (c *Checker) Alive() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.running {
 		return false
 	}
-	window := 3*max(c.cfg.Interval.Duration, 10*time.Millisecond) + c.cfg.Timeout.Duration
+	// A hung check loop is what the watchdog is for; a starved one (a
+	// busy node, a TCG VM) is not: never call a loop dead under 20 s.
+	window := max(3*max(c.cfg.Interval.Duration, 10*time.Millisecond)+c.cfg.Timeout.Duration, minAliveWindow)
 	now := time.Now()
 	for _, t := range c.targets {
 		if now.Sub(t.activity) > window {
