@@ -108,7 +108,7 @@ done | awk '!seen[$0]++' | while read -r ko; do
 	esac
 	echo "$base" >>"$WORK/initrd/modules.order"
 done
-cp "$WORK/bb/bin/busybox" "$WORK/initrd/bin/busybox"
+cp "$(compgen -G "$WORK/bb/bin/busybox" || compgen -G "$WORK/bb/usr/bin/busybox")" "$WORK/initrd/bin/busybox" # trixie: /usr/bin
 
 # Root filesystem. Foreign architectures: first stage here, second stage in
 # the chroot through qemu-user (binfmt_misc).
