@@ -100,7 +100,7 @@ func (p *Proxy) Start(listeners []net.Listener) error {
 			p.log.Warn("cannot set TCP_USER_TIMEOUT on listener; accepted connections use the kernel default", "listener", ln.Addr(), "err", err)
 		}
 		key := fmt.Sprintf("vip%d %s", i, ln.Addr())
-		byKey[key] = listen.NewBackoff(ln, opts.AcceptBackoffMax, p.acceptError)
+		byKey[key] = &countingListener{listen.NewBackoff(ln, opts.AcceptBackoffMax, p.acceptError), &p.open}
 		p.tp.AddRoute(key, p)
 	}
 	if err := p.tp.Start(); err != nil {
@@ -173,11 +173,12 @@ func (p *Proxy) acceptError(err error) {
 func (p *Proxy) HandleConn(c net.Conn) {
 	client, peeked := clientConn(c)
 	if client == nil {
+		p.open.Add(-1)
 		c.Close()
 		return
 	}
 	opts := p.opts.Load()
-	open := p.open.Add(1)
+	open := p.open.Load() // counted at accept: see countingListener
 	if opts.MaxConnections > 0 && open > int64(opts.MaxConnections) {
 		p.counters.RejectedLimit.Inc()
 		p.open.Add(-1)
@@ -291,3 +292,19 @@ func setUserTimeout(ln net.Listener, d time.Duration) error {
 }
 
 var _ io.Closer = (*net.TCPConn)(nil)
+
+// countingListener counts a connection as open the moment it is accepted,
+// before tcpproxy's goroutine reaches HandleConn: a drain that starts in
+// between must wait for it, not exit under it.
+type countingListener struct {
+	net.Listener
+	open *atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.open.Add(1)
+	}
+	return c, err
+}
