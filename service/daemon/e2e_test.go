@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -81,66 +80,6 @@ func apiserverProc(t *testing.T, name, addr string) *exec.Cmd {
 	return nil
 }
 
-// load makes new mTLS requests from 4 workers until stopped (and at most
-// 20,000). A failed request counts as "in flight" when it started before
-// the fault (a connection already open to a killed backend ends, as it
-// must) and as failed otherwise.
-type load struct {
-	stop                 chan struct{}
-	wg                   sync.WaitGroup
-	faultAt              atomic.Int64 // unix nanos; 0 = no fault yet
-	ok, inFlight, failed atomic.Int64
-	firstErr             atomic.Value
-}
-
-func startLoad(t *testing.T, vip string) *load {
-	l := &load{stop: make(chan struct{})}
-	c := mtlsClient(t, true)
-	for w := 0; w < 4; w++ {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			for i := 0; i < 5000; i++ {
-				select {
-				case <-l.stop:
-					return
-				default:
-				}
-				start := time.Now().UnixNano()
-				_, err := name(c, vip)
-				switch fault := l.faultAt.Load(); {
-				case err == nil:
-					l.ok.Add(1)
-				case fault != 0 && start < fault:
-					l.inFlight.Add(1)
-				default:
-					l.failed.Add(1)
-					l.firstErr.CompareAndSwap(nil, err)
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-		}()
-	}
-	return l
-}
-
-// fault records that the fault happens now.
-func (l *load) fault() { l.faultAt.Store(time.Now().UnixNano()) }
-
-// finish stops the load and fails the test on any failed new connection.
-func (l *load) finish(t *testing.T) {
-	t.Helper()
-	close(l.stop)
-	l.wg.Wait()
-	t.Logf("requests: %d ok, %d failed that were in flight at the fault, %d failed new", l.ok.Load(), l.inFlight.Load(), l.failed.Load())
-	if n := l.failed.Load(); n > 0 {
-		t.Errorf("%d new client connections failed (first: %v)", n, l.firstErr.Load())
-	}
-	if l.ok.Load() == 0 {
-		t.Error("no request succeeded")
-	}
-}
-
 // 3. A backend SIGKILLed under a steady stream of new connections: no
 // new client connection fails; it is marked down, and up again after restart.
 func TestBackendKilledUnderLoad(t *testing.T) {
@@ -151,16 +90,23 @@ func TestBackendKilledUnderLoad(t *testing.T) {
 	}
 	p := startVIPProxy(t, newSettings(t, addrs...), nil)
 	p.waitState("b1", "up")
-	l := startLoad(t, p.vip)
+	l := startClientLoad(t, 4, mtlsRequest(t, p.vip))
 	time.Sleep(500 * time.Millisecond)
-	l.fault()
+	faultAt := time.Now()
 	procs[1].Process.Kill()
 	p.waitState("b1", "down")
 	time.Sleep(500 * time.Millisecond)
 	apiserverProc(t, "api1-again", addrs[1])
 	p.waitState("b1", "up")
 	time.Sleep(300 * time.Millisecond)
-	l.finish(t)
+	got := count(l.finish(), faultAt)
+	t.Logf("requests: %v", got)
+	if got.failed > 0 {
+		t.Errorf("%d new client connections failed (first: %v)", got.failed, got.firstErr)
+	}
+	if got.ok == 0 {
+		t.Error("no request succeeded")
+	}
 }
 
 // 4. The https check sees a /readyz that fails and an apiserver that
