@@ -290,12 +290,16 @@ rec {
       extraConfig = "advert_int ${toString k.advert_int}\n" + auth + excluded;
     };
 
-  # services.keepalived.vrrpScripts.<instance>_probe (as `vipproxy
-  # keepalived` renders it): every second, down after 2 failures, up after 2.
+  # services.keepalived.vrrpScripts.<instance>_probe, as `vipproxy
+  # keepalived` renders it (service/keepalived probeTiming): every 2 s,
+  # down after 3 failures (so a restart of vipproxy.service, whose socket
+  # stays with systemd, does not move the VIP), up after 2; a probe may
+  # take 5 s on a starved node.
   vrrpScript = command: {
     script = command;
-    interval = 1;
-    fall = 2;
+    interval = 2;
+    timeout = 5;
+    fall = 3;
     rise = 2;
   };
 

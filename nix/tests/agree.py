@@ -91,6 +91,7 @@ def nixos_keepalived_text(name, inst, script_name, script):
     lines = [f"vrrp_script {script_name} {{",
              f'  script "{script["script"]}"',
              f"  interval {script['interval']}",
+             f"  timeout {script['timeout']}",
              f"  fall {script['fall']}",
              f"  rise {script['rise']}",
              "}",
