@@ -22,6 +22,7 @@ runs in (see run.py): nothing touches the host's interfaces.
 import base64
 import contextlib
 import ctypes
+import glob
 import os
 import signal
 import socket
@@ -343,6 +344,8 @@ class Driver:
         self.results = []  # lines the script printed starting with "RESULT"
         self.boots = {}
         self.command_log = open(os.path.join(run_dir, "commands.log"), "w")
+        for stale in glob.glob(os.path.join(run_dir, "*.journal.log")):
+            os.remove(stale)  # journals are collected on failure: none may be left from an older run
         self.bridge_up()
         names = sorted(nodes)
         self.machines = [Machine(self, n, i + 1, names) for i, n in enumerate(names)]
