@@ -6,6 +6,9 @@ SHELL := /bin/bash
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
+# No HTTP/2 in net/http: the admin endpoint is plain HTTP/1.1 and the health
+# checks speak HTTP/1.1, so it is dead code (0.35 MB of the binary).
+GO_TAGS := nethttpomithttp2
 BIN := bin
 export CGO_ENABLED ?= 0
 
@@ -17,7 +20,7 @@ all: build
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+	$(GO) build -trimpath -tags '$(GO_TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 include $(sort $(wildcard mk/*.mk))
 

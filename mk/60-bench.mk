@@ -18,11 +18,12 @@ bench-deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
-# The stripped static daemon for each architecture the flake ships.
+# The stripped static daemon for each architecture the flake ships, built
+# like `make build` (same tags).
 bench-size:
 	@mkdir -p $(BENCH_SIZE_DIR)
 	@for arch in amd64 arm64 riscv64; do \
-		GOOS=linux GOARCH=$$arch CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' \
+		GOOS=linux GOARCH=$$arch CGO_ENABLED=0 $(GO) build -trimpath -tags '$(GO_TAGS)' -ldflags '-s -w' \
 			-o $(BENCH_SIZE_DIR)/vipproxy-linux-$$arch ./cmd/vipproxy || exit 1; \
 	done; ls -l $(BENCH_SIZE_DIR)
 

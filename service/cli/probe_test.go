@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// serveReadyz answers /readyz with code on ln until the test ends.
+func serveReadyz(t *testing.T, ln net.Listener, code int) {
+	t.Helper()
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(code)
+		w.Write([]byte("state\n"))
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+}
+
+func TestProbeAnswers(t *testing.T) {
+	ready, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveReadyz(t, ready, http.StatusOK)
+	notReady, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveReadyz(t, notReady, http.StatusServiceUnavailable)
+	sock := filepath.Join(t.TempDir(), "admin.sock")
+	unixLn, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveReadyz(t, unixLn, http.StatusOK)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := closed.Addr().String()
+	closed.Close()
+
+	for _, tc := range []struct {
+		addr string
+		want int
+		msg  string
+	}{
+		{ready.Addr().String(), ExitOK, "ready: state"},
+		{"unix:" + sock, ExitOK, "ready: state"},
+		{notReady.Addr().String(), ExitFailure, "answered 503"},
+		{closedAddr, ExitFailure, "not ready"},
+	} {
+		var out, errOut bytes.Buffer
+		code := Main(context.Background(), Env{Stdout: &out, Stderr: &errOut}, []string{"probe", "--admin", tc.addr, "--timeout", "5s"})
+		if code != tc.want || !strings.Contains(out.String()+errOut.String(), tc.msg) {
+			t.Errorf("probe %s: exit %d (want %d), stdout %q, stderr %q (want %q)", tc.addr, code, tc.want, out.String(), errOut.String(), tc.msg)
+		}
+	}
+}
+
+// A server that accepts but never answers must not hang the probe.
+func TestProbeTimesOut(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	var out, errOut bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(context.Background(), Env{Stdout: &out, Stderr: &errOut}, []string{"probe", "--admin", ln.Addr().String(), "--timeout", "200ms"})
+	}()
+	select {
+	case code := <-done:
+		if code != ExitFailure {
+			t.Fatalf("probe of a silent server: exit %d, want %d; stderr %q", code, ExitFailure, errOut.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("probe did not give up on a silent server")
+	}
+}
