@@ -65,7 +65,7 @@ type Proxy struct {
 
 // New returns a proxy over pool. Start it with Start.
 func New(pool *balance.Pool, opts Options, counters Counters, log *slog.Logger) *Proxy {
-	p := &Proxy{pool: pool, log: log, counters: counters, relay: newRelayer(), stopped: make(chan struct{})}
+	p := &Proxy{pool: pool, log: log, counters: counters, relay: newRelayer(log), stopped: make(chan struct{})}
 	p.SetOptions(opts)
 	return p
 }
@@ -158,8 +158,9 @@ func (p *Proxy) Drain(ctx context.Context) bool {
 	return true
 }
 
-// Close releases the pooled pipes.
-func (p *Proxy) Close() { p.relay.pipes.drain() }
+// Close releases the pooled pipes and the parker (after a drain: a
+// connection still parked then stays open until the process exits).
+func (p *Proxy) Close() { p.relay.close() }
 
 func (p *Proxy) acceptError(err error) {
 	reason := listen.Reason(err)
@@ -204,14 +205,10 @@ func (p *Proxy) HandleConn(c net.Conn) {
 		}
 	}
 	s := p.newSession(opts, client, b, backend)
-	// Relay on a fresh goroutine and let this one end: its stack grew deep
+	// Relay on fresh goroutines and let this one end: its stack grew deep
 	// while dialing, and an idle connection would keep that stack for its
 	// whole life.
-	go func() {
-		p.relay.relay(s)
-		s.end()
-		p.open.Add(-1)
-	}()
+	p.relay.start(s)
 }
 
 // dial connects to a backend, trying up to DialAttempts different ones

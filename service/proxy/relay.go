@@ -3,7 +3,9 @@ package proxy
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -22,67 +24,86 @@ const (
 
 // relayer moves bytes between sockets. It owns the pools shared by all
 // connections: buffers for small messages and pipes for bulk transfers.
-// A connection borrows from them only while data is flowing: an idle
-// connection holds two sockets and two parked goroutines, nothing else.
+// A connection borrows from them only while data is flowing, and a
+// direction that stays idle gives up its goroutine to the parker: an idle
+// connection holds two sockets and a little heap, nothing else.
 type relayer struct {
-	bufs  sync.Pool
-	pipes *pipePool
+	bufs   sync.Pool
+	pipes  *pipePool
+	parker *parker // nil if the epoll could not be made: directions never park
 }
 
-func newRelayer() *relayer {
+func newRelayer(log *slog.Logger) *relayer {
 	r := &relayer{pipes: newPipePool(256)}
 	r.bufs.New = func() any { b := make([]byte, copyBufSize); return &b }
+	p, err := newParker()
+	if err != nil {
+		log.Warn("idle connections keep a goroutine per direction", "err", err)
+	} else {
+		r.parker = p
+	}
 	return r
 }
 
-// relay copies client→backend and backend→client until both directions
-// end, passing half-closes through, then closes both sockets.
-func (r *relayer) relay(s *session) {
-	done := make(chan struct{})
-	go func() { r.pump(s, true); close(done) }()
-	r.pump(s, false)
-	<-done
-	conn, _ := s.current()
-	s.client.Close()
-	conn.Close()
+func (r *relayer) close() {
+	r.pipes.drain()
+	if r.parker != nil {
+		r.parker.close()
+	}
 }
 
-// pump runs one direction. On a clean end of stream it half-closes the
-// destination so the peer sees EOF while the other direction goes on; on
-// an error it closes both sockets so the other direction ends too.
-func (r *relayer) pump(s *session, toBackend bool) {
+// start relays client→backend and backend→client, each direction on its
+// own goroutine (or parked while idle), until both end; the last one to
+// end closes both sockets and ends the session.
+func (r *relayer) start(s *session) {
 	conn, b := s.current()
-	var d *direction
-	var err error
-	if toBackend {
-		d, err = newDirection(r, conn, s.client, b.Stats.BytesToBackend)
-		if d != nil {
-			d.sessWrite = s
-		}
-	} else {
-		d, err = newDirection(r, s.client, conn, b.Stats.BytesToClient)
-		if d != nil {
-			d.sessRead = s
-		}
-	}
-	if err == nil {
-		err = d.run()
-	}
-	if d == nil {
-		s.client.Close()
-		conn.Close()
+	up, err := newDirection(r, s, conn, s.client, b.Stats.BytesToBackend)
+	if err != nil {
+		s.abort()
 		return
 	}
-	if toBackend {
+	down, err := newDirection(r, s, s.client, conn, b.Stats.BytesToClient)
+	if err != nil {
+		s.abort()
+		return
+	}
+	up.sessWrite, up.toBackend = s, true
+	down.sessRead = s
+	s.mu.Lock()
+	s.dirs = [2]*direction{up, down}
+	s.mu.Unlock()
+	s.live.Store(2)
+	go up.resume()
+	go down.resume()
+}
+
+// resume runs the direction until it ends or parks.
+func (d *direction) resume() {
+	err := d.run()
+	if err == errParked {
+		return
+	}
+	d.finish(err)
+}
+
+// finish ends one direction. On a clean end of stream it half-closes the
+// destination so the peer sees EOF while the other direction goes on; on
+// an error it closes both sockets so the other direction ends too.
+func (d *direction) finish(err error) {
+	s := d.sess
+	if d.toBackend {
 		// The backend connection may have changed by a replay.
 		d.dst = s.clientFinished()
 	}
 	if err == io.EOF {
 		d.dst.CloseWrite()
-		return
+	} else {
+		s.closeSockets()
 	}
-	d.src.Close()
-	d.dst.Close()
+	if s.live.Add(-1) == 0 {
+		s.closeSockets()
+		s.end()
+	}
 }
 
 // direction is the state of one copy loop. Its callbacks are bound once,
@@ -111,10 +132,19 @@ type direction struct {
 	// asks it to replay elsewhere if the backend fails (sessRead).
 	sessWrite *session
 	sessRead  *session
+
+	sess      *session
+	toBackend bool
+	mark      int64 // n when the idle check was armed
+	// Parking (park.go): parkMu guards parked, closing and srcFD.
+	parkMu  sync.Mutex
+	parked  bool  // in the parker, no goroutine
+	closing bool  // the source socket is being closed: do not park
+	srcFD   int32 // the source descriptor while parked
 }
 
-func newDirection(r *relayer, dst, src *net.TCPConn, count prometheus.Counter) (*direction, error) {
-	d := &direction{r: r, count: count}
+func newDirection(r *relayer, s *session, dst, src *net.TCPConn, count prometheus.Counter) (*direction, error) {
+	d := &direction{r: r, sess: s, count: count}
 	if err := d.setSrc(src); err != nil {
 		return nil, err
 	}
@@ -131,6 +161,10 @@ func newDirection(r *relayer, dst, src *net.TCPConn, count prometheus.Counter) (
 func (d *direction) setSrc(c *net.TCPConn) (err error) {
 	d.src = c
 	d.srcRaw, err = c.SyscallConn()
+	if err == nil && d.sess != nil {
+		d.allowParking()
+		d.armIdleCheck()
+	}
 	return err
 }
 
@@ -140,7 +174,8 @@ func (d *direction) setDst(c *net.TCPConn) (err error) {
 	return err
 }
 
-// run copies until end of stream (io.EOF) or an error.
+// run copies until end of stream (io.EOF), an error, or errParked when
+// nothing moved for a whole idle check.
 func (d *direction) run() error {
 	for {
 		var err error
@@ -149,9 +184,16 @@ func (d *direction) run() error {
 		} else {
 			err = d.copyStep()
 		}
-		if err != nil {
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			return err
 		}
+		if d.n == d.mark && d.park() {
+			return errParked
+		}
+		d.armIdleCheck()
 	}
 }
 
@@ -159,7 +201,7 @@ func (d *direction) run() error {
 // buffer's worth with read and write.
 func (d *direction) copyStep() error {
 	if err := d.srcRaw.Read(d.readFn); err != nil {
-		if d.sessRead != nil {
+		if d.sessRead != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 			// The backend socket was closed under us: evacuated from a
 			// backend marked down before it answered.
 			d.ioErr = err

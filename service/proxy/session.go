@@ -33,6 +33,9 @@ type session struct {
 	replay     []byte
 	clientDone bool // the client half-closed or failed: nothing to replay into
 	tried      []*balance.Backend
+	dirs       [2]*direction // client→backend, backend→client (once relaying)
+
+	live atomic.Int32 // directions still running or parked
 }
 
 func (p *Proxy) newSession(opts *Options, client *net.TCPConn, b *balance.Backend, conn *net.TCPConn) *session {
@@ -53,12 +56,33 @@ func (s *session) bind(b *balance.Backend, conn *net.TCPConn) {
 	b.Stats.ConnectionsOpen.Inc()
 }
 
-// end releases the backend's accounting once the relay is over.
+// end releases the backend's accounting once the relay is over and
+// counts the client connection as closed.
 func (s *session) end() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.untrack()
 	s.backend.Stats.ConnectionsOpen.Dec()
+	s.mu.Unlock()
+	s.p.open.Add(-1)
+}
+
+// abort ends a session whose relay could not start.
+func (s *session) abort() {
+	s.closeSockets()
+	s.end()
+}
+
+// closeSockets closes the client and backend sockets. Parked directions
+// are woken first: closing a socket silently drops it from the parker's
+// epoll, so they would never learn of it.
+func (s *session) closeSockets() {
+	s.mu.Lock()
+	conn, dirs := s.conn, s.dirs
+	s.mu.Unlock()
+	dirs[0].stopParking()
+	dirs[1].stopParking()
+	s.client.Close()
+	conn.Close()
 }
 
 // current returns the backend connection and its backend.
@@ -146,11 +170,8 @@ func (s *session) failover() *net.TCPConn {
 
 // Close ends the connection: both sockets (balance.Conn).
 func (s *session) Close() error {
-	s.mu.Lock()
-	conn := s.conn
-	s.mu.Unlock()
-	s.client.Close()
-	return conn.Close()
+	s.closeSockets()
+	return nil
 }
 
 // Evacuate takes the session off its backend, which went down
@@ -161,9 +182,10 @@ func (s *session) Close() error {
 func (s *session) Evacuate() {
 	s.mu.Lock()
 	replayable := !s.answered.Load() && !s.clientDone
-	conn := s.conn
+	conn, reader := s.conn, s.dirs[1]
 	s.mu.Unlock()
 	if replayable {
+		reader.stopParking() // it must see the close to replay
 		conn.Close()
 		return
 	}

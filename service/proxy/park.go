@@ -1,0 +1,198 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// parkAfter is how long a direction may wait for data before it gives up
+// its goroutine. It checks for progress once per period, so an idle
+// direction parks between one and two periods after its last byte.
+const parkAfter = 500 * time.Millisecond
+
+// errParked ends a direction's goroutine while the direction lives on,
+// parked: the parker resumes it on a fresh goroutine when data arrives.
+var errParked = errors.New("direction parked")
+
+// parker holds idle directions without a goroutine each: an idle
+// connection costs two sockets and a little heap, not two goroutine
+// stacks. A parked direction's source socket sits in a private epoll
+// (level-triggered, one-shot); that epoll's own descriptor is waited on
+// through Go's poller, so no thread blocks on it, and one goroutine
+// serves every parked direction.
+//
+// Closing a socket silently takes it out of an epoll, so whoever closes
+// a socket some direction reads must first call unpark on that direction
+// (session.closeSockets does): the direction goes back to Go's poller,
+// which does see the close.
+type parker struct {
+	epfd int
+	file *os.File // owns epfd
+
+	mu     sync.Mutex
+	parked map[int32]*direction // by source socket descriptor
+}
+
+// newParker starts the parker's goroutine; it ends when close is called.
+func newParker() (*parker, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("create idle epoll: %w", err)
+	}
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		unix.Close(epfd)
+		return nil, fmt.Errorf("idle epoll non-blocking: %w", err)
+	}
+	f := os.NewFile(uintptr(epfd), "vipproxy-idle-epoll")
+	raw, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("idle epoll: %w", err)
+	}
+	p := &parker{epfd: epfd, file: f, parked: make(map[int32]*direction)}
+	go p.loop(raw)
+	return p, nil
+}
+
+func (p *parker) close() { p.file.Close() }
+
+// loop resumes parked directions whose socket turned readable (data, end
+// of stream or an error).
+func (p *parker) loop(raw syscall.RawConn) {
+	events := make([]unix.EpollEvent, 128)
+	var ready []*direction
+	for {
+		err := raw.Read(func(fd uintptr) bool {
+			n, _ := unix.EpollWait(int(fd), events, 0)
+			if n <= 0 {
+				return false // nothing ready (or EINTR): wait again
+			}
+			p.mu.Lock()
+			for _, ev := range events[:n] {
+				if d := p.parked[ev.Fd]; d != nil {
+					ready = append(ready, d)
+				}
+			}
+			p.mu.Unlock()
+			return true
+		})
+		if err != nil {
+			return // closed
+		}
+		for i, d := range ready {
+			if d.unpark() {
+				go d.wake()
+			}
+			ready[i] = nil
+		}
+		ready = ready[:0]
+	}
+}
+
+// add watches fd for d; false if the kernel refused (d then keeps running).
+func (p *parker) add(fd int32, d *direction) bool {
+	p.mu.Lock()
+	p.parked[fd] = d
+	p.mu.Unlock()
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: fd}
+	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev); err != nil {
+		p.remove(fd, d)
+		return false
+	}
+	return true
+}
+
+// remove stops watching fd for d.
+func (p *parker) remove(fd int32, d *direction) {
+	p.mu.Lock()
+	if p.parked[fd] == d {
+		delete(p.parked, fd)
+	}
+	p.mu.Unlock()
+	unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
+}
+
+// count is the number of parked directions.
+func (p *parker) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.parked)
+}
+
+// park hands the direction to the parker; false means it must go on
+// running (its sockets are being closed, or the kernel refused).
+func (d *direction) park() bool {
+	d.parkMu.Lock()
+	defer d.parkMu.Unlock()
+	if d.closing || d.r.parker == nil {
+		return false
+	}
+	// Control holds the descriptor open: it cannot be closed (and its
+	// number reused) while it goes into the epoll.
+	ok := false
+	err := d.srcRaw.Control(func(fd uintptr) {
+		d.srcFD = int32(fd)
+		ok = d.r.parker.add(d.srcFD, d)
+	})
+	d.parked = ok && err == nil
+	return d.parked
+}
+
+// unpark takes the direction out of the parker; true if it was parked,
+// and the caller must then resume it.
+func (d *direction) unpark() bool {
+	d.parkMu.Lock()
+	defer d.parkMu.Unlock()
+	return d.unparkLocked()
+}
+
+func (d *direction) unparkLocked() bool {
+	if !d.parked {
+		return false
+	}
+	d.parked = false
+	d.r.parker.remove(d.srcFD, d)
+	return true
+}
+
+// stopParking is called before the direction's source socket is closed
+// by anyone else: a parked direction resumes (and sees the close), a
+// running one will not park until it has a new source (setSrc).
+func (d *direction) stopParking() {
+	if d == nil {
+		return
+	}
+	d.parkMu.Lock()
+	d.closing = true
+	resume := d.unparkLocked()
+	d.parkMu.Unlock()
+	if resume {
+		go d.wake()
+	}
+}
+
+// allowParking is called when the direction has a new source socket.
+func (d *direction) allowParking() {
+	d.parkMu.Lock()
+	d.closing = false
+	d.parkMu.Unlock()
+}
+
+// wake resumes a direction taken out of the parker.
+func (d *direction) wake() {
+	d.armIdleCheck() // the last check's deadline has passed
+	d.resume()
+}
+
+// armIdleCheck makes the next wait for data end after parkAfter, so that
+// run can see whether anything moved meanwhile.
+func (d *direction) armIdleCheck() {
+	d.mark = d.n
+	d.src.SetReadDeadline(time.Now().Add(parkAfter))
+}

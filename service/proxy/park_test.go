@@ -1,0 +1,139 @@
+package proxy
+
+import (
+	"io"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// waitFor polls cond every 10 ms for up to 10 s.
+func waitFor(cond func() bool) bool {
+	for i := 0; i < 1000; i++ {
+		if cond() {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return cond()
+}
+
+func roundTrip(t *testing.T, c net.Conn, msg string) {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte(msg)); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	buf := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != msg {
+		t.Fatalf("echo: %q, %v; want %q", buf, err, msg)
+	}
+}
+
+// TestIdleConnectionsHoldNoGoroutines: once idle, a connection's two
+// directions wait in the parker without a goroutine each, and wake up
+// when data arrives.
+func TestIdleConnectionsHoldNoGoroutines(t *testing.T) {
+	p, _, addr := startProxy(t, echoBackend(t))
+	if p.relay.parker == nil {
+		t.Skip("no epoll for parking")
+	}
+	const n = 40
+	before := runtime.NumGoroutine()
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns[i] = c
+		roundTrip(t, c, "hello")
+	}
+	if !waitFor(func() bool { return p.relay.parker.count() == 2*n }) {
+		t.Fatalf("%d of %d idle directions parked after 10 s", p.relay.parker.count(), 2*n)
+	}
+	// The echo backend in this process keeps one goroutine per connection;
+	// the proxy must keep (well) under one.
+	if extra := runtime.NumGoroutine() - before; extra >= n+n/2 {
+		t.Errorf("%d idle connections hold %d goroutines (backend: %d): the proxy keeps goroutines for idle directions", n, extra, n)
+	}
+	for i, c := range conns {
+		roundTrip(t, c, "again")
+		if i%2 == 0 {
+			c.(*net.TCPConn).CloseWrite()
+		}
+	}
+	// Half-closed ones end by the backend's EOF, through a parked direction.
+	for i, c := range conns {
+		if i%2 == 0 {
+			if b, err := io.ReadAll(c); err != nil || len(b) != 0 {
+				t.Fatalf("after half-close: %q, %v; want a clean EOF", b, err)
+			}
+		}
+		c.Close()
+	}
+	if !waitFor(func() bool { return p.Open() == 0 }) {
+		t.Fatalf("%d connections still open after every client closed", p.Open())
+	}
+	if !waitFor(func() bool { return p.relay.parker.count() == 0 }) {
+		t.Fatalf("%d directions still parked after every connection ended", p.relay.parker.count())
+	}
+}
+
+// TestParkedConnectionsCanBeClosed: CloseAll (drain timeout, removed
+// backend) ends parked connections, so a drain finishes.
+func TestParkedConnectionsCanBeClosed(t *testing.T) {
+	p, pool, addr := startProxy(t, echoBackend(t))
+	if p.relay.parker == nil {
+		t.Skip("no epoll for parking")
+	}
+	const n = 10
+	for i := 0; i < n; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		roundTrip(t, c, "x")
+	}
+	if !waitFor(func() bool { return p.relay.parker.count() == 2*n }) {
+		t.Fatalf("%d of %d idle directions parked", p.relay.parker.count(), 2*n)
+	}
+	if closed := pool.Backends()[0].CloseAll(); closed != n {
+		t.Fatalf("CloseAll closed %d, want %d", closed, n)
+	}
+	if !waitFor(func() bool { return p.Open() == 0 }) {
+		t.Fatalf("%d parked connections still open after CloseAll", p.Open())
+	}
+}
+
+// TestParkedUnansweredIsEvacuated: a request parked on a backend that
+// never answers is replayed on another backend when that one goes down.
+func TestParkedUnansweredIsEvacuated(t *testing.T) {
+	silent := silentBackend(t)
+	p, pool, addr := startProxy(t, silent, echoBackend(t))
+	if p.relay.parker == nil {
+		t.Skip("no epoll for parking")
+	}
+	c, err := net.Dial("tcp", addr) // round-robin: the silent one first
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("ping"))
+	if !waitFor(func() bool { return p.relay.parker.count() == 2 }) {
+		t.Fatalf("%d of 2 directions parked", p.relay.parker.count())
+	}
+	b := pool.Lookup(silent)
+	b.MarkDown()
+	if n := b.EvacuateAll(); n != 1 {
+		t.Fatalf("evacuated %d, want 1", n)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("after evacuating a parked connection: %q, %v; want the echo from the other backend", buf, err)
+	}
+}
