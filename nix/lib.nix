@@ -292,14 +292,14 @@ rec {
 
   # services.keepalived.vrrpScripts.<instance>_probe, as `vipproxy
   # keepalived` renders it (service/keepalived probeTiming): every 2 s,
-  # down after 3 failures (so a restart of vipproxy.service, whose socket
+  # down after 5 failures (so a restart of vipproxy.service, whose socket
   # stays with systemd, does not move the VIP), up after 2; a probe may
   # take 5 s on a starved node.
   vrrpScript = command: {
     script = command;
     interval = 2;
     timeout = 5;
-    fall = 3;
+    fall = 5;
     rise = 2;
   };
 

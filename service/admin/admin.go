@@ -24,8 +24,9 @@ type Source interface {
 
 // Status is the daemon's state as /status shows it.
 type Status struct {
-	// Ready is false while the daemon starts (first round of checks) and
-	// once it stops; /readyz also needs a healthy backend.
+	// Ready is false while the daemon starts (until a backend is healthy
+	// or every backend has had a check) and once it stops; /readyz also
+	// needs a healthy backend.
 	Ready           bool            `json:"ready"`
 	Version         string          `json:"version"`
 	Backends        []BackendStatus `json:"backends"`

@@ -95,7 +95,7 @@ func (d *Daemon) run(ctx context.Context) error {
 		d.proxy.StopAccepting()
 		return err
 	}
-	d.waitFirstRound(ctx, cfg)
+	d.waitUsable(ctx, cfg)
 	d.log.Info("serving", "listeners", addrs(listeners), "activated", listeners.Activated,
 		"backends", len(cfg.Backends), "algorithm", cfg.Balance.Algorithm, "check", cfg.Health.Type)
 	d.ready.Store(true)
@@ -125,13 +125,15 @@ func (d *Daemon) loop(ctx context.Context) error {
 	}
 }
 
-// waitFirstRound holds READY until every backend has one check result,
-// bounded so a slow check cannot hold the start forever.
-func (d *Daemon) waitFirstRound(ctx context.Context, cfg *config.Config) {
+// waitUsable holds READY (and /readyz) until a backend is healthy or every
+// backend has a check result, bounded so a slow check cannot hold the start
+// forever. A dead backend's check timeout must not hold up a restart: the
+// listener is serving already, and keepalived's probe reads /readyz.
+func (d *Daemon) waitUsable(ctx context.Context, cfg *config.Config) {
 	wctx, cancel := context.WithTimeout(ctx, cfg.Health.Timeout.Duration+cfg.Health.Interval.Duration+time.Second)
 	defer cancel()
-	if err := d.checker.WaitFirstRound(wctx); err != nil {
-		d.log.Warn("first round of health checks not complete; ready anyway", "err", err)
+	if err := d.checker.WaitUsable(wctx); err != nil {
+		d.log.Warn("no health check result yet; ready anyway", "err", err)
 	}
 }
 

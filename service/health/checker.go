@@ -300,20 +300,45 @@ func (c *Checker) notifyLocked() {
 // WaitFirstRound returns once every current target has at least one
 // result, or with ctx's error.
 func (c *Checker) WaitFirstRound(ctx context.Context) error {
+	return c.wait(ctx, "the first round of health checks", func() bool {
+		for _, t := range c.targets {
+			if !t.checked {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// WaitUsable returns once a target is up or every target has a result,
+// or with ctx's error: a backend that is down and slow to time out must
+// not hold up a proxy that can already serve through the others.
+func (c *Checker) WaitUsable(ctx context.Context) error {
+	return c.wait(ctx, "a healthy backend or the first round of health checks", func() bool {
+		all := true
+		for _, t := range c.targets {
+			if t.status.State == Up {
+				return true
+			}
+			all = all && t.checked
+		}
+		return all
+	})
+}
+
+// wait blocks until done, called under c.mu after every result, holds.
+func (c *Checker) wait(ctx context.Context, what string, done func() bool) error {
 	for {
 		c.mu.Lock()
-		done := true
-		for _, t := range c.targets {
-			done = done && t.checked
-		}
+		ok := done()
 		wake := c.result
 		c.mu.Unlock()
-		if done {
+		if ok {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for the first round of health checks: %w", ctx.Err())
+			return fmt.Errorf("wait for %s: %w", what, ctx.Err())
 		case <-wake:
 		}
 	}

@@ -471,6 +471,41 @@ func TestAliveAndWaitFirstRound(t *testing.T) {
 	}
 }
 
+// hangingProber answers for good at once and hangs on every other address
+// until the check's timeout: a backend that swallows SYNs.
+type hangingProber struct{ good string }
+
+func (p hangingProber) Probe(ctx context.Context, addr string) error {
+	if addr == p.good {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func TestWaitUsableDoesNotWaitForAHangingBackend(t *testing.T) {
+	cfg := healthConfig(config.CheckTCP)
+	cfg.Timeout = config.Duration{Duration: time.Minute} // longer than the test may take
+	cfg.Interval = cfg.Timeout
+	c := New(cfg, hangingProber{good: "good:1"}, nil)
+	c.SetTargets([]Target{{"hanging", "hanging:1"}, {"good", "good:1"}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	bounded, cancelBounded := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelBounded()
+	if err := c.WaitUsable(bounded); err != nil {
+		t.Fatalf("WaitUsable with one backend up: %v", err)
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelShort()
+	if err := c.WaitFirstRound(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitFirstRound while a check hangs: %v, want the deadline", err)
+	}
+}
+
 // failingProber fails every check, to swap in with SetConfig.
 type failingProber struct{}
 
