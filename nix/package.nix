@@ -34,6 +34,10 @@ buildGo126Module {
     "cmd/vipproxy-apiserver"
   ];
 
+  # As `make build`: net/http without HTTP/2 (the admin endpoint and the
+  # health checks speak HTTP/1.1), 0.35 MB less.
+  tags = [ "nethttpomithttp2" ];
+
   ldflags = [
     "-s"
     "-w"

@@ -16,7 +16,7 @@ DIR=$(dirname "$OUT")/opt
 rm -rf "$DIR"
 mkdir -p "$DIR/bin" "$DIR/systemd"
 VERSION=$(cd "$REPO" && git describe --tags --always --dirty 2>/dev/null || echo dev)
-(cd "$REPO" && CGO_ENABLED=0 GOOS=linux GOARCH=$ARCH $GO build -trimpath \
+(cd "$REPO" && CGO_ENABLED=0 GOOS=linux GOARCH=$ARCH $GO build -trimpath -tags nethttpomithttp2 \
 	-ldflags "-s -w -X main.version=$VERSION" -o "$DIR/bin/" ./cmd/...)
 if compgen -G "$REPO/systemd/*.s*" >/dev/null; then
 	cp "$REPO"/systemd/*.socket "$REPO"/systemd/*.service "$DIR/systemd/" 2>/dev/null || true
