@@ -73,10 +73,11 @@ func New(pool *balance.Pool, opts Options, counters Counters, log *slog.Logger) 
 // SetOptions applies new options to connections accepted from now on.
 func (p *Proxy) SetOptions(o Options) {
 	o.DialAttempts = max(o.DialAttempts, 1)
+	// TCP_USER_TIMEOUT is set after the dial (dial): a Control function
+	// here would cost allocations and an address formatted on every dial.
 	o.dialer = &net.Dialer{
 		Timeout:         o.DialTimeout,
 		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: o.KeepAlive, Interval: o.KeepAlive, Count: 3},
-		Control:         userTimeoutControl(o.UserTimeout),
 	}
 	p.opts.Store(&o)
 }
@@ -186,7 +187,7 @@ func (p *Proxy) HandleConn(c net.Conn) {
 		client.Close()
 		return
 	}
-	b, backend := p.dial(opts, nil)
+	b, backend, backendRaw := p.dial(opts, nil)
 	if backend == nil {
 		p.open.Add(-1)
 		client.Close()
@@ -208,14 +209,14 @@ func (p *Proxy) HandleConn(c net.Conn) {
 	// Relay on fresh goroutines and let this one end: its stack grew deep
 	// while dialing, and an idle connection would keep that stack for its
 	// whole life.
-	p.relay.start(s)
+	p.relay.start(s, backendRaw)
 }
 
 // dial connects to a backend, trying up to DialAttempts different ones
 // (counting those in exclude, already tried): a failed dial marks the
 // backend suspect and moves on, so a client never sees a dead backend
 // while a healthy one is left.
-func (p *Proxy) dial(opts *Options, exclude []*balance.Backend) (*balance.Backend, *net.TCPConn) {
+func (p *Proxy) dial(opts *Options, exclude []*balance.Backend) (*balance.Backend, *net.TCPConn, syscall.RawConn) {
 	var triedBuf [8]*balance.Backend
 	tried := append(triedBuf[:0], exclude...)
 	for attempt := len(exclude); attempt < opts.DialAttempts; attempt++ {
@@ -228,12 +229,22 @@ func (p *Proxy) dial(opts *Options, exclude []*balance.Backend) (*balance.Backen
 		}
 		c, err := opts.dialer.Dial("tcp", b.Address)
 		if err == nil {
-			return b, c.(*net.TCPConn)
+			conn := c.(*net.TCPConn)
+			raw, err := conn.SyscallConn()
+			if err == nil {
+				err = userTimeout(raw, opts.UserTimeout)
+			}
+			if err != nil {
+				conn.Close()
+				p.log.Warn("cannot set up a backend connection", "backend", b.Name, "err", err)
+				break
+			}
+			return b, conn, raw
 		}
 		if listen.FDShortage(err) {
 			// Our own shortage, not the backend's fault: do not blame it.
 			p.acceptError(err)
-			return nil, nil
+			return nil, nil, nil
 		}
 		b.Stats.DialErrors.Inc()
 		if !b.Suspect() {
@@ -243,7 +254,7 @@ func (p *Proxy) dial(opts *Options, exclude []*balance.Backend) (*balance.Backen
 		tried = append(tried, b)
 	}
 	p.counters.RejectedNoBackend.Inc()
-	return nil, nil
+	return nil, nil, nil
 }
 
 // clientConn unwraps what tcpproxy hands over: the TCP connection and any
@@ -258,20 +269,18 @@ func clientConn(c net.Conn) (*net.TCPConn, []byte) {
 	return tc, peeked
 }
 
-// userTimeoutControl sets TCP_USER_TIMEOUT on sockets the dialer creates.
-func userTimeoutControl(d time.Duration) func(string, string, syscall.RawConn) error {
-	return func(_, _ string, c syscall.RawConn) error {
-		if d <= 0 {
-			return nil
-		}
-		var serr error
-		if err := c.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(d.Milliseconds()))
-		}); err != nil {
-			return err
-		}
-		return serr
+// userTimeout sets TCP_USER_TIMEOUT on a socket; 0 leaves the default.
+func userTimeout(c syscall.RawConn, d time.Duration) error {
+	if d <= 0 {
+		return nil
 	}
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(d.Milliseconds()))
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 // setUserTimeout sets TCP_USER_TIMEOUT on a listener: Linux copies it to
@@ -285,7 +294,7 @@ func setUserTimeout(ln net.Listener, d time.Duration) error {
 	if err != nil {
 		return err
 	}
-	return userTimeoutControl(d)("", "", raw)
+	return userTimeout(raw, d)
 }
 
 var _ io.Closer = (*net.TCPConn)(nil)

@@ -55,18 +55,17 @@ func (r *relayer) close() {
 // start relays client→backend and backend→client, each direction on its
 // own goroutine (or parked while idle), until both end; the last one to
 // end closes both sockets and ends the session.
-func (r *relayer) start(s *session) {
+func (r *relayer) start(s *session, connRaw syscall.RawConn) {
 	conn, b := s.current()
-	up, err := newDirection(r, s, conn, s.client, b.Stats.BytesToBackend)
+	clientRaw, err := s.client.SyscallConn()
 	if err != nil {
 		s.abort()
 		return
 	}
-	down, err := newDirection(r, s, s.client, conn, b.Stats.BytesToClient)
-	if err != nil {
-		s.abort()
-		return
-	}
+	dirs := new([2]direction) // one allocation for both
+	up, down := &dirs[0], &dirs[1]
+	up.init(r, s, conn, connRaw, s.client, clientRaw, b.Stats.BytesToBackend)
+	down.init(r, s, s.client, clientRaw, conn, connRaw, b.Stats.BytesToClient)
 	up.sessWrite, up.toBackend = s, true
 	down.sessRead = s
 	s.mu.Lock()
@@ -109,24 +108,22 @@ func (d *direction) finish(err error) {
 // direction is the state of one copy loop. Its callbacks are bound once,
 // so the loop itself allocates nothing.
 type direction struct {
-	r          *relayer
-	dst, src   *net.TCPConn
-	srcRaw     syscall.RawConn
-	dstRaw     syscall.RawConn
-	count      prometheus.Counter
-	useSplice  bool
-	n          int64
-	buf        *[]byte
-	pipe       pipe
-	hasPipe    bool
-	got        int   // bytes moved by the last read or splice-in
-	ioErr      error // error of the last read, splice-in or splice-out
-	pending    int   // bytes waiting in the pipe
-	readFn     func(uintptr) bool
-	spliceInFn func(uintptr) bool
-	spliceOut  func(uintptr) bool
-	writeFn    func(uintptr) bool
-	out        []byte // what writeFn still has to write
+	r         *relayer
+	dst, src  *net.TCPConn
+	srcRaw    syscall.RawConn
+	dstRaw    syscall.RawConn
+	count     prometheus.Counter
+	useSplice bool
+	n         int64
+	buf       *[]byte
+	pipe      pipe
+	hasPipe   bool
+	got       int                // bytes moved by the last read or splice-in
+	ioErr     error              // error of the last read, splice-in or splice-out
+	pending   int                // bytes waiting in the pipe
+	op        ioOp               // what ioFn does next
+	ioFn      func(uintptr) bool // d.io, bound once
+	out       []byte             // what a write still has to write
 	// Until the backend answers, the client→backend direction writes
 	// through the session (sessWrite) and the backend→client direction
 	// asks it to replay elsewhere if the backend fails (sessRead).
@@ -143,25 +140,45 @@ type direction struct {
 	srcFD   int32 // the source descriptor while parked
 }
 
-func newDirection(r *relayer, s *session, dst, src *net.TCPConn, count prometheus.Counter) (*direction, error) {
-	d := &direction{r: r, sess: s, count: count}
-	if err := d.setSrc(src); err != nil {
-		return nil, err
+// ioOp selects the RawConn callback: one bound method value per
+// direction instead of one per operation saves allocations per connection.
+type ioOp uint8
+
+const (
+	opRead ioOp = iota
+	opWrite
+	opSpliceIn
+	opSpliceOut
+)
+
+// init sets up a direction from src to dst, whose RawConns the caller
+// made once for both directions.
+func (d *direction) init(r *relayer, s *session, dst *net.TCPConn, dstRaw syscall.RawConn, src *net.TCPConn, srcRaw syscall.RawConn, count prometheus.Counter) {
+	d.r, d.sess, d.count = r, s, count
+	d.dst, d.dstRaw = dst, dstRaw
+	d.src, d.srcRaw = src, srcRaw
+	d.ioFn = d.io
+	d.armIdleCheck()
+}
+
+// io is the callback given to RawConn.Read and RawConn.Write.
+func (d *direction) io(fd uintptr) bool {
+	switch d.op {
+	case opRead:
+		return d.readOnce(fd)
+	case opWrite:
+		return d.writeOnce(fd)
+	case opSpliceIn:
+		return d.spliceInOnce(fd)
+	default:
+		return d.spliceOutOnce(fd)
 	}
-	if err := d.setDst(dst); err != nil {
-		return nil, err
-	}
-	d.readFn = d.readOnce
-	d.spliceInFn = d.spliceInOnce
-	d.spliceOut = d.spliceOutOnce
-	d.writeFn = d.writeOnce
-	return d, nil
 }
 
 func (d *direction) setSrc(c *net.TCPConn) (err error) {
 	d.src = c
 	d.srcRaw, err = c.SyscallConn()
-	if err == nil && d.sess != nil {
+	if err == nil {
 		d.allowParking()
 		d.armIdleCheck()
 	}
@@ -200,7 +217,8 @@ func (d *direction) run() error {
 // copyStep waits for data without holding a buffer, then moves one
 // buffer's worth with read and write.
 func (d *direction) copyStep() error {
-	if err := d.srcRaw.Read(d.readFn); err != nil {
+	d.op = opRead
+	if err := d.srcRaw.Read(d.ioFn); err != nil {
 		if d.sessRead != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 			// The backend socket was closed under us: evacuated from a
 			// backend marked down before it answered.
@@ -236,7 +254,8 @@ func (d *direction) copyStep() error {
 		}
 	}
 	d.out = chunk
-	if err := d.dstRaw.Write(d.writeFn); err != nil {
+	d.op = opWrite
+	if err := d.dstRaw.Write(d.ioFn); err != nil {
 		return err
 	}
 	if d.ioErr != nil {
@@ -300,7 +319,8 @@ func (d *direction) readOnce(fd uintptr) bool {
 // spliceStep waits for data without holding a pipe, splices what is
 // there into a borrowed pipe and from the pipe into dst.
 func (d *direction) spliceStep() error {
-	if err := d.srcRaw.Read(d.spliceInFn); err != nil {
+	d.op = opSpliceIn
+	if err := d.srcRaw.Read(d.ioFn); err != nil {
 		d.returnPipe()
 		return err
 	}
@@ -317,7 +337,8 @@ func (d *direction) spliceStep() error {
 		return io.EOF
 	}
 	d.pending = d.got
-	if err := d.dstRaw.Write(d.spliceOut); err != nil || d.ioErr != nil {
+	d.op = opSpliceOut
+	if err := d.dstRaw.Write(d.ioFn); err != nil || d.ioErr != nil {
 		d.r.pipes.discard(d.pipe) // may still hold data: never lend it again
 		d.hasPipe = false
 		if err == nil {

@@ -152,7 +152,7 @@ func (s *session) failover() *net.TCPConn {
 	}
 	dead.MarkSuspect()
 	s.tried = append(s.tried, dead)
-	b, conn := s.p.dial(s.opts, s.tried)
+	b, conn, _ := s.p.dial(s.opts, s.tried)
 	if conn == nil {
 		return nil
 	}
