@@ -61,11 +61,17 @@ type Proxy struct {
 	stopped  chan struct{} // closed when the accept loops end
 	stopErr  error
 	closing  atomic.Bool
+	// handoff passes accepted connections to idle setup workers.
+	handoff chan net.Conn
 }
+
+// workerIdle is how long a setup worker waits for the next connection
+// before it ends.
+const workerIdle = 10 * time.Second
 
 // New returns a proxy over pool. Start it with Start.
 func New(pool *balance.Pool, opts Options, counters Counters, log *slog.Logger) *Proxy {
-	p := &Proxy{pool: pool, log: log, counters: counters, relay: newRelayer(log), stopped: make(chan struct{})}
+	p := &Proxy{pool: pool, log: log, counters: counters, relay: newRelayer(log), stopped: make(chan struct{}), handoff: make(chan net.Conn)}
 	p.SetOptions(opts)
 	return p
 }
@@ -171,8 +177,36 @@ func (p *Proxy) acceptError(err error) {
 	p.log.Warn("accept failed; backing off", "reason", reason, "err", err)
 }
 
-// HandleConn proxies one client connection (tcpproxy.Target).
+// HandleConn proxies one client connection (tcpproxy.Target). It hands
+// the connection to an idle setup worker, or starts one: tcpproxy calls it
+// on a fresh goroutine per connection, whose small stack would grow twice
+// (copying the stack each time) while dialing, whereas a worker's stack
+// has already grown.
 func (p *Proxy) HandleConn(c net.Conn) {
+	select {
+	case p.handoff <- c:
+	default:
+		go p.setupWorker(c)
+	}
+}
+
+// setupWorker sets up connections until none came for workerIdle.
+func (p *Proxy) setupWorker(c net.Conn) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		p.setup(c)
+		idle.Reset(workerIdle)
+		select {
+		case c = <-p.handoff:
+		case <-idle.C:
+			return
+		}
+	}
+}
+
+// setup dials a backend for c and starts relaying.
+func (p *Proxy) setup(c net.Conn) {
 	client, peeked := clientConn(c)
 	if client == nil {
 		p.open.Add(-1)
