@@ -94,14 +94,17 @@ func (d *direction) finish(err error) {
 		// The backend connection may have changed by a replay.
 		d.dst = s.clientFinished()
 	}
-	if err == io.EOF {
-		d.dst.CloseWrite()
-	} else {
-		s.closeSockets()
-	}
-	if s.live.Add(-1) == 0 {
+	last := s.live.Add(-1) == 0
+	switch {
+	case last:
+		// Both directions read to the end (or one failed): close sends
+		// the FIN a shutdown would, so skip that system call.
 		s.closeSockets()
 		s.end()
+	case err == io.EOF:
+		d.dst.CloseWrite()
+	default:
+		s.closeSockets()
 	}
 }
 
