@@ -137,3 +137,48 @@ func TestParkedUnansweredIsEvacuated(t *testing.T) {
 		t.Fatalf("after evacuating a parked connection: %q, %v; want the echo from the other backend", buf, err)
 	}
 }
+
+// TestParkWakeUnderClose: connections that keep parking and waking (a
+// message every 0-600 ms) while their backend's connections are closed
+// all end, none is left open or parked.
+func TestParkWakeUnderClose(t *testing.T) {
+	p, pool, addr := startProxy(t, echoBackend(t))
+	if p.relay.parker == nil {
+		t.Skip("no epoll for parking")
+	}
+	const n = 30
+	done := make(chan struct{}, n)
+	for i := 0; i < n; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		go func() {
+			defer func() { done <- struct{}{} }()
+			buf := make([]byte, 1)
+			for j := 0; j < 100; j++ {
+				time.Sleep(time.Duration((i*37+j*53)%600) * time.Millisecond)
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				if _, err := c.Write([]byte{byte(j)}); err != nil {
+					return
+				}
+				if _, err := io.ReadFull(c, buf); err != nil {
+					return // closed by CloseAll
+				}
+			}
+		}()
+	}
+	time.Sleep(1500 * time.Millisecond)
+	pool.Backends()[0].CloseAll()
+	for i := 0; i < n; i++ {
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("a client did not see its connection closed")
+		}
+	}
+	if !waitFor(func() bool { return p.Open() == 0 && p.relay.parker.count() == 0 }) {
+		t.Fatalf("after CloseAll: %d open, %d parked; want 0, 0", p.Open(), p.relay.parker.count())
+	}
+}
