@@ -48,7 +48,22 @@ mirror() {
 }
 MIRROR=$(mirror)
 
+# Unmount whatever is mounted under DIR, deepest first. debootstrap's
+# emulated second stage can leave the chroot's /proc mounted (trixie riscv64:
+# mkfs.ext4 -d then fails on /proc/*/auxv), and rm -rf must never walk
+# into a mounted /proc.
+unmount_under() {
+	local dir m
+	[[ -d $1 ]] || return 0
+	dir=$(cd "$1" && pwd -P)
+	awk -v d="$dir/" 'index($2 "/", d) == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do
+		umount "$m" 2>/dev/null || umount -l "$m"
+	done
+}
+
 WORK=$OUT/build
+unmount_under "$WORK"
+trap 'unmount_under "$WORK"' EXIT
 rm -rf "$WORK" "$OUT/stamp"
 mkdir -p "$WORK"
 t0=$SECONDS
@@ -151,6 +166,7 @@ rm -rf /var/lib/apt/lists/* /usr/share/doc /usr/share/man /usr/share/locale /var
 EOF
 
 log "mkfs.ext4"
+unmount_under "$ROOT"
 mkfs.ext4 -q -F -O ^has_journal -L vmroot -d "$ROOT" "$WORK/rootfs.ext4" 1200M
 mv "$WORK/kernel" "$OUT/kernel"
 rm -rf "$OUT/initrd-base"
