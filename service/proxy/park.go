@@ -41,6 +41,7 @@ type parker struct {
 
 	mu     sync.Mutex
 	parked map[int32]*direction // by source socket descriptor
+	closed bool                 // epfd is closed: its number may be reused
 }
 
 // newParker starts the parker's goroutine; it ends when close is called.
@@ -64,7 +65,12 @@ func newParker() (*parker, error) {
 	return p, nil
 }
 
-func (p *parker) close() { p.file.Close() }
+func (p *parker) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.file.Close()
+}
 
 // loop resumes parked directions whose socket turned readable (data, end
 // of stream or an error).
@@ -102,11 +108,14 @@ func (p *parker) loop(raw syscall.RawConn) {
 // add watches fd for d; false if the kernel refused (d then keeps running).
 func (p *parker) add(fd int32, d *direction) bool {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
 	p.parked[fd] = d
-	p.mu.Unlock()
 	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: fd}
 	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev); err != nil {
-		p.remove(fd, d)
+		delete(p.parked, fd)
 		return false
 	}
 	return true
@@ -115,11 +124,13 @@ func (p *parker) add(fd int32, d *direction) bool {
 // remove stops watching fd for d.
 func (p *parker) remove(fd int32, d *direction) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.parked[fd] == d {
 		delete(p.parked, fd)
 	}
-	p.mu.Unlock()
-	unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
+	if !p.closed {
+		unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
+	}
 }
 
 // count is the number of parked directions.
