@@ -145,6 +145,9 @@ func (b *Backend) EvacuateAll() int {
 	return len(victims)
 }
 
+// Conns returns the connections tracked now.
+func (b *Backend) Conns() []Conn { return b.snapshot() }
+
 func (b *Backend) snapshot() []Conn {
 	b.mu.Lock()
 	defer b.mu.Unlock()

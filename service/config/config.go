@@ -98,6 +98,12 @@ type Timeouts struct {
 	UserTimeout Duration `toml:"user_timeout"`
 	// Drain is how long open connections may finish after SIGTERM.
 	Drain Duration `toml:"drain"`
+	// DrainIdle closes, during that drain, a connection that has carried
+	// no byte either way for this long: watches and idle keep-alive
+	// connections would otherwise hold a restart for the whole drain, with
+	// new connections waiting in the socket's backlog and keepalived's
+	// probe failing. 0 waits for every connection.
+	DrainIdle Duration `toml:"drain_idle"`
 }
 
 // Limits protect the node.
@@ -183,6 +189,7 @@ func Default() Config {
 		Timeouts: Timeouts{
 			Dial: Duration{2 * time.Second}, KeepAlive: Duration{15 * time.Second},
 			UserTimeout: Duration{30 * time.Second}, Drain: Duration{30 * time.Second},
+			DrainIdle: Duration{3 * time.Second},
 		},
 		Limits: Limits{AcceptBackoffMax: Duration{time.Second}},
 		Admin:  Admin{Listen: "127.0.0.1:6444"},

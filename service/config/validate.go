@@ -283,7 +283,7 @@ func (v *validator) timeouts() {
 	for _, d := range []struct {
 		key string
 		d   Duration
-	}{{"timeouts.keepalive", t.KeepAlive}, {"timeouts.user_timeout", t.UserTimeout}, {"timeouts.drain", t.Drain}} {
+	}{{"timeouts.keepalive", t.KeepAlive}, {"timeouts.user_timeout", t.UserTimeout}, {"timeouts.drain", t.Drain}, {"timeouts.drain_idle", t.DrainIdle}} {
 		if d.d.Duration < 0 {
 			v.bad(d.key, "%s is negative", d.d)
 		}

@@ -141,15 +141,18 @@ func (d *Daemon) waitUsable(ctx context.Context, cfg *config.Config) {
 // timeout, then closes the rest.
 func (d *Daemon) shutdown() error {
 	d.mu.Lock()
-	drain := d.cfg.Timeouts.Drain.Duration
+	drain, drainIdle := d.cfg.Timeouts.Drain.Duration, d.cfg.Timeouts.DrainIdle.Duration
 	d.mu.Unlock()
 	d.ready.Store(false)
 	open := d.proxy.Open()
 	d.notifier.Stopping(fmt.Sprintf("draining %d connections", open))
-	d.log.Info("stopping: no longer accepting, draining", "open", open, "timeout", drain)
+	d.log.Info("stopping: no longer accepting, draining", "open", open, "timeout", drain, "close_idle_after", drainIdle)
 	d.proxy.StopAccepting()
 	ctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
+	if drainIdle > 0 {
+		go d.closeIdle(ctx, drainIdle)
+	}
 	if d.proxy.Drain(ctx) {
 		d.log.Info("drained", "open", 0)
 		return nil
@@ -163,6 +166,55 @@ func (d *Daemon) shutdown() error {
 	defer cancel2()
 	d.proxy.Drain(ctx2)
 	return nil
+}
+
+// idler is a connection that can tell whether it is idle (proxy session).
+type idler interface {
+	IdleMark() (mark uint64, idle bool)
+}
+
+// closeIdle closes, until ctx ends, every connection that stays idle (no
+// byte either way) for idleFor: a watch or an idle keep-alive connection
+// would otherwise hold the drain, and with it the restart, to its end.
+func (d *Daemon) closeIdle(ctx context.Context, idleFor time.Duration) {
+	type look struct {
+		mark  uint64
+		since time.Time
+	}
+	seen := map[balance.Conn]look{}
+	tick := time.NewTicker(min(max(idleFor/4, 50*time.Millisecond), 500*time.Millisecond))
+	defer tick.Stop()
+	for {
+		now, closed := time.Now(), 0
+		for _, b := range d.allBackends() {
+			for _, c := range b.Conns() {
+				ic, ok := c.(idler)
+				if !ok {
+					continue
+				}
+				mark, idle := ic.IdleMark()
+				prev, known := seen[c]
+				switch {
+				case !idle:
+					delete(seen, c)
+				case !known || prev.mark != mark:
+					seen[c] = look{mark, now}
+				case now.Sub(prev.since) >= idleFor:
+					c.Close()
+					delete(seen, c)
+					closed++
+				}
+			}
+		}
+		if closed > 0 {
+			d.log.Info("draining: closed idle connections", "closed", closed, "idle_for", idleFor, "open", d.proxy.Open())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 func (d *Daemon) allBackends() []*balance.Backend {

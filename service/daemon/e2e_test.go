@@ -2,6 +2,8 @@ package daemon_test
 
 import (
 	"bufio"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -292,6 +294,70 @@ func TestSIGTERMDrains(t *testing.T) {
 	if !strings.Contains(p.log.String(), "drained") {
 		t.Errorf("no drain in the log")
 	}
+}
+
+// 7b. During the drain, a connection idle for timeouts.drain_idle is
+// closed (an idle keep-alive here), while a busy one (a watch) goes on: a
+// restart is not held up by connections that carry nothing.
+func TestSIGTERMClosesIdleConnections(t *testing.T) {
+	a := backend(t, "a", func(o *standin.Options) { o.WatchInterval = 100 * time.Millisecond })
+	s := newSettings(t, a.Addr())
+	s.DrainIdle = "300ms"
+	p := startVIPProxy(t, s, nil)
+	p.waitState("b0", "up")
+	w := openWatch(t, mtlsClient(t, true), p.vip)
+	idle := keepAliveConn(t, p.vip)
+
+	p.signal(syscall.SIGTERM)
+	// The drain timeout (5 s) would close it too: the idle rule must be first.
+	idle.SetReadDeadline(time.Now().Add(4 * time.Second))
+	if _, err := idle.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("idle keep-alive connection during the drain: read %v, want it closed by the proxy", err)
+	}
+	before := w.lines.Load()
+	p.waitFor(func() bool { return w.lines.Load() > before+2 }, "the busy watch flowing after the idle connection was closed")
+	w.close()
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("vipproxy did not exit after its last connection ended")
+	}
+	if p.err != nil {
+		t.Fatalf("exit after drain: %v, want exit code 0", p.err)
+	}
+	if log := p.log.String(); !strings.Contains(log, "draining: closed idle connections") || strings.Contains(log, "drain timeout") {
+		t.Errorf("want the idle connection closed and no drain timeout in the log:\n%s", log)
+	}
+}
+
+// keepAliveConn makes one mTLS request through vip and returns its
+// connection, kept open and idle as an HTTP keep-alive connection is.
+func keepAliveConn(t *testing.T, vip string) *tls.Conn {
+	t.Helper()
+	conf, err := pki.ClientTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", vip, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, "GET /name HTTP/1.1\r\nHost: vip\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Close {
+		t.Fatalf("keep-alive request: status %d, close %v", resp.StatusCode, resp.Close)
+	}
+	c.SetDeadline(time.Time{})
+	return c
 }
 
 // 8a. Socket activation as systemd does it, with systemd-socket-activate.

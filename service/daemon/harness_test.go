@@ -105,7 +105,9 @@ type settings struct {
 	Backends []string
 	Check    string // tcp (default), tls or https
 	Interval string // default 200ms
-	Extra    string // appended TOML
+	// DrainIdle is timeouts.drain_idle; default the config's default.
+	DrainIdle string
+	Extra     string // appended TOML
 }
 
 func (s settings) toml() string {
@@ -126,7 +128,11 @@ func (s settings) toml() string {
 	if check != "tcp" {
 		fmt.Fprintf(&b, "ca_file = %q\ncert_file = %q\nkey_file = %q\n", pki.CA, pki.ClientCert, pki.ClientKey)
 	}
-	fmt.Fprintf(&b, "\n[timeouts]\ndial = \"1s\"\ndrain = \"5s\"\n\n[admin]\nlisten = %q\n", s.Admin)
+	fmt.Fprintf(&b, "\n[timeouts]\ndial = \"1s\"\ndrain = \"5s\"\n")
+	if s.DrainIdle != "" {
+		fmt.Fprintf(&b, "drain_idle = %q\n", s.DrainIdle)
+	}
+	fmt.Fprintf(&b, "\n[admin]\nlisten = %q\n", s.Admin)
 	b.WriteString(s.Extra)
 	return b.String()
 }

@@ -156,6 +156,9 @@ func (d *direction) park() bool {
 		ok = d.r.parker.add(d.srcFD, d)
 	})
 	d.parked = ok && err == nil
+	if d.parked {
+		d.parks++
+	}
 	return d.parked
 }
 

@@ -136,11 +136,12 @@ type direction struct {
 	sess      *session
 	toBackend bool
 	mark      int64 // n when the idle check was armed
-	// Parking (park.go): parkMu guards parked, closing and srcFD.
+	// Parking (park.go): parkMu guards parked, parks, closing and srcFD.
 	parkMu  sync.Mutex
-	parked  bool  // in the parker, no goroutine
-	closing bool  // the source socket is being closed: do not park
-	srcFD   int32 // the source descriptor while parked
+	parked  bool   // in the parker, no goroutine
+	parks   uint32 // times parked, so a drain can tell idle from busy (session.IdleMark)
+	closing bool   // the source socket is being closed: do not park
+	srcFD   int32  // the source descriptor while parked
 }
 
 // ioOp selects the RawConn callback: one bound method value per

@@ -174,6 +174,30 @@ func (s *session) Close() error {
 	return nil
 }
 
+// IdleMark reports whether both directions are parked, that is no byte
+// moved either way for a while, and a mark that changes each time one of
+// them parks anew: two looks that see idle with the same mark mean that
+// nothing moved in between. A drain closes connections idle that long.
+func (s *session) IdleMark() (mark uint64, idle bool) {
+	s.mu.Lock()
+	dirs := s.dirs
+	s.mu.Unlock()
+	var parks [2]uint32
+	for i, d := range dirs {
+		if d == nil {
+			return 0, false // not relaying yet
+		}
+		d.parkMu.Lock()
+		parked := d.parked
+		parks[i] = d.parks
+		d.parkMu.Unlock()
+		if !parked {
+			return 0, false
+		}
+	}
+	return uint64(parks[0])<<32 | uint64(parks[1]), true
+}
+
 // Evacuate takes the session off its backend, which went down
 // (balance.Conn). If the backend has not answered yet, only the backend
 // socket is closed: the backend→client direction then replays the
