@@ -3,7 +3,8 @@
 # networkd dummy link + VIP and uplink sysctls from `vipproxy network apply`,
 # the socket unit from `vipproxy units render`, socket activation, and mTLS
 # proxying to two stand-in apiservers on the node's IP, from the node itself
-# and from a ptp-style pod (hairpin).
+# and from a ptp-style pod (hairpin); and `network apply --netlink`, which
+# creates the dummy link itself.
 VIP4 = "192.168.1.100"
 VIP6 = "2001:db8:1::100"
 NODE = "192.168.1.1"  # the only node is number 1
@@ -104,3 +105,19 @@ with subtest("the socket outlives the service: stop, connect, started again"):
     cp1.succeed(f"ss -Hltn 'sport = :6443' | grep -q '{VIP4}:6443'")
     requests("", f"https://{VIP4}:6443", 2)
     cp1.wait_for_unit("vipproxy.service", timeout=90)
+
+with subtest("network apply --netlink: the dummy link made without networkd, then removed"):
+    # A second link and VIP, files under a scratch root: the path for hosts
+    # without systemd-networkd, where vipproxy creates the dummy itself.
+    cp1.succeed(
+        f"sed -e 's/dummyvip0/dummyvip1/' -e 's/{VIP4}/192.168.1.101/' -e 's/{VIP6}/2001:db8:1::101/' {CONF} > /run/netlink.toml",
+        "vipproxy network apply --netlink --config /run/netlink.toml --root /run/netlink-root",
+    )
+    cp1.succeed(
+        "ip -d link show dummyvip1 | grep -qw dummy",
+        "ip -4 addr show dev dummyvip1 | grep -qw 192.168.1.101",
+        "ip -6 addr show dev dummyvip1 | grep -qw 2001:db8:1::101",
+    )
+    cp1.fail("ip -6 addr show dev dummyvip1 | grep -q fe80")  # no link-local: the link holds the VIP only
+    cp1.succeed("vipproxy network remove --netlink --config /run/netlink.toml --root /run/netlink-root")
+    cp1.fail("ip link show dummyvip1")
