@@ -138,7 +138,8 @@ func (d *Daemon) waitUsable(ctx context.Context, cfg *config.Config) {
 }
 
 // shutdown stops accepting, lets open connections finish up to the drain
-// timeout, then closes the rest.
+// timeout, closing those that stay idle for timeouts.drain_idle meanwhile,
+// then closes the rest.
 func (d *Daemon) shutdown() error {
 	d.mu.Lock()
 	drain, drainIdle := d.cfg.Timeouts.Drain.Duration, d.cfg.Timeouts.DrainIdle.Duration
@@ -173,40 +174,21 @@ type idler interface {
 	IdleMark() (mark uint64, idle bool)
 }
 
+// idleLook is when a connection was first seen idle with a given mark.
+type idleLook struct {
+	mark  uint64
+	since time.Time
+}
+
 // closeIdle closes, until ctx ends, every connection that stays idle (no
 // byte either way) for idleFor: a watch or an idle keep-alive connection
 // would otherwise hold the drain, and with it the restart, to its end.
 func (d *Daemon) closeIdle(ctx context.Context, idleFor time.Duration) {
-	type look struct {
-		mark  uint64
-		since time.Time
-	}
-	seen := map[balance.Conn]look{}
+	seen := map[balance.Conn]idleLook{}
 	tick := time.NewTicker(min(max(idleFor/4, 50*time.Millisecond), 500*time.Millisecond))
 	defer tick.Stop()
 	for {
-		now, closed := time.Now(), 0
-		for _, b := range d.allBackends() {
-			for _, c := range b.Conns() {
-				ic, ok := c.(idler)
-				if !ok {
-					continue
-				}
-				mark, idle := ic.IdleMark()
-				prev, known := seen[c]
-				switch {
-				case !idle:
-					delete(seen, c)
-				case !known || prev.mark != mark:
-					seen[c] = look{mark, now}
-				case now.Sub(prev.since) >= idleFor:
-					c.Close()
-					delete(seen, c)
-					closed++
-				}
-			}
-		}
-		if closed > 0 {
+		if closed := d.closeIdleOnce(seen, idleFor, time.Now()); closed > 0 {
 			d.log.Info("draining: closed idle connections", "closed", closed, "idle_for", idleFor, "open", d.proxy.Open())
 		}
 		select {
@@ -215,6 +197,32 @@ func (d *Daemon) closeIdle(ctx context.Context, idleFor time.Duration) {
 		case <-tick.C:
 		}
 	}
+}
+
+// closeIdleOnce looks at every connection once: one idle with the same
+// mark since idleFor ago is closed; seen remembers the others.
+func (d *Daemon) closeIdleOnce(seen map[balance.Conn]idleLook, idleFor time.Duration, now time.Time) (closed int) {
+	for _, b := range d.allBackends() {
+		for _, c := range b.Conns() {
+			ic, ok := c.(idler)
+			if !ok {
+				continue
+			}
+			mark, idle := ic.IdleMark()
+			prev, known := seen[c]
+			switch {
+			case !idle:
+				delete(seen, c)
+			case !known || prev.mark != mark:
+				seen[c] = idleLook{mark, now}
+			case now.Sub(prev.since) >= idleFor:
+				c.Close()
+				delete(seen, c)
+				closed++
+			}
+		}
+	}
+	return closed
 }
 
 func (d *Daemon) allBackends() []*balance.Backend {
