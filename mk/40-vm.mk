@@ -24,7 +24,7 @@ TEST_TARGETS += vm-test-ci
 
 .PHONY: vm-test-ci
 vm-test-ci:
-	$(MAKE) --no-print-directory vm-test ARCH=amd64 VM_SCRIPTS="vm-tests/smoke.py vm-tests/scenario.py"
+	$(MAKE) --no-print-directory vm-test ARCH=amd64 VM_SCRIPTS="$(VM_SCRIPTS_amd64)"
 
 .PHONY: vm-test vm-lint vm-image vm-clean
 # The scripts must stay plain NixOS test scripts: pyflakes with the driver's

@@ -26,27 +26,24 @@ func serveReadyz(t *testing.T, ln net.Listener, code int) {
 	t.Cleanup(func() { srv.Close() })
 }
 
+// listen opens a listener or fails the test.
+func listen(t *testing.T, network, addr string) net.Listener {
+	t.Helper()
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
 func TestProbeAnswers(t *testing.T) {
-	ready, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ready := listen(t, "tcp", "127.0.0.1:0")
 	serveReadyz(t, ready, http.StatusOK)
-	notReady, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	notReady := listen(t, "tcp", "127.0.0.1:0")
 	serveReadyz(t, notReady, http.StatusServiceUnavailable)
 	sock := filepath.Join(t.TempDir(), "admin.sock")
-	unixLn, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveReadyz(t, unixLn, http.StatusOK)
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	serveReadyz(t, listen(t, "unix", sock), http.StatusOK)
+	closed := listen(t, "tcp", "127.0.0.1:0")
 	closedAddr := closed.Addr().String()
 	closed.Close()
 
@@ -70,10 +67,7 @@ func TestProbeAnswers(t *testing.T) {
 
 // A server that accepts but never answers must not hang the probe.
 func TestProbeTimesOut(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := listen(t, "tcp", "127.0.0.1:0")
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {

@@ -283,14 +283,7 @@ func TestSIGTERMDrains(t *testing.T) {
 		t.Fatal("in-flight stream stopped flowing during the drain")
 	}
 	w.close() // the transfer ends; the daemon may now exit
-	select {
-	case <-p.exited:
-	case <-time.After(10 * time.Second):
-		t.Fatal("vipproxy did not exit after its last connection ended")
-	}
-	if p.err != nil {
-		t.Fatalf("exit after drain: %v, want exit code 0", p.err)
-	}
+	p.waitExit("its last connection ended")
 	if !strings.Contains(p.log.String(), "drained") {
 		t.Errorf("no drain in the log")
 	}
@@ -317,14 +310,7 @@ func TestSIGTERMClosesIdleConnections(t *testing.T) {
 	before := w.lines.Load()
 	p.waitFor(func() bool { return w.lines.Load() > before+2 }, "the busy watch flowing after the idle connection was closed")
 	w.close()
-	select {
-	case <-p.exited:
-	case <-time.After(10 * time.Second):
-		t.Fatal("vipproxy did not exit after its last connection ended")
-	}
-	if p.err != nil {
-		t.Fatalf("exit after drain: %v, want exit code 0", p.err)
-	}
+	p.waitExit("its last connection ended")
 	if log := p.log.String(); !strings.Contains(log, "draining: closed idle connections") || strings.Contains(log, "drain timeout") {
 		t.Errorf("want the idle connection closed and no drain timeout in the log:\n%s", log)
 	}

@@ -445,14 +445,7 @@ func startActivated(t *testing.T, s settings, f *os.File) *proc {
 func (p *proc) stop() {
 	p.t.Helper()
 	p.signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(15 * time.Second):
-		p.t.Fatal("vipproxy did not exit within 15 s of SIGTERM")
-	}
-	if p.err != nil {
-		p.t.Errorf("exit after SIGTERM: %v", p.err)
-	}
+	p.waitExit("SIGTERM")
 }
 
 // vipproxy restarted under load with the listener kept (socket

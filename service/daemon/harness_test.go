@@ -205,6 +205,20 @@ func startVIPProxy(t testing.TB, s settings, env []string, prefix ...string) *pr
 	return p
 }
 
+// waitExit waits up to 15 s for vipproxy to exit after what, and wants
+// exit code 0.
+func (p *proc) waitExit(what string) {
+	p.t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(15 * time.Second):
+		p.t.Fatalf("vipproxy did not exit within 15 s of %s", what)
+	}
+	if p.err != nil {
+		p.t.Errorf("exit after %s: %v, want exit code 0", what, p.err)
+	}
+}
+
 // waitFor polls cond every 20 ms for up to 15 s.
 func (p *proc) waitFor(cond func() bool, what string) {
 	p.t.Helper()

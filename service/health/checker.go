@@ -297,19 +297,6 @@ func (c *Checker) notifyLocked() {
 	c.result = make(chan struct{})
 }
 
-// WaitFirstRound returns once every current target has at least one
-// result, or with ctx's error.
-func (c *Checker) WaitFirstRound(ctx context.Context) error {
-	return c.wait(ctx, "the first round of health checks", func() bool {
-		for _, t := range c.targets {
-			if !t.checked {
-				return false
-			}
-		}
-		return true
-	})
-}
-
 // WaitUsable returns once a target is up or every target has a result,
 // or with ctx's error: a backend that is down and slow to time out must
 // not hold up a proxy that can already serve through the others.

@@ -474,6 +474,20 @@ func TestAliveAndWaitFirstRound(t *testing.T) {
 	}
 }
 
+// WaitFirstRound returns once every current target has at least one
+// result, or with ctx's error. Only tests need it: the daemon waits for
+// WaitUsable.
+func (c *Checker) WaitFirstRound(ctx context.Context) error {
+	return c.wait(ctx, "the first round of health checks", func() bool {
+		for _, t := range c.targets {
+			if !t.checked {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // hangingProber answers for good at once and hangs on every other address
 // until the check's timeout: a backend that swallows SYNs.
 type hangingProber struct{ good string }

@@ -209,22 +209,19 @@ func (p *Proxy) setupWorker(c net.Conn) {
 func (p *Proxy) setup(c net.Conn) {
 	client, peeked := clientConn(c)
 	if client == nil {
-		p.open.Add(-1)
-		c.Close()
+		p.refuse(c)
 		return
 	}
 	opts := p.opts.Load()
 	open := p.open.Load() // counted at accept: see countingListener
 	if opts.MaxConnections > 0 && open > int64(opts.MaxConnections) {
 		p.counters.RejectedLimit.Inc()
-		p.open.Add(-1)
-		client.Close()
+		p.refuse(client)
 		return
 	}
 	b, backend, backendRaw := p.dial(opts, nil)
 	if backend == nil {
-		p.open.Add(-1)
-		client.Close()
+		p.refuse(client)
 		return
 	}
 	if opts.KeepAlive != 15*time.Second {
@@ -233,17 +230,22 @@ func (p *Proxy) setup(c net.Conn) {
 	}
 	if len(peeked) > 0 {
 		if _, err := backend.Write(peeked); err != nil {
-			p.open.Add(-1)
-			client.Close()
 			backend.Close()
+			p.refuse(client)
 			return
 		}
 	}
 	s := p.newSession(opts, client, b, backend)
-	// Relay on fresh goroutines and let this one end: its stack grew deep
-	// while dialing, and an idle connection would keep that stack for its
-	// whole life.
+	// Relay on goroutines of the session's own: this worker goes back to
+	// setting up connections.
 	p.relay.start(s, backendRaw)
+}
+
+// refuse closes a client connection that gets no session and stops
+// counting it as open (it was counted at accept).
+func (p *Proxy) refuse(c net.Conn) {
+	p.open.Add(-1)
+	c.Close()
 }
 
 // dial connects to a backend, trying up to DialAttempts different ones
