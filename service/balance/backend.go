@@ -126,7 +126,7 @@ func (b *Backend) Track(c Conn) (untrack func()) {
 // CloseAll closes every tracked connection and returns how many it closed.
 // Used when draining ends and when a removed backend's grace time is over.
 func (b *Backend) CloseAll() int {
-	victims := b.snapshot()
+	victims := b.Conns()
 	for _, c := range victims {
 		c.Close()
 	}
@@ -138,7 +138,7 @@ func (b *Backend) CloseAll() int {
 // connection still waiting for the backend's first byte is replayed on
 // another one. It returns how many connections it touched.
 func (b *Backend) EvacuateAll() int {
-	victims := b.snapshot()
+	victims := b.Conns()
 	for _, c := range victims {
 		c.Evacuate()
 	}
@@ -146,9 +146,7 @@ func (b *Backend) EvacuateAll() int {
 }
 
 // Conns returns the connections tracked now.
-func (b *Backend) Conns() []Conn { return b.snapshot() }
-
-func (b *Backend) snapshot() []Conn {
+func (b *Backend) Conns() []Conn {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := make([]Conn, 0, len(b.conns))
