@@ -16,6 +16,7 @@ const clockTick = 10 * time.Millisecond
 // procSample is the resource use of a process tree at one moment.
 type procSample struct {
 	CPU   time.Duration // user + system time since start
+	Sys   time.Duration // the system part of CPU: in the kernel for the process
 	RSSKB int64         // VmRSS summed over the tree
 	FDs   int           // open descriptors summed over the tree
 }
@@ -29,7 +30,7 @@ func sampleTree(root int) (procSample, error) {
 	}
 	var s procSample
 	for _, pid := range pids {
-		cpu, err := procCPU(pid)
+		cpu, sys, err := procCPU(pid)
 		if err != nil {
 			return procSample{}, err
 		}
@@ -42,6 +43,7 @@ func sampleTree(root int) (procSample, error) {
 			return procSample{}, fmt.Errorf("count descriptors of %d: %w", pid, err)
 		}
 		s.CPU += cpu
+		s.Sys += sys
 		s.RSSKB += rss
 		s.FDs += len(fds)
 	}
@@ -92,19 +94,19 @@ func statFields(pid int) ([]string, error) {
 	return f, nil
 }
 
-// procCPU is utime+stime of every thread of pid.
-func procCPU(pid int) (time.Duration, error) {
+// procCPU is utime+stime of every thread of pid, and stime alone.
+func procCPU(pid int) (cpu, sys time.Duration, err error) {
 	f, err := statFields(pid)
 	if err != nil {
-		return 0, fmt.Errorf("read cpu of %d: %w", pid, err)
+		return 0, 0, fmt.Errorf("read cpu of %d: %w", pid, err)
 	}
 	// fields[11] is utime and fields[12] stime (stat fields 14 and 15).
 	ut, err1 := strconv.ParseInt(f[11], 10, 64)
 	st, err2 := strconv.ParseInt(f[12], 10, 64)
 	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("parse cpu of %d: %q %q", pid, f[11], f[12])
+		return 0, 0, fmt.Errorf("parse cpu of %d: %q %q", pid, f[11], f[12])
 	}
-	return time.Duration(ut+st) * clockTick, nil
+	return time.Duration(ut+st) * clockTick, time.Duration(st) * clockTick, nil
 }
 
 func procRSSKB(pid int) (int64, error) {

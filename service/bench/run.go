@@ -270,30 +270,36 @@ func (r *runner) interleaveN(ctx context.Context, cs []*contender, reps int, mea
 	return nil
 }
 
+// cpuUse is the CPU time a proxy spent during one load.
+type cpuUse struct {
+	Total time.Duration // user + system
+	Sys   time.Duration // system: in the kernel, mostly the TCP work of its socket calls
+}
+
 // measured runs one load against c and returns its result and the proxy's
-// CPU time spent meanwhile (0 for direct).
-func (r *runner) measured(ctx context.Context, c *contender, spec loadSpec) (loadResult, time.Duration, error) {
+// CPU time spent meanwhile (zero for direct).
+func (r *runner) measured(ctx context.Context, c *contender, spec loadSpec) (loadResult, cpuUse, error) {
 	spec.Targets = c.targets
 	var before procSample
 	var err error
 	if pid := c.pid(); pid != 0 {
 		if before, err = sampleTree(pid); err != nil {
-			return loadResult{}, 0, err
+			return loadResult{}, cpuUse{}, err
 		}
 	}
 	res, err := r.load(ctx, spec)
 	if err != nil {
-		return res, 0, err
+		return res, cpuUse{}, err
 	}
-	var cpu time.Duration
+	var use cpuUse
 	if pid := c.pid(); pid != 0 {
 		after, err := sampleTree(pid)
 		if err != nil {
-			return res, 0, err
+			return res, cpuUse{}, err
 		}
-		cpu = after.CPU - before.CPU
+		use = cpuUse{Total: after.CPU - before.CPU, Sys: after.Sys - before.Sys}
 	}
-	return res, cpu, nil
+	return res, use, nil
 }
 
 func (spec loadSpec) args() []string {
@@ -334,9 +340,9 @@ func (r *runner) bulk(ctx context.Context, c *contender, streams int, dir string
 	key := fmt.Sprintf("%d-%s", streams, dir)
 	r.res.add("bulk-"+key, c.name, mbps)
 	if c.cmd != nil && res.Bytes > 0 {
-		r.res.add("cpugb-"+key, c.name, cpu.Seconds()/(float64(res.Bytes)/1e9))
+		r.res.add("cpugb-"+key, c.name, cpu.Total.Seconds()/(float64(res.Bytes)/1e9))
 	}
-	fmt.Fprintf(r.log, "bench:   bulk %-6s %-9s %8.0f MB/s  cpu %.2fs\n", key, c.name, mbps, cpu.Seconds())
+	fmt.Fprintf(r.log, "bench:   bulk %-6s %-9s %8.0f MB/s  cpu %.2fs\n", key, c.name, mbps, cpu.Total.Seconds())
 	return nil
 }
 
@@ -351,7 +357,8 @@ func (r *runner) connRate(ctx context.Context, c *contender, workers int) error 
 	r.res.add("c2fb50-"+k, c.name, res.P50us)
 	r.res.add("c2fb99-"+k, c.name, res.P99us)
 	if c.cmd != nil && res.Ops > 0 {
-		r.res.add("cpuconn-"+k, c.name, float64(cpu.Microseconds())/float64(res.Ops))
+		r.res.add("cpuconn-"+k, c.name, float64(cpu.Total.Microseconds())/float64(res.Ops))
+		r.res.add("sysconn-"+k, c.name, float64(cpu.Sys.Microseconds())/float64(res.Ops))
 	}
 	fmt.Fprintf(r.log, "bench:   connrate %-2d %-9s %8.0f conn/s p50 %.0fµs p99 %.0fµs errors %d\n",
 		workers, c.name, rate, res.P50us, res.P99us, res.Errors)
@@ -369,7 +376,7 @@ func (r *runner) pingPong(ctx context.Context, c *contender, conns int) error {
 	r.res.add("pp99-"+k, c.name, res.P99us)
 	r.res.add("pp999-"+k, c.name, res.P999us)
 	if c.cmd != nil && res.Ops > 0 {
-		r.res.add("cpurt-"+k, c.name, float64(cpu.Nanoseconds())/1e3/float64(res.Ops))
+		r.res.add("cpurt-"+k, c.name, float64(cpu.Total.Nanoseconds())/1e3/float64(res.Ops))
 	}
 	fmt.Fprintf(r.log, "bench:   pingpong %-2d %-9s p50 %.1fµs p99 %.1fµs p999 %.1fµs (%d round trips)\n",
 		conns, c.name, res.P50us, res.P99us, res.P999us, res.Ops)

@@ -138,6 +138,32 @@ func TestSmallMessagesPingPong(t *testing.T) {
 	}
 }
 
+// TestBackendByDNSName: IP backends are dialed without the resolver; a
+// backend given by name must still be resolved and reached.
+func TestBackendByDNSName(t *testing.T) {
+	_, port, err := net.SplitHostPort(echoBackend(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pool, addr := startProxy(t, net.JoinHostPort("localhost", port))
+	if b := pool.Backends()[0]; b.AddrPort.IsValid() {
+		t.Fatalf("backend %s parsed as IP %s", b.Address, b.AddrPort)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("echo through localhost backend: %q, %v", buf, err)
+	}
+}
+
 // TestHalfCloseIsPassedThrough: the backend sends a reply after the client
 // has half-closed; the client must still get it.
 func TestHalfCloseIsPassedThrough(t *testing.T) {
