@@ -4,7 +4,6 @@
 package balance
 
 import (
-	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -22,9 +21,6 @@ const (
 type Backend struct {
 	Name    string
 	Address string
-	// AddrPort is Address parsed when it is an IP address (invalid for a
-	// DNS name), so that dialing it skips the resolver.
-	AddrPort netip.AddrPort
 
 	state    atomic.Int32
 	suspect  atomic.Bool // a dial failed since the last good health check
@@ -51,8 +47,7 @@ type Conn interface {
 }
 
 func newBackend(name, address string, stats func(name string) *metrics.BackendMetrics) *Backend {
-	ap, _ := netip.ParseAddrPort(address) // a DNS name stays invalid: resolved per dial
-	return &Backend{Name: name, Address: address, AddrPort: ap, Stats: stats(name), conns: make(map[Conn]struct{})}
+	return &Backend{Name: name, Address: address, Stats: stats(name), conns: make(map[Conn]struct{})}
 }
 
 // Open is the number of connections currently proxied to the backend.

@@ -35,27 +35,6 @@ func countPicks(p *Pool, n int) map[string]int {
 	return got
 }
 
-// TestIPBackendsAreParsedOnce: the proxy dials an IP backend by its parsed
-// address (no resolver per connection) and a DNS name by name.
-func TestIPBackendsAreParsedOnce(t *testing.T) {
-	p, err := NewPool(config.RoundRobin, []config.Backend{
-		{Name: "v4", Address: "127.0.0.1:6443"},
-		{Name: "v6", Address: "[::1]:6443"},
-		{Name: "dns", Address: "apiserver.example:6443"},
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range p.Backends() {
-		if got, want := b.AddrPort.IsValid(), b.Name != "dns"; got != want {
-			t.Errorf("backend %s (%s): parsed as IP = %v, want %v", b.Name, b.Address, got, want)
-		}
-		if b.AddrPort.IsValid() && b.AddrPort.String() != b.Address {
-			t.Errorf("backend %s: parsed %s from %s", b.Name, b.AddrPort, b.Address)
-		}
-	}
-}
-
 func TestRoundRobinIsEven(t *testing.T) {
 	got := countPicks(newPool(t, config.RoundRobin), 300)
 	for _, name := range []string{"a", "b", "c"} {
