@@ -140,13 +140,13 @@ func (r *runner) startContender(ctx context.Context, name string, port int) (*co
 		err = r.startNginx(c, listen)
 	case "vipproxy":
 		c.readyIn, err = r.startVipproxy(ctx, c, port, r.opt.Vipproxy)
-	case "naive":
-		c.cmd = r.pinned(r.proxyCPU, r.self, "naive", "--listen", listen, "--backends", strings.Join(r.backends, ","))
-		err = r.procs.start(c.cmd, filepath.Join(r.dir, "naive.log"))
+	case "naive", "floor":
+		c.cmd = r.pinned(r.proxyCPU, r.self, name, "--listen", listen, "--backends", strings.Join(r.backends, ","))
+		err = r.procs.start(c.cmd, filepath.Join(r.dir, name+".log"))
 	default:
 		bin, ok := r.opt.Alt[name]
 		if !ok {
-			return nil, fmt.Errorf("unknown contender %q (want direct, vipproxy, haproxy, nginx, naive or an --alt label)", name)
+			return nil, fmt.Errorf("unknown contender %q (want direct, vipproxy, haproxy, nginx, naive, floor or an --alt label)", name)
 		}
 		c.readyIn, err = r.startVipproxy(ctx, c, port, bin)
 	}

@@ -23,7 +23,9 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		case "load":
 			return loadMain(ctx, args[1:], stdin, stdout, stderr)
 		case "naive":
-			return naiveMain(ctx, args[1:], stderr)
+			return baselineMain(ctx, "naive", runNaive, args[1:], stderr)
+		case "floor":
+			return baselineMain(ctx, "floor", runFloor, args[1:], stderr)
 		}
 	}
 	return runMain(ctx, args, stdout, stderr)
@@ -42,7 +44,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&opt.Pin, "pin", "one", "core layout: one (everything on cpu 1), split (proxy cpu 1, load cpu 0), none")
 	fs.IntVar(&opt.Nice, "nice", -10, "nice level of everything the bench starts (negative: ahead of other work on a shared machine)")
 	fs.StringVar(&opt.Vipproxy, "vipproxy", "bin/vipproxy", "the vipproxy binary")
-	fs.StringVar(&contenders, "contenders", "direct,vipproxy,haproxy,nginx", "contenders in interleaving order (also: naive, a plain tcpproxy)")
+	fs.StringVar(&contenders, "contenders", "direct,vipproxy,haproxy,nginx,floor", "contenders in interleaving order (also: naive, a plain tcpproxy)")
 	fs.StringVar(&figures, "figures", "bulk,connrate,pingpong,idle,failover,ready,size", "figure groups to run")
 	fs.StringVar(&opt.SizeDir, "size-dir", "", "directory with vipproxy-linux-{amd64,arm64,riscv64} to report sizes")
 	fs.StringVar(&opt.Out, "out", "", "also write the table as markdown to this file")
@@ -128,16 +130,17 @@ func loadMain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	return 0
 }
 
-func naiveMain(ctx context.Context, args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("naive", flag.ContinueOnError)
+// baselineMain runs one of the bench's own reference proxies.
+func baselineMain(ctx context.Context, name string, run func(ctx context.Context, listen string, backends []string) error, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
 	backends := fs.String("backends", "", "comma-separated backend addresses")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := runNaive(ctx, *listen, splitList(*backends)); err != nil {
-		fmt.Fprintf(stderr, "vipproxy-bench naive: %v\n", err)
+	if err := run(ctx, *listen, splitList(*backends)); err != nil {
+		fmt.Fprintf(stderr, "vipproxy-bench %s: %v\n", name, err)
 		return 1
 	}
 	return 0
