@@ -13,9 +13,9 @@ import (
 // runFloor is the least a user-space TCP proxy can do per connection: one
 // locked thread, one epoll, raw non-blocking IPv4 sockets and nothing else
 // (no health checks, retry, timeouts, metrics, splice or limits). Per
-// connection it makes accept4, socket, connect, two epoll_ctl, the reads
-// and writes, one shutdown and two closes, fewer system calls than
-// HAProxy. The bench runs it to show where the floor lies: what any proxy
+// connection it makes accept4, socket, one setsockopt, connect, three
+// epoll_ctl, the reads and writes, one shutdown and two closes: fewer
+// system calls than HAProxy. The bench runs it to show where the floor lies: what any proxy
 // pays in the kernel, plus an event loop with no bookkeeping. A baseline
 // for the bench, never a product: a backend that never answers leaves its
 // client waiting for ever.
@@ -68,6 +68,24 @@ type floorSide struct {
 	pending []byte // read from this side, not yet written to the peer
 	eof     bool   // this side sent its FIN
 	shut    bool   // we sent our FIN to this side
+	events  uint32 // what it is registered for; 0: not in the epoll
+}
+
+// done reports that everything this side sent reached its peer, FIN
+// included once passed on.
+func (s *floorSide) done() bool { return s.eof && len(s.pending) == 0 }
+
+// want is what the side must be woken for: reading while it may send and
+// its last bytes went out, writing while its peer's bytes wait.
+func (s *floorSide) want() uint32 {
+	var ev uint32
+	if !s.eof && len(s.pending) == 0 {
+		ev |= unix.EPOLLIN | unix.EPOLLRDHUP
+	}
+	if len(s.peer.pending) > 0 {
+		ev |= unix.EPOLLOUT
+	}
+	return ev
 }
 
 func (f *floorProxy) open(listen string) (err error) {
@@ -140,10 +158,12 @@ func (f *floorProxy) loop() error {
 
 func (f *floorProxy) acceptAll() {
 	for {
-		c, _, err := unix.Accept4(f.ln, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
-		switch err {
-		case nil:
-			f.connect(c)
+		// Raw, without the peer's address: x/sys/unix would also ask the
+		// listener for its protocol on every accept.
+		c, _, errno := unix.Syscall6(unix.SYS_ACCEPT4, uintptr(f.ln), 0, 0, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
+		switch errno {
+		case 0:
+			f.connect(int(c))
 		case unix.EINTR, unix.ECONNABORTED:
 		default: // EAGAIN, or out of descriptors: wait for the next event
 			return
@@ -151,9 +171,9 @@ func (f *floorProxy) acceptAll() {
 	}
 }
 
-// connect pairs a client with a new connection to the next backend. Both
-// are registered once, edge-triggered for reading and writing, so no
-// epoll_ctl is needed again; close removes them.
+// connect pairs a client with a new connection to the next backend.
+// Level-triggered, as HAProxy: a short read means the socket is drained,
+// so no read ends in EAGAIN, and the epoll says when more comes.
 func (f *floorProxy) connect(client int) {
 	f.next++
 	b, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
@@ -169,18 +189,14 @@ func (f *floorProxy) connect(client int) {
 	}
 	cs, bs := &floorSide{fd: client}, &floorSide{fd: b}
 	cs.peer, bs.peer = bs, cs
-	for _, s := range []*floorSide{cs, bs} {
-		f.set(s.fd, s)
-		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(s.fd)}
-		if err := unix.EpollCtl(f.ep, unix.EPOLL_CTL_ADD, s.fd, &ev); err != nil {
-			f.closePair(cs)
-			return
-		}
-	}
+	f.set(client, cs)
+	f.set(b, bs)
 	// Speculative, as HAProxy does: the client's first bytes are usually
 	// there already, and a loopback connect is often complete by now;
 	// what cannot go yet waits for the events.
-	f.pump(cs)
+	if f.pump(cs) {
+		f.settle(cs)
+	}
 }
 
 func (f *floorProxy) set(fd int, s *floorSide) {
@@ -197,50 +213,48 @@ func (f *floorProxy) ready(fd int, events uint32) {
 		return // closed earlier in this batch
 	}
 	s := f.sides[fd]
-	if events&unix.EPOLLOUT != 0 && len(s.peer.pending) > 0 {
-		if !f.flush(s.peer) {
-			return
-		}
-		if f.sides[fd] != s {
-			return
-		}
+	if events&unix.EPOLLOUT != 0 && !f.flush(s.peer) {
+		return
 	}
-	if events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
-		f.pump(s)
+	if events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 && !f.pump(s) {
+		return
 	}
+	f.settle(s)
 }
 
-// pump copies from src to its peer until src has nothing more, the peer
-// cannot take more, or src ended.
-func (f *floorProxy) pump(src *floorSide) {
-	dst := src.peer
+// pump copies from src to its peer until a short read (drained), the
+// peer cannot take more, or src ended; false if the pair was closed.
+func (f *floorProxy) pump(src *floorSide) bool {
 	for !src.eof && len(src.pending) == 0 {
 		n, err := unix.Read(src.fd, f.buf)
 		switch {
 		case err == unix.EINTR:
 			continue
 		case err == unix.EAGAIN:
-			return
+			return true
 		case err != nil:
 			f.closePair(src)
-			return
+			return false
 		case n == 0:
 			src.eof = true
-		default:
-			w, err := unix.Write(dst.fd, f.buf[:n])
-			if err == unix.EAGAIN {
-				w, err = 0, nil
-			}
-			if err != nil {
-				f.closePair(src)
-				return
-			}
-			if w < n {
-				src.pending = append([]byte(nil), f.buf[w:n]...)
-			}
+			return true
+		}
+		w, err := unix.Write(src.peer.fd, f.buf[:n])
+		if err == unix.EAGAIN {
+			w, err = 0, nil
+		}
+		if err != nil {
+			f.closePair(src)
+			return false
+		}
+		if w < n {
+			src.pending = append([]byte(nil), f.buf[w:n]...)
+		}
+		if n < len(f.buf) {
+			return true
 		}
 	}
-	f.finish(src)
+	return true
 }
 
 // flush writes what src read to its peer; false if the pair was closed.
@@ -259,32 +273,48 @@ func (f *floorProxy) flush(src *floorSide) bool {
 		}
 	}
 	src.pending = nil
-	if src.eof {
-		f.finish(src)
-		return f.sides[src.fd] == src
-	}
-	f.pump(src) // edge-triggered: src may hold data we stopped reading
-	return f.sides[src.fd] == src
+	return true
 }
 
-// finish passes src's end of stream on once everything it sent is out,
-// and closes the pair when both sides ended.
-func (f *floorProxy) finish(src *floorSide) {
-	if !src.eof || len(src.pending) > 0 {
+// settle passes an end of stream on once everything before it is out,
+// closes the pair when both ends are done, and otherwise registers both
+// sides for what they now wait for.
+func (f *floorProxy) settle(s *floorSide) {
+	if s.done() && s.peer.done() {
+		f.closePair(s) // close sends the FINs not sent yet
 		return
 	}
-	dst := src.peer
-	if !dst.shut {
-		dst.shut = true
-		if dst.eof && len(dst.pending) == 0 {
-			f.closePair(src) // both ended: close sends the FIN
+	for _, x := range []*floorSide{s, s.peer} {
+		if x.done() && !x.peer.shut {
+			x.peer.shut = true
+			unix.Shutdown(x.peer.fd, unix.SHUT_WR)
+		}
+	}
+	for _, x := range []*floorSide{s, s.peer} {
+		if !f.register(x) {
+			f.closePair(s)
 			return
 		}
-		unix.Shutdown(dst.fd, unix.SHUT_WR)
 	}
-	if dst.eof && len(dst.pending) == 0 && src.shut {
-		f.closePair(src)
+}
+
+// register brings x's registration in line with what it waits for. A
+// side that waits for nothing leaves the epoll: level-triggered, a socket
+// whose peer hung up would otherwise wake the loop again and again.
+func (f *floorProxy) register(x *floorSide) bool {
+	want := x.want()
+	if want == x.events {
+		return true
 	}
+	op := unix.EPOLL_CTL_MOD
+	switch {
+	case x.events == 0:
+		op = unix.EPOLL_CTL_ADD
+	case want == 0:
+		op = unix.EPOLL_CTL_DEL
+	}
+	x.events = want
+	return unix.EpollCtl(f.ep, op, x.fd, &unix.EpollEvent{Events: want, Fd: int32(x.fd)}) == nil
 }
 
 func (f *floorProxy) closePair(s *floorSide) {
