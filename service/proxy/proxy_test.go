@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/config"
@@ -136,6 +137,51 @@ func TestSmallMessagesPingPong(t *testing.T) {
 			t.Fatalf("round trip %d: %v", i, err)
 		}
 	}
+}
+
+// TestBytesAreCounted: every byte moved, by the first exchange (kept for
+// replay), by later small messages (relayed without a read that says
+// EAGAIN) and by a bulk transfer (splice), counts once per direction.
+func TestBytesAreCounted(t *testing.T) {
+	p, pool, addr := startProxy(t, echoBackend(t))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	var sent int
+	exchange := func(msg []byte) {
+		t.Helper()
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(msg))
+		if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, msg) {
+			t.Fatalf("echo of %d bytes: %v", len(msg), err)
+		}
+		sent += len(msg)
+	}
+	for i := range 50 {
+		exchange(bytes.Repeat([]byte{byte(i)}, 64))
+	}
+	exchange(bytes.Repeat([]byte("bulk"), 256<<10))
+	c.Close()
+	for i := 0; p.Open() > 0 && i < 1000; i++ { // bounded: 10 s
+		time.Sleep(10 * time.Millisecond)
+	}
+	stats := pool.Backends()[0].Stats
+	if up, down := counterValue(t, stats.BytesToBackend), counterValue(t, stats.BytesToClient); up != float64(sent) || down != float64(sent) {
+		t.Errorf("counted %v bytes to the backend and %v to the client, want %d each", up, down, sent)
+	}
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }
 
 // TestBackendByDNSName: a backend given by name is resolved and reached.

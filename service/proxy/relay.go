@@ -153,6 +153,8 @@ const (
 	opWrite
 	opSpliceIn
 	opSpliceOut
+	opRelay    // read and pass on messages until a write must wait (relayStep)
+	opWriteNow // write what can go without waiting (inside opRelay)
 )
 
 // init sets up a direction from src to dst, whose RawConns the caller
@@ -174,6 +176,10 @@ func (d *direction) io(fd uintptr) bool {
 		return d.writeOnce(fd)
 	case opSpliceIn:
 		return d.spliceInOnce(fd)
+	case opRelay:
+		return d.relayOnce(fd)
+	case opWriteNow:
+		return d.writeNow(fd)
 	default:
 		return d.spliceOutOnce(fd)
 	}
@@ -219,8 +225,12 @@ func (d *direction) run() error {
 }
 
 // copyStep waits for data without holding a buffer, then moves one
-// buffer's worth with read and write.
+// buffer's worth with read and write. Once the session is bound to its
+// backend, relayStep does the same for many messages at once.
 func (d *direction) copyStep() error {
+	if d.sessRead == nil && d.sessWrite == nil {
+		return d.relayStep()
+	}
 	d.op = opRead
 	if err := d.srcRaw.Read(d.ioFn); err != nil {
 		if d.sessRead != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -272,6 +282,106 @@ func (d *direction) copyStep() error {
 	return nil
 }
 
+// relayStep passes messages on from inside one RawConn.Read of the
+// source. A read shorter than the buffer means the socket is drained, so
+// the callback then waits for the next message at once, without the read
+// that would only say EAGAIN: one system call less per message. That wait
+// must stay inside the same RawConn.Read, because each new call forgets
+// readiness that came meanwhile. The writes inside never wait (holding the
+// source while waiting for the destination would let a Close of the source
+// block); a write that must wait, a full buffer (bulk: splice takes over),
+// the end of the stream or an error end the step.
+func (d *direction) relayStep() error {
+	d.op = opRelay
+	d.got, d.out = 0, nil
+	if err := d.srcRaw.Read(d.ioFn); err != nil {
+		return err
+	}
+	buf := d.buf
+	d.buf = nil
+	defer d.r.bufs.Put(buf)
+	if d.ioErr != nil {
+		return d.ioErr
+	}
+	if d.got == 0 {
+		return io.EOF
+	}
+	if len(d.out) > 0 {
+		d.op = opWrite
+		if err := d.dstRaw.Write(d.ioFn); err != nil {
+			return err
+		}
+		if d.ioErr != nil {
+			return d.ioErr
+		}
+	}
+	d.account(d.got)
+	if d.got == len(*buf) {
+		d.useSplice = true // bulk: let the kernel move the rest
+	}
+	return nil
+}
+
+// relayOnce is the RawConn.Read callback of relayStep.
+func (d *direction) relayOnce(fd uintptr) bool {
+	if d.buf == nil {
+		d.buf = d.r.bufs.Get().(*[]byte)
+	}
+	buf := *d.buf
+	for {
+		n, err := rawRead(int(fd), buf)
+		switch err {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			d.putBuf()
+			return false
+		}
+		d.got, d.ioErr = max(n, 0), err
+		if err != nil || n == 0 {
+			return true
+		}
+		d.out = buf[:n]
+		d.op = opWriteNow // d.ioFn is shared: the destination's callback
+		err = d.dstRaw.Write(d.ioFn)
+		d.op = opRelay
+		if err != nil {
+			d.ioErr = err
+			return true
+		}
+		if d.ioErr != nil || len(d.out) > 0 || n == len(buf) {
+			return true
+		}
+		d.account(n)
+		d.got = 0
+		d.putBuf() // an idle direction holds no buffer
+		return false
+	}
+}
+
+// writeNow writes d.out as far as the destination takes it now.
+func (d *direction) writeNow(fd uintptr) bool {
+	for len(d.out) > 0 {
+		n, err := rawWrite(int(fd), d.out)
+		switch err {
+		case nil:
+			d.out = d.out[n:]
+		case unix.EINTR:
+		case unix.EAGAIN:
+			return true // relayStep waits, outside the source's read
+		default:
+			d.ioErr, d.out = err, nil
+			return true
+		}
+	}
+	return true
+}
+
+func (d *direction) putBuf() {
+	d.r.bufs.Put(d.buf)
+	d.buf = nil
+}
+
 // replayElsewhere handles a backend that closed or reset before its first
 // byte: the session replays the client's bytes on another backend, or the
 // failure goes on to the client.
@@ -311,8 +421,7 @@ func (d *direction) readOnce(fd uintptr) bool {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
-			d.r.bufs.Put(d.buf)
-			d.buf = nil
+			d.putBuf()
 			return false
 		}
 		d.got, d.ioErr = max(n, 0), err
