@@ -11,14 +11,14 @@ import (
 )
 
 // runFloor is the least a user-space TCP proxy can do per connection: one
-// locked thread, one epoll, raw non-blocking IPv4 sockets and nothing else
-// (no health checks, retry, timeouts, metrics, splice or limits). Per
-// connection it makes accept4, socket, one setsockopt, connect, three
-// epoll_ctl, the reads and writes, one shutdown and two closes: fewer
-// system calls than HAProxy. The bench runs it to show where the floor lies: what any proxy
-// pays in the kernel, plus an event loop with no bookkeeping. A baseline
-// for the bench, never a product: a backend that never answers leaves its
-// client waiting for ever.
+// locked thread, one level-triggered epoll, raw non-blocking IPv4 sockets
+// and nothing else (no health checks, retry, timeouts, metrics, splice or
+// limits). Per connection it makes accept4, socket, one setsockopt,
+// connect, three epoll_ctl, the reads and writes, one shutdown and two
+// closes: fewer system calls than HAProxy. The bench runs it to show where
+// the floor lies: what any proxy pays in the kernel, plus an event loop
+// with no bookkeeping. A baseline for the bench, never a product: a
+// backend that never answers leaves its client waiting for ever.
 func runFloor(ctx context.Context, listen string, backends []string) error {
 	if len(backends) == 0 {
 		return errors.New("floor proxy: no backends")

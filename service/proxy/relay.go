@@ -268,16 +268,26 @@ func (d *direction) copyStep() error {
 		}
 	}
 	d.out = chunk
-	d.op = opWrite
-	if err := d.dstRaw.Write(d.ioFn); err != nil {
-		return err
-	}
-	if d.ioErr != nil {
-		return d.ioErr
+	return d.passOn(len(*buf))
+}
+
+// passOn writes what is left of d.out, waiting for the destination as
+// long as needed, and counts the d.got bytes read. A read that filled the
+// buffer means bulk: the direction switches to splice, so that the kernel
+// moves the rest.
+func (d *direction) passOn(bufLen int) error {
+	if len(d.out) > 0 {
+		d.op = opWrite
+		if err := d.dstRaw.Write(d.ioFn); err != nil {
+			return err
+		}
+		if d.ioErr != nil {
+			return d.ioErr
+		}
 	}
 	d.account(d.got)
-	if d.got == len(*buf) && d.sessWrite == nil {
-		d.useSplice = true // bulk: let the kernel move the rest
+	if d.got == bufLen {
+		d.useSplice = true
 	}
 	return nil
 }
@@ -306,57 +316,33 @@ func (d *direction) relayStep() error {
 	if d.got == 0 {
 		return io.EOF
 	}
-	if len(d.out) > 0 {
-		d.op = opWrite
-		if err := d.dstRaw.Write(d.ioFn); err != nil {
-			return err
-		}
-		if d.ioErr != nil {
-			return d.ioErr
-		}
-	}
-	d.account(d.got)
-	if d.got == len(*buf) {
-		d.useSplice = true // bulk: let the kernel move the rest
-	}
-	return nil
+	return d.passOn(len(*buf))
 }
 
 // relayOnce is the RawConn.Read callback of relayStep.
 func (d *direction) relayOnce(fd uintptr) bool {
-	if d.buf == nil {
-		d.buf = d.r.bufs.Get().(*[]byte)
+	if !d.readOnce(fd) {
+		return false // drained: the buffer went back before the wait
 	}
-	buf := *d.buf
-	for {
-		n, err := rawRead(int(fd), buf)
-		switch err {
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			d.putBuf()
-			return false
-		}
-		d.got, d.ioErr = max(n, 0), err
-		if err != nil || n == 0 {
-			return true
-		}
-		d.out = buf[:n]
-		d.op = opWriteNow // d.ioFn is shared: the destination's callback
-		err = d.dstRaw.Write(d.ioFn)
-		d.op = opRelay
-		if err != nil {
-			d.ioErr = err
-			return true
-		}
-		if d.ioErr != nil || len(d.out) > 0 || n == len(buf) {
-			return true
-		}
-		d.account(n)
-		d.got = 0
-		d.putBuf() // an idle direction holds no buffer
-		return false
+	n := d.got
+	if d.ioErr != nil || n == 0 {
+		return true
 	}
+	d.out = (*d.buf)[:n]
+	d.op = opWriteNow // d.ioFn is shared: the destination's callback
+	err := d.dstRaw.Write(d.ioFn)
+	d.op = opRelay
+	if err != nil {
+		d.ioErr = err
+		return true
+	}
+	if d.ioErr != nil || len(d.out) > 0 || n == len(*d.buf) {
+		return true
+	}
+	d.account(n)
+	d.got = 0
+	d.putBuf() // an idle direction holds no buffer
+	return false
 }
 
 // writeNow writes d.out as far as the destination takes it now.
