@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -66,8 +67,29 @@ func setup(m *testing.M) (int, error) {
 }
 
 // freePort returns a loopback port that was free a moment ago.
+//
+// It is picked below the kernel's ephemeral range. A port from
+// Listen(":0") comes from that range, where the tests' own client
+// connections take their source ports, so under load one of them could
+// hold it by the time the daemon binds it (seen once in CI: "bind: address
+// already in use" for the admin port of a restarted daemon).
 func freePort(t testing.TB) int {
 	t.Helper()
+	const lowest = 10000
+	ephemeralLow := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		fmt.Sscan(string(b), &ephemeralLow)
+	}
+	for range 200 {
+		if ephemeralLow <= lowest {
+			break // an unusual range: fall back to the kernel's pick
+		}
+		port := lowest + rand.IntN(ephemeralLow-lowest)
+		if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			ln.Close()
+			return port
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
