@@ -173,13 +173,13 @@ func (d *direction) io(fd uintptr) bool {
 	case opRead:
 		return d.readOnce(fd)
 	case opWrite:
-		return d.writeOnce(fd)
+		return d.write(fd, true)
 	case opSpliceIn:
 		return d.spliceInOnce(fd)
 	case opRelay:
 		return d.relayOnce(fd)
 	case opWriteNow:
-		return d.writeNow(fd)
+		return d.write(fd, false)
 	default:
 		return d.spliceOutOnce(fd)
 	}
@@ -345,24 +345,6 @@ func (d *direction) relayOnce(fd uintptr) bool {
 	return false
 }
 
-// writeNow writes d.out as far as the destination takes it now.
-func (d *direction) writeNow(fd uintptr) bool {
-	for len(d.out) > 0 {
-		n, err := rawWrite(int(fd), d.out)
-		switch err {
-		case nil:
-			d.out = d.out[n:]
-		case unix.EINTR:
-		case unix.EAGAIN:
-			return true // relayStep waits, outside the source's read
-		default:
-			d.ioErr, d.out = err, nil
-			return true
-		}
-	}
-	return true
-}
-
 func (d *direction) putBuf() {
 	d.r.bufs.Put(d.buf)
 	d.buf = nil
@@ -508,9 +490,11 @@ func (d *direction) account(n int) {
 	}
 }
 
-// writeOnce is the RawConn.Write callback of the copy path: it writes
-// d.out, waiting for writability as often as needed.
-func (d *direction) writeOnce(fd uintptr) bool {
+// write is the RawConn.Write callback of the copy path: it writes d.out.
+// When the destination is full it asks to wait for writability (wait), or
+// stops with the rest left in d.out (inside relayOnce, which must not wait
+// while it holds the source).
+func (d *direction) write(fd uintptr, wait bool) bool {
 	for len(d.out) > 0 {
 		n, err := rawWrite(int(fd), d.out)
 		switch err {
@@ -518,7 +502,7 @@ func (d *direction) writeOnce(fd uintptr) bool {
 			d.out = d.out[n:]
 		case unix.EINTR:
 		case unix.EAGAIN:
-			return false
+			return !wait
 		default:
 			d.ioErr, d.out = err, nil
 			return true
