@@ -14,8 +14,8 @@ func runCheck(_ context.Context, env Env, args []string) int {
 	var configPath, keepalivedConf string
 	fs := newFlags(env, "check", &configPath)
 	fs.StringVar(&keepalivedConf, "keepalived-conf", "", "also check this keepalived.conf: it must not declare a virtual_server for the VIP")
-	if err := fs.Parse(args); err != nil {
-		return ExitUsage
+	if code, ok := parseFlags(env, fs, args); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(env.Stderr, "vipproxy check: unexpected argument %q\n", fs.Arg(0))

@@ -1,13 +1,20 @@
 // Package cli implements the vipproxy command line: one file per command,
 // each a function from arguments to an exit code.
+//
+// Conventions (GNU and the Go tools): `vipproxy --help`, `-h`, `help` and
+// `vipproxy COMMAND --help` print usage on stdout and exit 0; `--version`
+// prints the version; a wrong flag or command prints the error and usage on
+// stderr and exits 2.
 package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/vipproxy/vipproxy/service/config"
 )
@@ -36,8 +43,8 @@ func commands() map[string]command {
 		"check":      {"validate a config and print the effective config", runCheck},
 		"probe":      {"exit 0 only if the local daemon is ready (keepalived track script)", runProbe},
 		"network":    {"render|apply|check|remove the dummy link, VIP and ARP sysctls", runNetwork},
-		"keepalived": {"render the keepalived vrrp_instance and vrrp_script", runKeepalived},
-		"units":      {"render the vipproxy.socket drop-in with the VIP listeners", runUnits},
+		"keepalived": {"print (or write with --out) the keepalived vrrp_instance and vrrp_script", runKeepalived},
+		"units":      {"render|write the vipproxy.socket drop-in with the VIP listeners", runUnits},
 		"version":    {"print the version", runVersion},
 	}
 }
@@ -45,13 +52,30 @@ func commands() map[string]command {
 // Main runs the command named by args[0] and returns the exit code.
 func Main(ctx context.Context, env Env, args []string) int {
 	cmds := commands()
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(env.Stderr, cmds)
 		return ExitUsage
 	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		usage(env.Stdout, cmds)
+		return ExitOK
+	case "help":
+		if len(args) > 1 {
+			return Main(ctx, env, []string{args[1], "--help"})
+		}
+		usage(env.Stdout, cmds)
+		return ExitOK
+	case "--version", "-version":
+		return runVersion(ctx, env, nil)
+	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
-		fmt.Fprintf(env.Stderr, "vipproxy: unknown command %q\n", args[0])
+		what := "command"
+		if strings.HasPrefix(args[0], "-") {
+			what = "flag"
+		}
+		fmt.Fprintf(env.Stderr, "vipproxy: unknown %s %q\n", what, args[0])
 		usage(env.Stderr, cmds)
 		return ExitUsage
 	}
@@ -65,17 +89,45 @@ func usage(w io.Writer, cmds map[string]command) {
 	}
 	sort.Strings(names)
 	fmt.Fprintln(w, "usage: vipproxy COMMAND [--config FILE] [flags]")
+	fmt.Fprintln(w, "       vipproxy help COMMAND | --help | --version")
+	fmt.Fprintln(w, "commands:")
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-11s %s\n", n, cmds[n].summary)
 	}
 }
 
 // newFlags makes a FlagSet for a command with the shared --config flag.
+// Parse it with parseFlags, which follows the help and exit conventions.
 func newFlags(env Env, name string, configPath *string) *flag.FlagSet {
 	fs := flag.NewFlagSet("vipproxy "+name, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
+	fs.Usage = func() {} // parseFlags prints usage where it belongs
 	fs.StringVar(configPath, "config", config.DefaultPath, "config file")
 	return fs
+}
+
+// parseFlags parses args. ok is false when the command should return code
+// at once: 0 after --help (usage on stdout), 2 after a bad flag (the error
+// and usage on stderr).
+func parseFlags(env Env, fs *flag.FlagSet, args []string) (code int, ok bool) {
+	err := fs.Parse(args)
+	if err == nil {
+		return ExitOK, true
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		flagUsage(env.Stdout, fs)
+		return ExitOK, false
+	}
+	flagUsage(env.Stderr, fs) // the flag package already printed the error
+	return ExitUsage, false
+}
+
+func flagUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: %s [flags]\nflags:\n", fs.Name())
+	prev := fs.Output()
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(prev)
 }
 
 // loadConfig loads the config and reports an error on stderr; ok is false
@@ -92,4 +144,10 @@ func loadConfig(env Env, path string) (*config.Config, bool) {
 func runVersion(_ context.Context, env Env, _ []string) int {
 	fmt.Fprintf(env.Stdout, "vipproxy %s\n", env.Version)
 	return ExitOK
+}
+
+// isHelp reports whether arg asks for help (for commands with a
+// subcommand, where the flag package has not run yet).
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
 }

@@ -14,8 +14,8 @@ func runKeepalived(_ context.Context, env Env, args []string) int {
 	var path, out string
 	fs := newFlags(env, "keepalived", &path)
 	fs.StringVar(&out, "out", "", "write to this file (atomically) instead of stdout")
-	if err := fs.Parse(args); err != nil {
-		return ExitUsage
+	if code, ok := parseFlags(env, fs, args); !ok {
+		return code
 	}
 	cfg, ok := loadConfig(env, path)
 	if !ok {

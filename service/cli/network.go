@@ -23,6 +23,10 @@ func runNetwork(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintln(env.Stderr, networkUsage)
 		return ExitUsage
 	}
+	if isHelp(args[0]) {
+		fmt.Fprintln(env.Stdout, networkUsage)
+		return ExitOK
+	}
 	sub := args[0]
 	var path, root string
 	var useNetlink bool
@@ -42,8 +46,8 @@ func runNetwork(ctx context.Context, env Env, args []string) int {
 	if sub == "apply" {
 		fs.DurationVar(&wait, "wait", 10*time.Second, "how long to wait for the link and VIP after a reload")
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		return ExitUsage
+	if code, ok := parseFlags(env, fs, args[1:]); !ok {
+		return code
 	}
 	cfg, ok := loadConfig(env, path)
 	if !ok {

@@ -19,8 +19,8 @@ func runProbe(ctx context.Context, env Env, args []string) int {
 	fs := newFlags(env, "probe", &path)
 	fs.StringVar(&addr, "admin", "", "admin endpoint to ask (host:port or unix:/path); default from the config")
 	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for an answer")
-	if err := fs.Parse(args); err != nil {
-		return ExitUsage
+	if code, ok := parseFlags(env, fs, args); !ok {
+		return code
 	}
 	if addr == "" {
 		cfg, ok := loadConfig(env, path)
@@ -42,7 +42,8 @@ func runProbe(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "vipproxy probe: not ready: /readyz answered %d: %s\n", code, strings.TrimSpace(body))
 		return ExitFailure
 	}
-	fmt.Fprintf(env.Stdout, "ready: %s\n", strings.TrimSpace(body))
+	// /readyz already says "ready: N/M backends healthy".
+	fmt.Fprintln(env.Stdout, strings.TrimSpace(body))
 	return ExitOK
 }
 

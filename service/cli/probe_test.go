@@ -20,7 +20,7 @@ func serveReadyz(t *testing.T, ln net.Listener, code int) {
 			return
 		}
 		w.WriteHeader(code)
-		w.Write([]byte("state\n"))
+		w.Write([]byte("ready: state\n"))
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })

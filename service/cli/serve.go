@@ -14,8 +14,8 @@ import (
 func runServe(ctx context.Context, env Env, args []string) int {
 	var path string
 	fs := newFlags(env, "serve", &path)
-	if err := fs.Parse(args); err != nil {
-		return ExitUsage
+	if code, ok := parseFlags(env, fs, args); !ok {
+		return code
 	}
 	if stop, err := startCPUProfile(os.Getenv("VIPPROXY_CPUPROFILE")); err != nil {
 		fmt.Fprintf(env.Stderr, "vipproxy serve: %v\n", err)

@@ -11,6 +11,10 @@ import (
 // runUnits writes the vipproxy.socket drop-in with one ListenStream per VIP.
 // Run `systemctl daemon-reload` and restart vipproxy.socket afterwards.
 func runUnits(_ context.Context, env Env, args []string) int {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprintln(env.Stdout, "usage: vipproxy units render [--config FILE] [--root DIR]")
+		return ExitOK
+	}
 	if len(args) == 0 || args[0] != "render" {
 		fmt.Fprintln(env.Stderr, "usage: vipproxy units render [--config FILE] [--root DIR]")
 		return ExitUsage
@@ -18,8 +22,8 @@ func runUnits(_ context.Context, env Env, args []string) int {
 	var path, root string
 	fs := newFlags(env, "units render", &path)
 	fs.StringVar(&root, "root", "/", "write under this directory instead of /")
-	if err := fs.Parse(args[1:]); err != nil {
-		return ExitUsage
+	if code, ok := parseFlags(env, fs, args[1:]); !ok {
+		return code
 	}
 	cfg, ok := loadConfig(env, path)
 	if !ok {
