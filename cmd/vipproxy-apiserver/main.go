@@ -1,6 +1,6 @@
 // Command vipproxy-apiserver is a stand-in mTLS Kubernetes apiserver for
 // tests, the demo and the VM tests; `vipproxy-apiserver pki` writes a test
-// PKI. See service/standin.
+// PKI. See internal/standin.
 package main
 
 import (
@@ -9,7 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/vipproxy/vipproxy/service/standin"
+	"github.com/vipproxy/vipproxy/internal/standin"
 )
 
 func main() {

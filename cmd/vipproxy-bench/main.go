@@ -1,5 +1,5 @@
 // Command vipproxy-bench measures vipproxy against a direct connection,
-// HAProxy and nginx on loopback: see service/bench.
+// HAProxy and nginx on loopback: see internal/bench.
 package main
 
 import (
@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/vipproxy/vipproxy/service/bench"
+	"github.com/vipproxy/vipproxy/internal/bench"
 )
 
 func main() {

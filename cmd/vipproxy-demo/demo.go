@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vipproxy/vipproxy/service/testpki"
+	"github.com/vipproxy/vipproxy/internal/testpki"
 )
 
 // demoOptions say where the binaries are and how much to show.

@@ -101,9 +101,9 @@ func withHeaders(next http.Handler) http.Handler {
 	})
 }
 
-// Readiness counts the backends that take new connections: up and not
+// readiness counts the backends that take new connections: up and not
 // draining. Ready needs the daemon ready and at least one of them.
-func Readiness(st Status) (ready bool, healthy, total int) {
+func readiness(st Status) (ready bool, healthy, total int) {
 	for _, b := range st.Backends {
 		if b.State == health.Up.String() && !b.Draining {
 			healthy++
@@ -113,7 +113,7 @@ func Readiness(st Status) (ready bool, healthy, total int) {
 }
 
 func serveReadyz(w http.ResponseWriter, st Status) {
-	ready, healthy, total := Readiness(st)
+	ready, healthy, total := readiness(st)
 	switch {
 	case ready:
 		text(w, http.StatusOK, fmt.Sprintf("ready: %d/%d backends healthy\n", healthy, total))

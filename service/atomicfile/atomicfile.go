@@ -64,8 +64,8 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// Unchanged reports whether path already holds exactly data.
-func Unchanged(path string, data []byte) bool {
+// unchanged reports whether path already holds exactly data.
+func unchanged(path string, data []byte) bool {
 	old, err := os.ReadFile(path)
 	return err == nil && bytes.Equal(old, data)
 }
@@ -105,7 +105,7 @@ func WriteSetUndo(files []File, write WriteFunc) (changed []string, undo func() 
 		return errors.Join(errs...)
 	}
 	for _, f := range files {
-		if Unchanged(f.Path, f.Data) {
+		if unchanged(f.Path, f.Data) {
 			continue
 		}
 		b := backup{path: f.Path}

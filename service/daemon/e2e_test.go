@@ -20,7 +20,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/vipproxy/vipproxy/service/standin"
+	"github.com/vipproxy/vipproxy/internal/standin"
 )
 
 // 1. Round-robin gives each of three backends its share.

@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipproxy/vipproxy/service/standin"
+	"github.com/vipproxy/vipproxy/internal/standin"
 )
 
 // The health settings of the harness (settings.toml): interval = timeout

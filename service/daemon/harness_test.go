@@ -23,8 +23,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipproxy/vipproxy/service/standin"
-	"github.com/vipproxy/vipproxy/service/testpki"
+	"github.com/vipproxy/vipproxy/internal/standin"
+	"github.com/vipproxy/vipproxy/internal/testpki"
 )
 
 var (

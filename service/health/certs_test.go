@@ -3,7 +3,7 @@ package health
 import (
 	"testing"
 
-	"github.com/vipproxy/vipproxy/service/testpki"
+	"github.com/vipproxy/vipproxy/internal/testpki"
 )
 
 // newTestPKI writes a throwaway CA, a server certificate for 127.0.0.1

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vipproxy/vipproxy/internal/testpki"
 	"github.com/vipproxy/vipproxy/service/config"
-	"github.com/vipproxy/vipproxy/service/testpki"
 )
 
 // events records every event a checker emits.

@@ -35,7 +35,7 @@ func (l *Backoff) Accept() (net.Conn, error) {
 	delay := 5 * time.Millisecond
 	for {
 		c, err := l.Listener.Accept()
-		if err == nil || !Transient(err) {
+		if err == nil || !transient(err) {
 			return c, err
 		}
 		if l.OnError != nil {
@@ -58,9 +58,9 @@ func (l *Backoff) Close() error {
 	return l.Listener.Close()
 }
 
-// Transient reports whether an accept (or socket) error is a passing
+// transient reports whether an accept (or socket) error is a passing
 // shortage or a client that gave up, rather than a broken listener.
-func Transient(err error) bool {
+func transient(err error) bool {
 	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EPROTO, syscall.EPERM, syscall.EINTR} {
 		if errors.Is(err, e) {
 			return true

@@ -54,7 +54,7 @@ func Open(ctx context.Context, vips []netip.Addr, port uint16) (*Set, error) {
 	}
 	set := &Set{}
 	for _, vip := range vips {
-		ln, err := FreeBind(ctx, netip.AddrPortFrom(vip, port))
+		ln, err := freeBind(ctx, netip.AddrPortFrom(vip, port))
 		if err != nil {
 			set.Close()
 			return nil, err
@@ -83,9 +83,9 @@ func fromActivation(named map[string][]net.Listener) (*Set, error) {
 	return set, nil
 }
 
-// FreeBind listens on addr with IP_FREEBIND (IPV6_FREEBIND for IPv6), so
+// freeBind listens on addr with IP_FREEBIND (IPV6_FREEBIND for IPv6), so
 // the address need not be configured on this host yet.
-func FreeBind(ctx context.Context, addr netip.AddrPort) (net.Listener, error) {
+func freeBind(ctx context.Context, addr netip.AddrPort) (net.Listener, error) {
 	lc := net.ListenConfig{Control: func(network, _ string, c syscall.RawConn) error {
 		var serr error
 		err := c.Control(func(fd uintptr) {

@@ -19,9 +19,9 @@ func TestFreeBindNonLocal(t *testing.T) {
 		ln.Close()
 		t.Skip("192.0.2.57 is configured on this host; cannot show the difference")
 	}
-	ln, err := FreeBind(context.Background(), addr)
+	ln, err := freeBind(context.Background(), addr)
 	if err != nil {
-		t.Fatalf("FreeBind(%s): %v", addr, err)
+		t.Fatalf("freeBind(%s): %v", addr, err)
 	}
 	defer ln.Close()
 	if got := ln.Addr().String(); got != addr.String() {
@@ -30,7 +30,7 @@ func TestFreeBindNonLocal(t *testing.T) {
 }
 
 func TestFreeBindServesLoopback(t *testing.T) {
-	ln, err := FreeBind(context.Background(), netip.MustParseAddrPort("127.0.0.1:0"))
+	ln, err := freeBind(context.Background(), netip.MustParseAddrPort("127.0.0.1:0"))
 	if err != nil {
 		t.Fatal(err)
 	}

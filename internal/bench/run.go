@@ -17,8 +17,8 @@ import (
 	"time"
 )
 
-// Options configure one bench run.
-type Options struct {
+// options configure one bench run.
+type options struct {
 	Reps          int               // interleaved repetitions of every figure
 	Duration      time.Duration     // length of one throughput, rate or latency run
 	IdleConns     int               // idle connections held
@@ -37,7 +37,7 @@ type Options struct {
 }
 
 type runner struct {
-	opt      Options
+	opt      options
 	log      io.Writer
 	dir      string
 	self     string
@@ -65,8 +65,8 @@ func pinLayout(pin string) (proxy, load string, err error) {
 	return "", "", fmt.Errorf("--pin %q: want one, split or none", pin)
 }
 
-// Run measures every figure and prints the table.
-func Run(ctx context.Context, opt Options, stdout, stderr io.Writer) error {
+// run measures every figure and prints the table.
+func run(ctx context.Context, opt options, stdout, stderr io.Writer) error {
 	proxyCPU, loadCPU, err := pinLayout(opt.Pin)
 	if err != nil {
 		return err

@@ -16,7 +16,7 @@ func TestWriteChainsAndHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, err := LoadPool(f.CA)
+	pool, err := loadPool(f.CA)
 	if err != nil {
 		t.Fatal(err)
 	}

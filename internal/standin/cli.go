@@ -11,7 +11,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/vipproxy/vipproxy/service/testpki"
+	"github.com/vipproxy/vipproxy/internal/testpki"
 )
 
 // Main is the vipproxy-apiserver command: serve a stand-in apiserver, or

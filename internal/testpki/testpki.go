@@ -148,7 +148,7 @@ func (f *Files) ServerTLS() (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load server certificate: %w", err)
 	}
-	pool, err := LoadPool(f.CA)
+	pool, err := loadPool(f.CA)
 	if err != nil {
 		return nil, err
 	}
@@ -167,15 +167,15 @@ func (f *Files) ClientTLS() (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load client certificate: %w", err)
 	}
-	pool, err := LoadPool(f.CA)
+	pool, err := loadPool(f.CA)
 	if err != nil {
 		return nil, err
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
-// LoadPool reads a PEM CA bundle.
-func LoadPool(path string) (*x509.CertPool, error) {
+// loadPool reads a PEM CA bundle.
+func loadPool(path string) (*x509.CertPool, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read CA: %w", err)

@@ -34,7 +34,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("vipproxy-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var opt Options
+	var opt options
 	var contenders, figures string
 	fs.IntVar(&opt.Reps, "reps", 5, "interleaved repetitions of every figure (medians are reported)")
 	fs.DurationVar(&opt.Duration, "duration", 2*time.Second, "length of one throughput, rate or latency run")
@@ -70,7 +70,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "vipproxy-bench: --reps 1..20, --duration up to 1m, --idle and --failover-rate > 0, --nice -20..19")
 		return 2
 	}
-	if err := Run(ctx, opt, stdout, stderr); err != nil {
+	if err := run(ctx, opt, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "vipproxy-bench: %v\n", err)
 		return 1
 	}

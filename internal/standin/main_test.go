@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipproxy/vipproxy/service/testpki"
+	"github.com/vipproxy/vipproxy/internal/testpki"
 )
 
 // TestMain lets the test binary run as vipproxy-apiserver in a child

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipproxy/vipproxy/service/testpki"
+	"github.com/vipproxy/vipproxy/internal/testpki"
 )
 
 // start runs a stand-in on a free loopback port with a fresh PKI.
@@ -114,11 +114,12 @@ func TestFailFileAndReadyFile(t *testing.T) {
 // CA, no request gets through.
 func TestMTLSRequired(t *testing.T) {
 	srv, files := start(t, Options{Name: "cp1"})
-	pool, err := testpki.LoadPool(files.CA)
+	noCertTLS, err := files.ClientTLS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	noCert := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
+	noCertTLS.Certificates = nil // verifies the server, presents nothing
+	noCert := &http.Client{Transport: &http.Transport{TLSClientConfig: noCertTLS}, Timeout: 10 * time.Second}
 	if resp, err := noCert.Get("https://" + srv.Addr() + "/name"); err == nil {
 		resp.Body.Close()
 		t.Fatalf("a client without a certificate got %s", resp.Status)
@@ -134,7 +135,7 @@ func TestMTLSRequired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	foreign := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{otherCert}}}, Timeout: 10 * time.Second}
+	foreign := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: noCertTLS.RootCAs, Certificates: []tls.Certificate{otherCert}}}, Timeout: 10 * time.Second}
 	if resp, err := foreign.Get("https://" + srv.Addr() + "/name"); err == nil {
 		resp.Body.Close()
 		t.Fatalf("a client with a certificate from another CA got %s", resp.Status)

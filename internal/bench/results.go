@@ -86,7 +86,7 @@ func atMost(x float64, unit string) *goal {
 	return &goal{text: fmt.Sprintf("≤ %g %s", x, unit), limit: x}
 }
 
-func figureSpecs(opt Options) []figureSpec {
+func figureSpecs(opt options) []figureSpec {
 	var fs []figureSpec
 	for _, s := range []int{1, 8} {
 		for _, d := range []string{"up", "down"} {
@@ -149,7 +149,7 @@ func figureSpecs(opt Options) []figureSpec {
 
 // render writes the one table: every figure, every contender, each
 // contender's ratio to HAProxy, vipproxy's goal and whether it is met.
-func (r *results) render(contenders []string, opt Options) string {
+func (r *results) render(contenders []string, opt options) string {
 	var b strings.Builder
 	var others []string
 	for _, c := range contenders {
@@ -301,7 +301,7 @@ func version(bin, flag string) string {
 
 // spread is, per figure and contender, (max-min)/median over the
 // repetitions: how far to trust a ratio on a shared machine.
-func (r *results) spread(contenders []string, opt Options) string {
+func (r *results) spread(contenders []string, opt options) string {
 	var b strings.Builder
 	for _, f := range figureSpecs(opt) {
 		if r.vals[f.key] == nil || f.sum {
