@@ -5,6 +5,7 @@ package config
 
 import (
 	"net/netip"
+	"os"
 	"time"
 )
 
@@ -152,7 +153,8 @@ type Keepalived struct {
 	UnicastSrcIP string   `toml:"unicast_src_ip"`
 	UnicastPeers []string `toml:"unicast_peers"`
 	AuthPass     string   `toml:"auth_pass"`
-	// ProbeCommand is what the vrrp_script runs.
+	// ProbeCommand is what the vrrp_script runs; by default this very
+	// binary (see selfProbe).
 	ProbeCommand string `toml:"probe_command"`
 }
 
@@ -203,8 +205,20 @@ func Default() Config {
 		},
 		Keepalived: Keepalived{
 			Instance: "vipproxy", RouterID: 51, Priority: 100, State: "BACKUP", AdvertInt: 1,
-			ProbeCommand: "/usr/bin/vipproxy probe",
+			ProbeCommand: selfProbe(),
 		},
 		Log: Log{Level: "info"},
 	}
+}
+
+// selfProbe is the default probe_command: `probe` of the vipproxy binary
+// that reads the config, wherever it is installed (/usr/bin on Debian, a
+// store path on NixOS, which has no /usr/bin/vipproxy). When the path is
+// unknown the default is empty and validation asks for probe_command.
+func selfProbe() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	return exe + " probe"
 }

@@ -236,3 +236,16 @@ func FuzzParse(f *testing.F) {
 		assertRoundTrip(t, cfg)
 	})
 }
+
+// TestDefaultProbeIsThisBinary: keepalived's track script runs the vipproxy
+// that rendered it, never an assumed /usr/bin/vipproxy (NixOS has none: the
+// script would not exist and keepalived would drop it).
+func TestDefaultProbeIsThisBinary(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := Default().Keepalived.ProbeCommand, exe+" probe"; got != want {
+		t.Errorf("default probe_command = %q; want %q", got, want)
+	}
+}

@@ -1,6 +1,7 @@
 package keepalived
 
 import (
+	"bytes"
 	"flag"
 	"os"
 	"path/filepath"
@@ -22,6 +23,15 @@ func parseConfig(t *testing.T, lines ...string) *config.Config {
 	return cfg
 }
 
+func selfExe(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
 var goldenCases = map[string][]string{
 	"minimal": {`[vip]`, `addresses = ["192.168.1.100"]`, `[network]`, `uplinks = ["eth1"]`},
 	"unicast-auth": {`[vip]`, `addresses = ["192.168.1.100"]`, `[network]`, `uplinks = ["eth1"]`,
@@ -39,6 +49,8 @@ func TestRenderGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The default probe_command is this (test) binary's own path.
+			got = bytes.ReplaceAll(got, []byte(selfExe(t)+" probe"), []byte("SELF probe"))
 			golden := filepath.Join("testdata/golden", name+".conf")
 			if *update {
 				os.MkdirAll(filepath.Dir(golden), 0o755)
