@@ -142,7 +142,7 @@ func figureSpecs(opt options) []figureSpec {
 		figureSpec{key: "ready", label: "start to READY=1, ms", goal: atMost(100, "ms")},
 	)
 	for _, a := range []string{"amd64", "arm64", "riscv64"} {
-		fs = append(fs, figureSpec{key: "size-" + a, label: "stripped static binary MB, linux/" + a, goal: atMost(10, "MB")})
+		fs = append(fs, figureSpec{key: "size-" + a, label: "stripped static binary MB, linux/" + a, goal: atMost(8, "MB")})
 	}
 	return fs
 }

@@ -11,8 +11,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/vipproxy/vipproxy/service/health"
 	"github.com/vipproxy/vipproxy/service/metrics"
 )
@@ -69,11 +67,7 @@ var ErrUnknownBackend = errors.New("unknown backend")
 func Handler(src Source, m *metrics.Metrics, opts Options) http.Handler {
 	mux := http.NewServeMux()
 	if m != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry(), promhttp.HandlerOpts{
-			ErrorHandling:       promhttp.ContinueOnError,
-			MaxRequestsInFlight: 4, // scrapes are cheap but not free
-			Timeout:             10 * time.Second,
-		}))
+		mux.Handle("GET /metrics", m.Handler())
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		// Answering at all is the proof of life.

@@ -193,6 +193,10 @@ func TestMetricsEndpointParses(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("/metrics: %d", resp.StatusCode)
 	}
+	// Prometheus 3 refuses a scrape whose Content-Type it cannot read.
+	if f := expfmt.ResponseFormat(resp.Header); f.FormatType() != expfmt.TypeTextPlain {
+		t.Fatalf("Content-Type %q is not the text format (%v)", resp.Header.Get("Content-Type"), f)
+	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {

@@ -1,31 +1,34 @@
-// Package metrics holds vipproxy's Prometheus collectors on a private
-// registry: nothing is registered globally, so tests and reloads can make
-// as many as they like.
+// Package metrics holds vipproxy's metrics and writes them in the
+// Prometheus text format. Nothing is global, so tests and reloads can make
+// as many sets as they like.
+//
+// It is a small hand-written exposition rather than client_golang, which
+// cost 2.9 MB of the binary (a net/http program with it: 8.31 MB, without:
+// 5.38 MB). vipproxy needs counters, gauges, fixed-bucket histograms,
+// deleting a removed backend's series and the text format; all of that
+// fits in a few hundred lines.
 package metrics
 
 import (
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// Metrics is every collector vipproxy exports.
+// Metrics is every series vipproxy exports.
 type Metrics struct {
-	registry *prometheus.Registry
+	families []*family
 
-	ConnectionsTotal    *prometheus.CounterVec   // vipproxy_connections_total{backend}
-	ConnectionsOpen     *prometheus.GaugeVec     // vipproxy_connections_open{backend}
-	DialErrors          *prometheus.CounterVec   // vipproxy_dial_errors_total{backend}
-	DialRetries         prometheus.Counter       // vipproxy_dial_retries_total
-	Rejected            *prometheus.CounterVec   // vipproxy_connections_rejected_total{reason}
-	Bytes               *prometheus.CounterVec   // vipproxy_bytes_total{backend,direction}
-	BackendUp           *prometheus.GaugeVec     // vipproxy_backend_up{backend}
-	HealthChecks        *prometheus.CounterVec   // vipproxy_health_checks_total{backend,result}
-	HealthCheckDuration *prometheus.HistogramVec // vipproxy_health_check_duration_seconds{backend}
-	AcceptErrors        *prometheus.CounterVec   // vipproxy_accept_errors_total{reason}
-	Reloads             *prometheus.CounterVec   // vipproxy_reloads_total{result}
-	LastReloadSuccess   prometheus.Gauge         // vipproxy_config_last_reload_success
+	ConnectionsTotal    CounterVec   // vipproxy_connections_total{backend}
+	ConnectionsOpen     GaugeVec     // vipproxy_connections_open{backend}
+	DialErrors          CounterVec   // vipproxy_dial_errors_total{backend}
+	DialRetries         *Counter     // vipproxy_dial_retries_total
+	Rejected            CounterVec   // vipproxy_connections_rejected_total{reason}
+	Bytes               CounterVec   // vipproxy_bytes_total{backend,direction}
+	BackendUp           GaugeVec     // vipproxy_backend_up{backend}
+	HealthChecks        CounterVec   // vipproxy_health_checks_total{backend,result}
+	HealthCheckDuration HistogramVec // vipproxy_health_check_duration_seconds{backend}
+	AcceptErrors        CounterVec   // vipproxy_accept_errors_total{reason}
+	Reloads             CounterVec   // vipproxy_reloads_total{result}
+	LastReloadSuccess   *Gauge       // vipproxy_config_last_reload_success
 }
 
 // Label values used across the daemon.
@@ -40,55 +43,44 @@ const (
 	checkFailure    = "failure"
 )
 
-// New creates the collectors and registers them, with the Go runtime and
-// process collectors, on a fresh registry.
+// checkBuckets are the health check latency bounds: 0.5 ms .. ~4 s.
+var checkBuckets = ExponentialBuckets(0.0005, 2, 14)
+
+func (m *Metrics) add(name, kind, help string, labels ...string) *family {
+	f := newFamily(name, kind, help, labels...)
+	m.families = append(m.families, f)
+	return f
+}
+
+func (m *Metrics) counters(name, help string, labels ...string) CounterVec {
+	return CounterVec{f: m.add(name, "counter", help, labels...), mk: func() *Counter { return new(Counter) }}
+}
+
+func (m *Metrics) gauges(name, help string, labels ...string) GaugeVec {
+	return GaugeVec{f: m.add(name, "gauge", help, labels...), mk: func() *Gauge { return new(Gauge) }}
+}
+
+func (m *Metrics) histograms(name, help string, buckets []float64, labels ...string) HistogramVec {
+	return HistogramVec{f: m.add(name, "histogram", help, labels...), mk: func() *Histogram { return newHistogram(buckets) }}
+}
+
+// New creates the series. Families are written in the order they are
+// made here, so keep it sorted by name for a reader of /metrics.
 func New() *Metrics {
-	m := &Metrics{
-		registry: prometheus.NewRegistry(),
-		ConnectionsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vipproxy_connections_total", Help: "Client connections proxied to each backend.",
-		}, []string{"backend"}),
-		ConnectionsOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "vipproxy_connections_open", Help: "Client connections open to each backend now.",
-		}, []string{"backend"}),
-		DialErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vipproxy_dial_errors_total", Help: "Failed dials to each backend (the client was retried elsewhere if attempts remained).",
-		}, []string{"backend"}),
-		DialRetries: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "vipproxy_dial_retries_total", Help: "Client connections moved to another backend after a failed dial.",
-		}),
-		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vipproxy_connections_rejected_total", Help: "Client connections closed without a backend, by reason (no_backend, limit).",
-		}, []string{"reason"}),
-		Bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vipproxy_bytes_total", Help: "Bytes copied per backend and direction (to_backend, to_client).",
-		}, []string{"backend", "direction"}),
-		BackendUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "vipproxy_backend_up", Help: "1 if the backend passes its health checks, else 0.",
-		}, []string{"backend"}),
-		HealthChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vipproxy_health_checks_total", Help: "Health checks per backend and result (success, failure).",
-		}, []string{"backend", "result"}),
-		HealthCheckDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "vipproxy_health_check_duration_seconds", Help: "Health check latency per backend.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14), // 0.5 ms .. ~4 s
-		}, []string{"backend"}),
-		AcceptErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vipproxy_accept_errors_total", Help: "Errors accepting client connections, by reason (e.g. emfile).",
-		}, []string{"reason"}),
-		Reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vipproxy_reloads_total", Help: "Config reloads by result (ok, error).",
-		}, []string{"result"}),
-		LastReloadSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "vipproxy_config_last_reload_success", Help: "1 if the last config reload succeeded (or none was tried), 0 if it failed.",
-		}),
-	}
-	m.registry.MustRegister(
-		m.ConnectionsTotal, m.ConnectionsOpen, m.DialErrors, m.DialRetries, m.Rejected, m.Bytes,
-		m.BackendUp, m.HealthChecks, m.HealthCheckDuration, m.AcceptErrors, m.Reloads, m.LastReloadSuccess,
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
+	m := &Metrics{}
+	m.AcceptErrors = m.counters("vipproxy_accept_errors_total", "Errors accepting client connections, by reason (e.g. emfile).", "reason")
+	m.BackendUp = m.gauges("vipproxy_backend_up", "1 if the backend passes its health checks, else 0.", "backend")
+	m.Bytes = m.counters("vipproxy_bytes_total", "Bytes copied per backend and direction (to_backend, to_client).", "backend", "direction")
+	m.LastReloadSuccess = m.gauges("vipproxy_config_last_reload_success", "1 if the last config reload succeeded (or none was tried), 0 if it failed.").WithLabelValues()
+	m.ConnectionsOpen = m.gauges("vipproxy_connections_open", "Client connections open to each backend now.", "backend")
+	m.Rejected = m.counters("vipproxy_connections_rejected_total", "Client connections closed without a backend, by reason (no_backend, limit).", "reason")
+	m.ConnectionsTotal = m.counters("vipproxy_connections_total", "Client connections proxied to each backend.", "backend")
+	m.DialErrors = m.counters("vipproxy_dial_errors_total", "Failed dials to each backend (the client was retried elsewhere if attempts remained).", "backend")
+	m.DialRetries = m.counters("vipproxy_dial_retries_total", "Client connections moved to another backend after a failed dial.").WithLabelValues()
+	m.HealthCheckDuration = m.histograms("vipproxy_health_check_duration_seconds", "Health check latency per backend.", checkBuckets, "backend")
+	m.HealthChecks = m.counters("vipproxy_health_checks_total", "Health checks per backend and result (success, failure).", "backend", "result")
+	m.Reloads = m.counters("vipproxy_reloads_total", "Config reloads by result (ok, error).", "result")
+
 	// Known label values start at 0 so rate() and alerts see them at once.
 	m.Rejected.WithLabelValues(RejectNoBackend)
 	m.Rejected.WithLabelValues(RejectLimit)
@@ -98,18 +90,15 @@ func New() *Metrics {
 	return m
 }
 
-// Registry is what /metrics serves.
-func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
-
 // BackendMetrics are one backend's series, resolved once so the proxy's
 // hot path does no label lookups.
 type BackendMetrics struct {
-	ConnectionsTotal prometheus.Counter
-	ConnectionsOpen  prometheus.Gauge
-	DialErrors       prometheus.Counter
-	BytesToBackend   prometheus.Counter
-	BytesToClient    prometheus.Counter
-	Up               prometheus.Gauge
+	ConnectionsTotal *Counter
+	ConnectionsOpen  *Gauge
+	DialErrors       *Counter
+	BytesToBackend   *Counter
+	BytesToClient    *Counter
+	Up               *Gauge
 }
 
 // Backend returns the series of the backend name, creating them at 0.
@@ -137,12 +126,7 @@ func (m *Metrics) ObserveCheck(backend string, ok bool, latency time.Duration) {
 // Forget deletes every series of a removed backend, so /metrics does not
 // report backends that no longer exist.
 func (m *Metrics) Forget(backend string) {
-	labels := prometheus.Labels{"backend": backend}
-	m.ConnectionsTotal.DeletePartialMatch(labels)
-	m.ConnectionsOpen.DeletePartialMatch(labels)
-	m.DialErrors.DeletePartialMatch(labels)
-	m.Bytes.DeletePartialMatch(labels)
-	m.BackendUp.DeletePartialMatch(labels)
-	m.HealthChecks.DeletePartialMatch(labels)
-	m.HealthCheckDuration.DeletePartialMatch(labels)
+	for _, f := range m.families {
+		f.deleteMatching("backend", backend)
+	}
 }

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"bytes"
+	"os"
 	"testing"
 	"time"
 
@@ -10,23 +11,14 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// scrape renders the registry as Prometheus text and parses it back, as
+// scrape renders the metrics as Prometheus text and parses it back, as
 // a Prometheus server would.
 func scrape(t *testing.T, m *Metrics) map[string]*dto.MetricFamily {
 	t.Helper()
-	families, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	var buf bytes.Buffer
-	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
-	for _, f := range families {
-		if err := enc.Encode(f); err != nil {
-			t.Fatalf("encode %s: %v", f.GetName(), err)
-		}
-	}
+	// prometheus/common's parser is Prometheus' own: stricter than
+	// anything written here, and only a test dependency.
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	parsed, err := parser.TextToMetricFamilies(&buf)
+	parsed, err := parser.TextToMetricFamilies(bytes.NewReader(m.Expose()))
 	if err != nil {
 		t.Fatalf("parse the text exposition: %v", err)
 	}
@@ -157,5 +149,73 @@ func TestRegistriesAreIndependent(t *testing.T) {
 	a.DialRetries.Inc()
 	if v, _ := value(t, scrape(t, b), "vipproxy_dial_retries_total", nil); v != 0 {
 		t.Fatalf("second registry sees the first one's counter: %v", v)
+	}
+}
+
+func TestHistogramBucketsAreCumulative(t *testing.T) {
+	m := New()
+	for _, d := range []time.Duration{400 * time.Microsecond, 500 * time.Microsecond, 3 * time.Millisecond, time.Minute} {
+		m.ObserveCheck("api-a", true, d)
+	}
+	h := scrape(t, m)["vipproxy_health_check_duration_seconds"].Metric[0].Histogram
+	if h.GetSampleCount() != 4 || h.GetSampleSum() < 60 {
+		t.Fatalf("count %d sum %v, want 4 and > 60", h.GetSampleCount(), h.GetSampleSum())
+	}
+	want := map[float64]uint64{0.0005: 2, 0.001: 2, 0.004: 3, 4.096: 3} // le is inclusive
+	for _, b := range h.Bucket {
+		if n, ok := want[b.GetUpperBound()]; ok && b.GetCumulativeCount() != n {
+			t.Errorf("bucket le=%v holds %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), n)
+		}
+	}
+	if len(h.Bucket) != len(checkBuckets)+1 { // and +Inf
+		t.Errorf("%d buckets, want %d", len(h.Bucket), len(checkBuckets)+1)
+	}
+}
+
+func TestLabelValuesAreEscaped(t *testing.T) {
+	m := New()
+	odd := "a\"b\\c\nd"
+	m.Backend(odd).ConnectionsTotal.Inc()
+	if v, ok := value(t, scrape(t, m), "vipproxy_connections_total", map[string]string{"backend": odd}); !ok || v != 1 {
+		t.Fatalf("backend %q: %v %v", odd, v, ok)
+	}
+}
+
+// The go_* and process_* series keep client_golang's names and types, and
+// read this process, as dashboards for Go services expect.
+func TestRuntimeAndProcessSeries(t *testing.T) {
+	fams := scrape(t, New())
+	for name, typ := range map[string]dto.MetricType{
+		"go_goroutines": dto.MetricType_GAUGE, "go_threads": dto.MetricType_GAUGE, "go_info": dto.MetricType_GAUGE,
+		"go_gc_duration_seconds": dto.MetricType_SUMMARY, "go_memstats_alloc_bytes_total": dto.MetricType_COUNTER,
+		"go_memstats_heap_inuse_bytes": dto.MetricType_GAUGE, "process_cpu_seconds_total": dto.MetricType_COUNTER,
+		"process_open_fds": dto.MetricType_GAUGE, "process_max_fds": dto.MetricType_GAUGE,
+		"process_resident_memory_bytes": dto.MetricType_GAUGE, "process_virtual_memory_bytes": dto.MetricType_GAUGE,
+		"process_start_time_seconds": dto.MetricType_GAUGE,
+	} {
+		if f, ok := fams[name]; !ok || f.GetType() != typ {
+			t.Errorf("%s: missing or not a %v", name, typ)
+		}
+	}
+	// Open a known number of extra descriptors and see them counted.
+	before := fams["process_open_fds"].Metric[0].Gauge.GetValue()
+	var files []*os.File
+	for range 5 {
+		f, err := os.Open("/dev/null")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		files = append(files, f)
+	}
+	if after := scrape(t, New())["process_open_fds"].Metric[0].Gauge.GetValue(); after != before+float64(len(files)) {
+		t.Errorf("process_open_fds %v after opening %d files, was %v", after, len(files), before)
+	}
+	if rss := fams["process_resident_memory_bytes"].Metric[0].Gauge.GetValue(); rss < 1<<20 {
+		t.Errorf("resident memory %v bytes: not read from this process", rss)
+	}
+	start := time.Unix(int64(fams["process_start_time_seconds"].Metric[0].Gauge.GetValue()), 0)
+	if since := time.Since(start); since < 0 || since > time.Hour {
+		t.Errorf("process started %v ago: not this test process", since)
 	}
 }

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/inetaf/tcpproxy"
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
 	"github.com/vipproxy/vipproxy/service/balance"
+	"github.com/vipproxy/vipproxy/service/metrics"
 	"github.com/vipproxy/vipproxy/service/listen"
 )
 
@@ -42,9 +42,9 @@ type Options struct {
 
 // Counters are the proxy-wide metrics; per-backend ones live on the backend.
 type Counters struct {
-	Retries           prometheus.Counter
-	RejectedNoBackend prometheus.Counter
-	RejectedLimit     prometheus.Counter
+	Retries           *metrics.Counter
+	RejectedNoBackend *metrics.Counter
+	RejectedLimit     *metrics.Counter
 	// AcceptErrors counts accept and descriptor errors by reason.
 	AcceptErrors func(reason string)
 }

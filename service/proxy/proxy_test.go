@@ -14,11 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/metrics"
 )
 
 // echoBackend echoes every byte and half-closes when the client does.
@@ -69,7 +68,7 @@ func deadAddress(t testing.TB) string {
 }
 
 func testCounters() Counters {
-	c := func() prometheus.Counter { return prometheus.NewCounter(prometheus.CounterOpts{Name: "x"}) }
+	c := func() *metrics.Counter { return new(metrics.Counter) }
 	return Counters{Retries: c(), RejectedNoBackend: c(), RejectedLimit: c()}
 }
 
@@ -175,13 +174,9 @@ func TestBytesAreCounted(t *testing.T) {
 	}
 }
 
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
+func counterValue(t *testing.T, c *metrics.Counter) float64 {
 	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
+	return float64(c.Value())
 }
 
 // TestBackendByDNSName: a backend given by name is resolved and reached.

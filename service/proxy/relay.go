@@ -10,8 +10,9 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
+
+	"github.com/vipproxy/vipproxy/service/metrics"
 )
 
 const (
@@ -115,7 +116,7 @@ type direction struct {
 	dst, src  *net.TCPConn
 	srcRaw    syscall.RawConn
 	dstRaw    syscall.RawConn
-	count     prometheus.Counter
+	count     *metrics.Counter
 	useSplice bool
 	n         int64
 	buf       *[]byte
@@ -159,7 +160,7 @@ const (
 
 // init sets up a direction from src to dst, whose RawConns the caller
 // made once for both directions.
-func (d *direction) init(r *relayer, s *session, dst *net.TCPConn, dstRaw syscall.RawConn, src *net.TCPConn, srcRaw syscall.RawConn, count prometheus.Counter) {
+func (d *direction) init(r *relayer, s *session, dst *net.TCPConn, dstRaw syscall.RawConn, src *net.TCPConn, srcRaw syscall.RawConn, count *metrics.Counter) {
 	d.r, d.sess, d.count = r, s, count
 	d.dst, d.dstRaw = dst, dstRaw
 	d.src, d.srcRaw = src, srcRaw
@@ -486,7 +487,7 @@ func (d *direction) returnPipe() {
 func (d *direction) account(n int) {
 	d.n += int64(n)
 	if d.count != nil {
-		d.count.Add(float64(n))
+		d.count.Add(uint64(n))
 	}
 }
 
