@@ -27,7 +27,7 @@ buildGo126Module {
   # NAR hash of `go mod vendor` for this source. Recompute with
   # `make nix-vendor-hash` after changing go.mod, go.sum or the imports;
   # `make test-nix` fails while it is stale.
-  vendorHash = "sha256-gkXr3kTguZ3Hk253epV15onciqCJ0LJNw74u/HrOYDM=";
+  vendorHash = "sha256-/GEEUnAJPN48bRfVTDxVLnLbMdJA2KqguRs0brOSRI0=";
 
   subPackages = [
     "cmd/vipproxy"

@@ -131,7 +131,7 @@ vendor_hash() {
 	mkdir -p "$src"
 	# The work tree (tracked and new files): the source once committed.
 	local f
-	git ls-files --cached --others --exclude-standard -- go.mod go.sum cmd service | while IFS= read -r f; do
+	git ls-files --cached --others --exclude-standard -- go.mod go.sum cmd service internal | while IFS= read -r f; do
 		if [ -f "$f" ]; then cp --parents -t "$src" -- "$f"; fi
 	done
 	(cd "$src" && env -u GOFLAGS GO111MODULE=on go mod vendor)
