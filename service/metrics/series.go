@@ -55,14 +55,6 @@ func (g *Gauge) write(w *textWriter, name, labels string) {
 	w.sample(name, labels, "", formatFloat(g.Value()))
 }
 
-// gaugeFunc is a gauge read at scrape time (e.g. whether the VIP is on
-// this node), so nothing has to keep it current.
-type gaugeFunc func() float64
-
-func (f gaugeFunc) write(w *textWriter, name, labels string) {
-	w.sample(name, labels, "", formatFloat(f()))
-}
-
 // Histogram counts observations into fixed buckets (upper bounds,
 // inclusive, as Prometheus' `le`).
 type Histogram struct {
