@@ -188,7 +188,7 @@ def failed(rows):
 def backend_is(name, up):
     """A command that succeeds when the local vipproxy reports backend name up (1) or down (0)."""
     return (
-        "curl -sf http://127.0.0.1:6444/metrics | "
+        "curl -sf http://127.0.0.1:6449/metrics | "
         f"grep -Eq '^vipproxy_backend_up[{{][^}}]*\"{name}\"[^}}]*[}}] {up}$'"
     )
 
@@ -318,7 +318,7 @@ with subtest("7. restart and reload under load: no refused connection"):
     write_file(cp2, CONF, vipproxy_config("cp2", ["cp3"]))
     cp2.succeed("systemctl reload vipproxy.service")
     cp2.wait_until_succeeds(
-        "curl -sf http://127.0.0.1:6444/metrics | grep -q '^vipproxy_reloads_total{result=\"ok\"} 1$'", timeout=30
+        "curl -sf http://127.0.0.1:6449/metrics | grep -q '^vipproxy_reloads_total{result=\"ok\"} 1$'", timeout=30
     )
     t_reload = now(client)
     client.wait_until_succeeds(f"test $(awk '$1 > {t_reload} && $2 == 0' /root/restart.log | wc -l) -ge 6", timeout=60)

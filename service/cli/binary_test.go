@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -186,5 +187,124 @@ func TestProbeOfRealDaemonSaysReadyOnce(t *testing.T) {
 	})
 	if stdout != "ready: 1/1 backends healthy\n" {
 		t.Errorf("probe stdout %q, want %q; daemon log:\n%s", stdout, "ready: 1/1 backends healthy\n", logs())
+	}
+}
+
+// notifyListener is a NOTIFY_SOCKET: it returns the env entry and a
+// function giving every STATUS= received so far.
+func notifyListener(t *testing.T) (string, func() string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	var mu sync.Mutex
+	var all strings.Builder
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			all.Write(buf[:n])
+			all.WriteByte('\n')
+			mu.Unlock()
+		}
+	}()
+	return "NOTIFY_SOCKET=" + path, func() string { mu.Lock(); defer mu.Unlock(); return all.String() }
+}
+
+// squatter is another program on a port: an HTTP server answering 200
+// "ok" to everything, as many do.
+func squatter(t *testing.T, addr string) net.Listener {
+	t.Helper()
+	ln := listen(t, "tcp", addr)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln
+}
+
+func adminConfig(vipPort int, backend, adminAddr string, strict bool) string {
+	return fmt.Sprintf("[vip]\naddresses = [\"127.0.0.1\"]\nport = %d\n[[backend]]\naddress = %q\n[admin]\nlisten = %q\nstrict = %v\n[health]\ninterval = \"100ms\"\ntimeout = \"100ms\"\nrise = 1\n",
+		vipPort, backend, adminAddr, strict)
+}
+
+// A clash on the admin port must not stop the proxy nor move the VIP
+// (probe answers through the control socket), and must not hide a dead
+// proxy either (the squatter's 200 is not taken for vipproxy's).
+func TestAdminPortClashKeepsProxyServing(t *testing.T) {
+	adminAddr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
+	squatter(t, adminAddr)
+	runDir := t.TempDir()
+	control := filepath.Join(runDir, "control.sock")
+	notifyEnv, statuses := notifyListener(t)
+	vipPort := freeLoopbackPort(t)
+	path, logs, cmd := startDaemon(t, adminConfig(vipPort, backendListener(t), adminAddr, false), "RUNTIME_DIRECTORY="+runDir, notifyEnv)
+
+	var stdout, stderr string
+	waitFor(t, "probe through the control socket", func() bool {
+		out, errOut, code := runBin(t, "probe", "--config", path, "--control", control)
+		stdout, stderr = out, errOut
+		return code == 0 || cmd.ProcessState != nil
+	})
+	if stdout != "ready: 1/1 backends healthy\n" {
+		t.Fatalf("probe: stdout %q stderr %q; daemon log:\n%s", stdout, stderr, logs())
+	}
+	if !strings.Contains(logs(), "level=WARN msg=\"admin endpoint cannot listen; the proxy serves without it and retries") {
+		t.Errorf("no warning about the admin endpoint in the log:\n%s", logs())
+	}
+	waitFor(t, "STATUS= naming the admin endpoint", func() bool {
+		return strings.Contains(statuses(), "admin endpoint down (retrying): admin: listen on "+adminAddr)
+	})
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", vipPort))
+	if err != nil {
+		t.Fatalf("VIP listener does not serve: %v", err)
+	}
+	c.Close()
+
+	cmd.Process.Kill()
+	cmd.Wait()
+	_, stderr, code := runBin(t, "probe", "--config", path, "--control", control)
+	if code != ExitFailure || !strings.Contains(stderr, "not as vipproxy does") {
+		t.Errorf("probe of a dead proxy with a squatter on the admin port: exit %d, stderr %q", code, stderr)
+	}
+}
+
+func TestAdminEndpointRetriesUntilThePortIsFree(t *testing.T) {
+	adminAddr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
+	sq := squatter(t, adminAddr)
+	_, logs, _ := startDaemon(t, adminConfig(freeLoopbackPort(t), backendListener(t), adminAddr, false))
+	waitFor(t, "the warning", func() bool { return strings.Contains(logs(), "admin endpoint cannot listen") })
+	sq.Close()
+	waitFor(t, "the admin endpoint to serve /status", func() bool {
+		body, code, err := getReadyz(t.Context(), adminAddr, time.Second)
+		return err == nil && code == 200 && strings.HasPrefix(body, "ready: ")
+	})
+	if !strings.Contains(logs(), "admin endpoint listening after all") {
+		t.Errorf("log:\n%s", logs())
+	}
+}
+
+func TestAdminStrictEndsTheDaemon(t *testing.T) {
+	adminAddr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
+	squatter(t, adminAddr)
+	_, logs, cmd := startDaemon(t, adminConfig(freeLoopbackPort(t), backendListener(t), adminAddr, true))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != ExitFailure {
+			t.Errorf("strict daemon ended with %v, want exit 1", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("strict daemon still runs with its admin port taken")
+	}
+	if !strings.Contains(logs(), "admin.strict = true") {
+		t.Errorf("log does not name admin.strict:\n%s", logs())
 	}
 }

@@ -3,37 +3,38 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/vipproxy/vipproxy/service/admin"
+	"github.com/vipproxy/vipproxy/service/config"
 )
 
 // runProbe asks the local daemon's /readyz: exit 0 iff it answers 200, so
 // keepalived's track script gives up the VIP on a node whose proxy has no
 // healthy backend (or is not running).
+//
+// It asks the control socket first (admin.DefaultControlSocket): only the
+// daemon can hold it, so a clash on admin.listen's port neither moves the
+// VIP for nothing (the daemon serves on without that endpoint) nor lets
+// another program answer for a dead proxy. Where there is no control
+// socket (no systemd, or the daemon is down) it asks admin.listen; when
+// neither answers, the proxy is taken for dead.
 func runProbe(ctx context.Context, env Env, args []string) int {
-	var path, addr string
+	var path, addr, control string
 	fs := newFlags(env, "probe", &path)
-	fs.StringVar(&addr, "admin", "", "admin endpoint to ask (host:port or unix:/path); default from the config")
+	fs.StringVar(&addr, "admin", "", "admin endpoint to ask when the control socket does not answer (host:port or unix:/path); default from the config")
+	fs.StringVar(&control, "control", admin.DefaultControlPath(), "the daemon's control socket, asked first (\"\" : only the admin endpoint)")
 	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for an answer")
 	if code, ok := parseFlags(env, fs, args); !ok {
 		return code
 	}
-	if addr == "" {
-		cfg, ok := loadConfig(env, path)
-		if !ok {
-			return ExitUsage
-		}
-		addr = cfg.Admin.Listen
-	}
-	if addr == "" {
-		fmt.Fprintln(env.Stderr, "vipproxy probe: no admin endpoint configured (admin.listen is empty); pass --admin")
-		return ExitUsage
-	}
-	body, code, err := getReadyz(ctx, addr, *timeout)
+	body, code, err := askReadyz(ctx, env, path, addr, control, *timeout)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "vipproxy probe: not ready: %v\n", err)
 		return ExitFailure
@@ -42,9 +43,43 @@ func runProbe(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "vipproxy probe: not ready: /readyz answered %d: %s\n", code, strings.TrimSpace(body))
 		return ExitFailure
 	}
+	if !strings.HasPrefix(body, "ready: ") {
+		// Another program holds the admin port and answers for a proxy
+		// that may be dead.
+		fmt.Fprintf(env.Stderr, "vipproxy probe: not ready: /readyz answered 200 but not as vipproxy does (another program on the admin port?): %q\n", strings.TrimSpace(body))
+		return ExitFailure
+	}
 	// /readyz already says "ready: N/M backends healthy".
 	fmt.Fprintln(env.Stdout, strings.TrimSpace(body))
 	return ExitOK
+}
+
+// askReadyz asks the control socket, then the admin endpoint. A config
+// that cannot be loaded matters only when the admin endpoint is needed.
+func askReadyz(ctx context.Context, env Env, path, addr, control string, timeout time.Duration) (string, int, error) {
+	var controlErr error
+	if control != "" {
+		body, code, err := getReadyz(ctx, "unix:"+control, timeout)
+		if err == nil {
+			return body, code, nil
+		}
+		controlErr = err
+	}
+	if addr == "" {
+		cfg, err := config.Load(path)
+		if err != nil {
+			return "", 0, errors.Join(controlErr, err)
+		}
+		addr = cfg.Admin.Listen
+	}
+	if addr == "" {
+		return "", 0, errors.Join(controlErr, errors.New("no admin endpoint configured (admin.listen is empty); pass --admin"))
+	}
+	body, code, err := getReadyz(ctx, addr, timeout)
+	if err != nil {
+		return "", 0, errors.Join(controlErr, err)
+	}
+	return body, code, nil
 }
 
 func getReadyz(ctx context.Context, addr string, timeout time.Duration) (string, int, error) {

@@ -124,7 +124,20 @@ type Admin struct {
 	AllowRemote bool `toml:"allow_remote"`
 	// EnableMutations turns on endpoints that change state (e.g. draining a backend).
 	EnableMutations bool `toml:"enable_mutations"`
+	// Strict makes a Listen that cannot bind end the daemon. By default the
+	// proxy keeps serving the VIP without its admin endpoint and retries:
+	// the VIP matters more than metrics.
+	Strict bool `toml:"strict"`
 }
+
+// DefaultAdminListen is the admin endpoint's default address. Port 6449 is
+// used by no Kubernetes distribution we checked (2026-12-01), unlike the
+// ports around the apiserver's: kubeadm 6443, 2379-2381, 10248-10259;
+// k3s 6444 (its apiserver behind the supervisor on 6443), 9345 in RKE2;
+// k0s 9443, 8132-8133, 7443 (node-local LB); Talos 50000-50001 and
+// KubePrism 7445; Canonical Kubernetes 6400; Calico 9099/9091.
+const DefaultAdminListen = "127.0.0.1:6449"
+
 
 // Network describes the host side: the dummy link holding the VIP and the
 // uplinks whose ARP sysctls are tightened.
@@ -194,7 +207,7 @@ func Default() Config {
 			DrainIdle: Duration{3 * time.Second},
 		},
 		Limits: Limits{AcceptBackoffMax: Duration{time.Second}},
-		Admin:  Admin{Listen: "127.0.0.1:6444"},
+		Admin:  Admin{Listen: DefaultAdminListen},
 		Network: Network{
 			Interface:    "dummyvip0",
 			NetworkdDir:  "/etc/systemd/network",

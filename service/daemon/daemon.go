@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vipproxy/vipproxy/service/admin"
 	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/health"
@@ -37,10 +38,12 @@ type Daemon struct {
 	checker  *health.Checker
 	proxy    *proxy.Proxy
 	ready    atomic.Bool // READY sent and not stopping
+	control  string      // control socket path ("" : none), see admin.ControlSocketName
 
 	mu         sync.Mutex
 	cfg        *config.Config
 	reloadErr  string
+	adminErr   string // why admin.listen does not serve; "" when it does
 	lastReload time.Time
 	retired    []*balance.Backend // removed by a reload, draining
 }
@@ -55,7 +58,8 @@ func Run(ctx context.Context, path, version string, stderr io.Writer) error {
 	level := new(slog.LevelVar)
 	level.Set(parseLevel(cfg.Log.Level))
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	d := &Daemon{version: version, log: log, level: level, notifier: notify.New(log), cfg: cfg, lastReload: time.Now()}
+	d := &Daemon{version: version, log: log, level: level, notifier: notify.New(log), cfg: cfg, lastReload: time.Now(),
+		control: admin.ControlSocketPath(os.Getenv)}
 	return d.run(ctx)
 }
 

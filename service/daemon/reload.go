@@ -114,6 +114,9 @@ func (d *Daemon) statusLine() string {
 	s := fmt.Sprintf("%d/%d backends healthy, %d connections open", healthy, total, d.proxy.Open())
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.adminErr != "" {
+		s += "; admin endpoint down (retrying): " + d.adminErr
+	}
 	if d.reloadErr != "" {
 		s += "; last reload failed: " + d.reloadErr
 	}

@@ -3,29 +3,89 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/vipproxy/vipproxy/service/admin"
 	"github.com/vipproxy/vipproxy/service/config"
 )
 
-// startAdmin serves /metrics, /healthz, /readyz and /status.
+// startAdmin serves /metrics, /healthz, /readyz and /status on
+// admin.listen (or the activated "admin" socket) and on the control socket.
+// When admin.listen cannot bind, the proxy serves on without it, says so
+// in the log and STATUS=, and retries, unless admin.strict asks to fail.
 func (d *Daemon) startAdmin(ctx context.Context, cfg *config.Config, activated net.Listener) error {
+	h := admin.Handler(d, d.metrics, admin.Options{EnableMutations: cfg.Admin.EnableMutations, Drain: d.drainBackend})
+	if err := d.startControl(ctx, h); err != nil {
+		return err
+	}
 	if cfg.Admin.Listen == "" && activated == nil {
 		return nil
 	}
 	ln, err := admin.Listen(cfg.Admin, activated)
-	if err != nil {
-		return err
+	if err == nil {
+		go d.serveAdmin(ctx, ln, h)
+		return nil
 	}
-	h := admin.Handler(d, d.metrics, admin.Options{EnableMutations: cfg.Admin.EnableMutations, Drain: d.drainBackend})
-	go func() {
-		if err := admin.Serve(ctx, ln, h); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			d.log.Error("admin endpoint stopped", "err", err)
-		}
-	}()
+	if cfg.Admin.Strict || errors.As(err, new(*config.Error)) {
+		return fmt.Errorf("%w (admin.strict = true: the admin endpoint must serve)", err)
+	}
+	d.setAdminErr(err.Error())
+	d.log.Warn("admin endpoint cannot listen; the proxy serves without it and retries (set admin.strict = true to fail instead)",
+		"listen", cfg.Admin.Listen, "err", err, "control_socket", d.control)
+	go d.retryAdmin(ctx, cfg.Admin, h)
 	return nil
+}
+
+// retryAdmin tries admin.listen again, from 1 s doubling to 30 s, until it
+// binds or ctx ends.
+func (d *Daemon) retryAdmin(ctx context.Context, cfg config.Admin, h http.Handler) {
+	wait := time.Second
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		ln, err := admin.Listen(cfg, nil)
+		if err == nil {
+			d.setAdminErr("")
+			d.log.Info("admin endpoint listening after all", "listen", cfg.Listen)
+			d.notifier.Status(d.statusLine())
+			d.serveAdmin(ctx, ln, h)
+			return
+		}
+		d.log.Debug("admin endpoint still cannot listen", "listen", cfg.Listen, "err", err)
+		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+func (d *Daemon) serveAdmin(ctx context.Context, ln net.Listener, h http.Handler) {
+	if err := admin.Serve(ctx, ln, h); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		d.log.Error("admin endpoint stopped", "err", err)
+	}
+}
+
+// startControl serves h on the control socket in $RUNTIME_DIRECTORY (see
+// admin.ControlSocketName); without systemd there is none.
+func (d *Daemon) startControl(ctx context.Context, h http.Handler) error {
+	if d.control == "" {
+		return nil
+	}
+	ln, err := admin.Listen(config.Admin{Listen: "unix:" + d.control}, nil)
+	if err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
+	go d.serveAdmin(ctx, ln, h)
+	return nil
+}
+
+func (d *Daemon) setAdminErr(s string) {
+	d.mu.Lock()
+	d.adminErr = s
+	d.mu.Unlock()
 }
 
 // Status is the admin endpoint's view of the daemon (admin.Source).
