@@ -165,7 +165,8 @@ func TestEncodeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Health.ServerName = "kubernetes \"default\"\n"
+	cfg.Health.ServerName = "kubernetes.default.svc"
+	cfg.Backends[0].Name = "cp \"one\" #1"
 	cfg.Network.Uplinks = nil
 	cfg.Keepalived.UnicastPeers = []string{"192.0.2.2", "2001:db8::2"}
 	assertRoundTrip(t, cfg)

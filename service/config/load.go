@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -33,7 +34,8 @@ func (e *Error) Error() string {
 // maxFileSize bounds what Load reads; a config is a few kilobytes.
 const maxFileSize = 1 << 20
 
-// Load reads, decodes and validates the file at path.
+// Load reads, decodes and validates the file at path, then resolves the
+// backend names that could loop into our own listeners (see CheckNames).
 func Load(path string) (*Config, error) {
 	data, err := readSmallFile(path, maxFileSize)
 	if err != nil {
@@ -43,7 +45,24 @@ func Load(path string) (*Config, error) {
 		}
 		return nil, &Error{File: path, Reason: "read: " + err.Error()}
 	}
-	return Parse(path, data)
+	cfg, err := Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	// Bounded by resolveTimeout; Load has no caller's context to honour.
+	if err := cfg.CheckNames(context.Background(), SystemLookup); err != nil {
+		withLine(err, string(data))
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// withLine fills in the line of err's key in src when it is unknown.
+func withLine(err error, src string) {
+	var ce *Error
+	if errors.As(err, &ce) && ce.Line == 0 && ce.Key != "" {
+		ce.Line = keyLine(src, ce.Key)
+	}
 }
 
 // Parse decodes and validates data as if read from the file name. Every
@@ -64,10 +83,7 @@ func Parse(name string, data []byte) (*Config, error) {
 	}
 	cfg.Path = name
 	if err := cfg.Validate(); err != nil {
-		var ce *Error
-		if errors.As(err, &ce) && ce.Line == 0 && ce.Key != "" {
-			ce.Line = keyLine(src, ce.Key)
-		}
+		withLine(err, src)
 		return nil, err
 	}
 	return &cfg, nil

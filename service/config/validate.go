@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"path/filepath"
@@ -18,6 +19,17 @@ const (
 	maxDialAttempts = 100
 	minInterval     = 100 * time.Millisecond
 	maxPEMFile      = 1 << 20
+	// maxDuration bounds every duration the kernel does not bound more
+	// tightly: the daemon adds and multiplies them (a health wait is
+	// 3*interval+timeout), and a longer wait is a typo, not a setting.
+	maxDuration = 24 * time.Hour
+	// maxKeepAlive is the kernel's limit for TCP_KEEPIDLE and TCP_KEEPINTVL
+	// (MAX_TCP_KEEPIDLE, 32767 s); the proxy sets both to timeouts.keepalive.
+	maxKeepAlive = 32767 * time.Second
+	// maxUserTimeout is the largest TCP_USER_TIMEOUT the kernel takes: an int
+	// of milliseconds. "597h" overflowed it and every connection failed
+	// with EINVAL while /readyz stayed 200.
+	maxUserTimeout = math.MaxInt32 * time.Millisecond
 )
 
 // validator collects the first problem; each check is one short method.
@@ -40,7 +52,7 @@ func (c *Config) Validate() error {
 	v := &validator{c: c}
 	for _, check := range []func(){
 		v.vip, v.backends, v.balance, v.health, v.timeouts, v.limits,
-		v.admin, v.network, v.keepalived, v.log,
+		v.durations, v.admin, v.network, v.keepalived, v.log,
 	} {
 		check()
 		if v.err != nil {
@@ -139,16 +151,17 @@ func (v *validator) backends() {
 }
 
 // backendAddress checks one backend host:port and returns a canonical
-// form for duplicate detection (IPs in one spelling, names lower-cased).
+// form for duplicate detection (IPs in one spelling, names lower-cased,
+// ports without leading zeros).
 func (v *validator) backendAddress(key, addr string) (string, bool) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		v.bad(key, "%q is not host:port", addr)
 		return "", false
 	}
-	p, err := strconv.Atoi(port)
-	if err != nil || p < 1 || p > 65535 {
-		v.bad(key, "%q has no valid port (1..65535)", addr)
+	p, ok := parsePort(port)
+	if !ok || p == 0 {
+		v.bad(key, "%q has no valid port (1..65535, digits only)", addr)
 		return "", false
 	}
 	ip, err := netip.ParseAddr(host)
@@ -158,40 +171,29 @@ func (v *validator) backendAddress(key, addr string) (string, bool) {
 			return "", false
 		}
 		name := strings.ToLower(strings.TrimSuffix(host, "."))
-		if name == "localhost" && uint16(p) == v.c.VIP.Port && v.hasLoopbackVIP() {
-			v.bad(key, "%q is the VIP listener itself: the proxy would connect to itself", addr)
-			return "", false
-		}
-		return net.JoinHostPort(name, port), true
+		return net.JoinHostPort(name, strconv.Itoa(int(p))), true
 	}
 	ip = ip.Unmap().WithZone("")
-	if uint16(p) == v.c.VIP.Port && (ip.IsUnspecified() || v.isVIP(ip)) {
-		v.bad(key, "%q is the VIP listener itself: the proxy would connect to itself", addr)
+	dst := netip.AddrPortFrom(ip, p)
+	if l, loops := v.c.loopsInto(dst); loops {
+		v.bad(key, "%q reaches %s: the proxy would connect to itself", addr, l)
 		return "", false
 	}
 	if ip.IsMulticast() || ip.IsUnspecified() {
 		v.bad(key, "%q is not a unicast address", addr)
 		return "", false
 	}
-	return netip.AddrPortFrom(ip, uint16(p)).String(), true
+	return dst.String(), true
 }
 
-func (v *validator) isVIP(ip netip.Addr) bool {
-	for _, a := range v.c.VIP.Addresses {
-		if a.Unmap().WithZone("") == ip {
-			return true
-		}
+// parsePort reads a port as the dialer and the listener do: decimal digits
+// only ("+17001" passes Atoi but no dial), leading zeros allowed.
+func parsePort(s string) (uint16, bool) {
+	if s == "" || strings.Trim(s, "0123456789") != "" {
+		return 0, false
 	}
-	return false
-}
-
-func (v *validator) hasLoopbackVIP() bool {
-	for _, a := range v.c.VIP.Addresses {
-		if a.IsLoopback() {
-			return true
-		}
-	}
-	return false
+	p, err := strconv.ParseUint(s, 10, 16)
+	return uint16(p), err == nil
 }
 
 func (v *validator) balance() {
@@ -233,6 +235,11 @@ func (v *validator) health() {
 	}
 	if h.ExpectStatus < 100 || h.ExpectStatus > 599 {
 		v.bad("health.expect_status", "%d is not an HTTP status (100..599)", h.ExpectStatus)
+	}
+	if sn := h.ServerName; sn != "" && !isDNSName(sn) {
+		if _, err := netip.ParseAddr(sn); err != nil {
+			v.bad("health.server_name", "%q is neither a DNS name nor an IP address", sn)
+		}
 	}
 	v.healthTLS()
 }
@@ -288,6 +295,34 @@ func (v *validator) timeouts() {
 			v.bad(d.key, "%s is negative", d.d)
 		}
 	}
+	if t.UserTimeout.Duration > 0 && t.UserTimeout.Duration < time.Millisecond {
+		v.bad("timeouts.user_timeout", "%s is below the kernel's unit of 1ms (0 turns it off)", t.UserTimeout)
+	}
+}
+
+// durations bounds every duration by what the kernel or the runtime takes
+// (see maxDuration, maxKeepAlive, maxUserTimeout).
+func (v *validator) durations() {
+	c := v.c
+	for _, d := range []struct {
+		key string
+		d   Duration
+		max time.Duration
+		why string
+	}{
+		{"health.interval", c.Health.Interval, maxDuration, ""},
+		{"health.timeout", c.Health.Timeout, maxDuration, ""},
+		{"timeouts.dial", c.Timeouts.Dial, maxDuration, ""},
+		{"timeouts.keepalive", c.Timeouts.KeepAlive, maxKeepAlive, " (the kernel's TCP_KEEPIDLE limit)"},
+		{"timeouts.user_timeout", c.Timeouts.UserTimeout, maxUserTimeout, " (TCP_USER_TIMEOUT is a 32-bit count of milliseconds)"},
+		{"timeouts.drain", c.Timeouts.Drain, maxDuration, ""},
+		{"timeouts.drain_idle", c.Timeouts.DrainIdle, maxDuration, ""},
+		{"limits.accept_backoff_max", c.Limits.AcceptBackoffMax, maxDuration, ""},
+	} {
+		if d.d.Duration > d.max {
+			v.bad(d.key, "%s is longer than the maximum %s%s", d.d, Duration{d.max}, d.why)
+		}
+	}
 }
 
 func (v *validator) limits() {
@@ -316,8 +351,8 @@ func (v *validator) admin() {
 		v.bad("admin.listen", "%q is neither host:port nor unix:/path", a.Listen)
 		return
 	}
-	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
-		v.bad("admin.listen", "%q has no valid port", a.Listen)
+	if _, ok := parsePort(port); !ok {
+		v.bad("admin.listen", "%q has no valid port (0..65535, digits only)", a.Listen)
 		return
 	}
 	if isLoopbackHost(host) || a.AllowRemote {
@@ -379,17 +414,30 @@ func (v *validator) absConf(key, path string) {
 	}
 }
 
-// checkInterfaceName applies the kernel's rules (dev_valid_name).
+// checkInterfaceName accepts a name the kernel takes (dev_valid_name: at
+// most 15 bytes, no / : or whitespace, not . or ..) that also means the
+// same to every file it is written into: networkd's [Match] Name= reads
+// globs and a leading ! ("*" would match every link), sysctl.d reads the
+// key up to "=", and systemd refuses an all-digit name (an ifindex). So only
+// letters, digits, - _ and . are allowed.
 func checkInterfaceName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("an interface name is required")
 	case len(name) > 15:
 		return fmt.Errorf("%q is longer than 15 bytes, the kernel's limit for interface names", name)
-	case name == "." || name == "..", strings.ContainsAny(name, "/:"), strings.ContainsFunc(name, isSpaceOrControl):
+	case name == "." || name == "..":
 		return fmt.Errorf("%q is not a valid interface name", name)
+	case strings.Trim(name, "0123456789") == "":
+		return fmt.Errorf("%q is all digits, which systemd reads as an interface index", name)
+	case strings.ContainsFunc(name, notIfNameRune):
+		return fmt.Errorf("%q is not an interface name: only letters, digits, - _ and . (no globs, ! or spaces)", name)
 	}
 	return nil
+}
+
+func notIfNameRune(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
 }
 
 func (v *validator) keepalived() {
