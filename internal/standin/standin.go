@@ -38,6 +38,9 @@ type Options struct {
 	WatchInterval time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Slices, if set, serves the `kubernetes` EndpointSlices (list and
+	// watch); several stand-ins share one, as apiservers share etcd.
+	Slices *EndpointSlices
 }
 
 // Server is one stand-in apiserver.
@@ -168,6 +171,9 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
 	mux.HandleFunc("/name", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, s.opts.Name+"\n") })
 	mux.HandleFunc("/watch", s.watch)
+	if s.opts.Slices != nil {
+		mux.Handle(SlicesPath, s.opts.Slices)
+	}
 	return mux
 }
 

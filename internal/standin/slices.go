@@ -1,0 +1,287 @@
+package standin
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// EndpointSlices is the stand-in's `kubernetes` EndpointSlices in namespace
+// default, answering list and watch (with bookmarks and 410 Gone) as an
+// apiserver does. The test decides the endpoints: Set, SetReady, Expire.
+// Endpoints are grouped into one slice per port (an apiserver has one
+// port; stand-ins on loopback have several), so the union over slices is
+// exercised too.
+type EndpointSlices struct {
+	// Bookmark, if set, is the period of BOOKMARK events on a watch that
+	// asked for them.
+	Bookmark time.Duration
+
+	mu      sync.Mutex
+	rv      int                        // current resourceVersion
+	oldest  int                        // a watch from below this gets 410
+	current map[string]json.RawMessage // slice name -> object
+	history []sliceEvent               // events after oldest, in order
+	changed chan struct{}              // closed and replaced on every change
+	lists   int
+	watches int
+}
+
+type sliceEvent struct {
+	rv     int
+	typ    string
+	object json.RawMessage
+}
+
+// maxHistory bounds the events kept for watches that resume.
+const maxHistory = 1000
+
+// SlicesPath is where the API serves the kubernetes EndpointSlices.
+const SlicesPath = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
+
+// NewEndpointSlices returns an empty set at resourceVersion 1.
+func NewEndpointSlices() *EndpointSlices {
+	return &EndpointSlices{rv: 1, current: map[string]json.RawMessage{}, changed: make(chan struct{})}
+}
+
+// Endpoint is one address in the stand-in's slices.
+type Endpoint struct {
+	Addr netip.AddrPort
+	// NotReady publishes conditions.ready = false.
+	NotReady bool
+}
+
+// Set replaces the endpoints and emits the watch events that lead there.
+func (e *EndpointSlices) Set(eps ...Endpoint) {
+	byPort := map[uint16][]Endpoint{}
+	for _, ep := range eps {
+		byPort[ep.Addr.Port()] = append(byPort[ep.Addr.Port()], ep)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	next := map[string]bool{}
+	ports := make([]uint16, 0, len(byPort))
+	for p := range byPort {
+		ports = append(ports, p)
+	}
+	slices.Sort(ports)
+	for i, p := range ports {
+		name := "kubernetes"
+		if i > 0 {
+			name = fmt.Sprintf("kubernetes-%d", p)
+		}
+		next[name] = true
+		typ := "MODIFIED"
+		if _, ok := e.current[name]; !ok {
+			typ = "ADDED"
+		}
+		e.emit(typ, name, byPort[p])
+	}
+	for name := range e.current {
+		if !next[name] {
+			e.emit("DELETED", name, nil)
+		}
+	}
+}
+
+// SetAddrs is Set with every endpoint ready.
+func (e *EndpointSlices) SetAddrs(addrs ...netip.AddrPort) {
+	eps := make([]Endpoint, 0, len(addrs))
+	for _, a := range addrs {
+		eps = append(eps, Endpoint{Addr: a})
+	}
+	e.Set(eps...)
+}
+
+// Expire forgets the history: every watch open or resumed from an older
+// resourceVersion gets 410 Gone and must list again.
+func (e *EndpointSlices) Expire() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.rv++
+	e.oldest = e.rv
+	e.history = nil
+	e.wake()
+}
+
+// Requests says how many lists and watches were served.
+func (e *EndpointSlices) Requests() (lists, watches int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lists, e.watches
+}
+
+// emit records one change; the caller holds mu.
+func (e *EndpointSlices) emit(typ, name string, eps []Endpoint) {
+	e.rv++
+	obj := sliceObject(name, e.rv, eps)
+	if typ == "DELETED" {
+		obj = e.current[name]
+		delete(e.current, name)
+	} else {
+		e.current[name] = obj
+	}
+	e.history = append(e.history, sliceEvent{rv: e.rv, typ: typ, object: obj})
+	if len(e.history) > maxHistory {
+		e.oldest = e.history[0].rv + 1
+		e.history = e.history[1:]
+	}
+	e.wake()
+}
+
+func (e *EndpointSlices) wake() {
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+// sliceObject renders one discovery.k8s.io/v1 EndpointSlice.
+func sliceObject(name string, rv int, eps []Endpoint) json.RawMessage {
+	type cond struct {
+		Ready bool `json:"ready"`
+	}
+	type endpoint struct {
+		Addresses  []string `json:"addresses"`
+		Conditions cond     `json:"conditions"`
+	}
+	family := "IPv4"
+	var list []endpoint
+	for _, ep := range eps {
+		if ep.Addr.Addr().Is6() {
+			family = "IPv6"
+		}
+		list = append(list, endpoint{Addresses: []string{ep.Addr.Addr().String()}, Conditions: cond{Ready: !ep.NotReady}})
+	}
+	var port uint16
+	if len(eps) > 0 {
+		port = eps[0].Addr.Port()
+	}
+	obj := map[string]any{
+		"kind": "EndpointSlice", "apiVersion": "discovery.k8s.io/v1",
+		"metadata": map[string]any{
+			"name": name, "namespace": "default", "resourceVersion": strconv.Itoa(rv),
+			"labels": map[string]string{"kubernetes.io/service-name": "kubernetes"},
+		},
+		"addressType": family,
+		"endpoints":   list,
+		"ports":       []map[string]any{{"name": "https", "port": port, "protocol": "TCP"}},
+	}
+	data, _ := json.Marshal(obj)
+	return data
+}
+
+// ServeHTTP answers a list, or a watch with ?watch=1.
+func (e *EndpointSlices) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != SlicesPath {
+		http.NotFound(w, r)
+		return
+	}
+	if r.URL.Query().Get("labelSelector") != "kubernetes.io/service-name=kubernetes" {
+		http.Error(w, "the stand-in serves only labelSelector=kubernetes.io/service-name=kubernetes", http.StatusBadRequest)
+		return
+	}
+	if q := r.URL.Query().Get("watch"); q == "1" || q == "true" {
+		e.watch(w, r)
+		return
+	}
+	e.list(w)
+}
+
+func (e *EndpointSlices) list(w http.ResponseWriter) {
+	e.mu.Lock()
+	e.lists++
+	names := make([]string, 0, len(e.current))
+	for n := range e.current {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	items := make([]json.RawMessage, 0, len(names))
+	for _, n := range names {
+		items = append(items, e.current[n])
+	}
+	rv := e.rv
+	e.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{
+		"kind": "EndpointSliceList", "apiVersion": "discovery.k8s.io/v1",
+		"metadata": map[string]any{"resourceVersion": strconv.Itoa(rv)}, "items": items,
+	})
+}
+
+// watch streams the events after ?resourceVersion, one JSON object a line,
+// until the client leaves, timeoutSeconds pass or the history expires.
+func (e *EndpointSlices) watch(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	from, err := strconv.Atoi(q.Get("resourceVersion"))
+	e.mu.Lock()
+	e.watches++
+	gone := err != nil || from < e.oldest
+	e.mu.Unlock()
+	if gone {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusGone)
+		json.NewEncoder(w).Encode(goneStatus())
+		return
+	}
+	timeout := 30 * time.Minute
+	if s, err := strconv.Atoi(q.Get("timeoutSeconds")); err == nil && s > 0 {
+		timeout = time.Duration(s) * time.Second
+	}
+	end := time.NewTimer(timeout)
+	defer end.Stop()
+	var bookmarks <-chan time.Time
+	if q.Get("allowWatchBookmarks") == "true" && e.Bookmark > 0 {
+		t := time.NewTicker(e.Bookmark)
+		defer t.Stop()
+		bookmarks = t.C
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	flusher, _ := w.(http.Flusher)
+	for {
+		e.mu.Lock()
+		expired := from < e.oldest
+		var pending []sliceEvent
+		for _, ev := range e.history {
+			if ev.rv > from {
+				pending = append(pending, ev)
+			}
+		}
+		ch := e.changed
+		e.mu.Unlock()
+		if expired {
+			enc.Encode(map[string]any{"type": "ERROR", "object": goneStatus()})
+			return
+		}
+		for _, ev := range pending {
+			if enc.Encode(map[string]any{"type": ev.typ, "object": ev.object}) != nil {
+				return
+			}
+			from = ev.rv
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		select {
+		case <-ch:
+		case <-r.Context().Done():
+			return
+		case <-end.C:
+			return
+		case <-bookmarks:
+			enc.Encode(map[string]any{"type": "BOOKMARK", "object": map[string]any{
+				"kind": "EndpointSlice", "apiVersion": "discovery.k8s.io/v1",
+				"metadata": map[string]any{"resourceVersion": strconv.Itoa(from)}}})
+		}
+	}
+}
+
+func goneStatus() map[string]any {
+	return map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Failure",
+		"message": "too old resource version", "reason": "Expired", "code": 410}
+}
