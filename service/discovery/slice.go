@@ -1,0 +1,136 @@
+package discovery
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+)
+
+// What vipproxy follows: the EndpointSlices the apiservers' lease
+// reconciler keeps for the `kubernetes` service.
+const (
+	Namespace   = "default"
+	ServiceName = "kubernetes"
+	PortName    = "https"
+	slicesPath  = "/apis/discovery.k8s.io/v1/namespaces/" + Namespace + "/endpointslices"
+	selector    = "kubernetes.io/service-name=" + ServiceName
+)
+
+// endpointSlice is the part of a discovery.k8s.io/v1 EndpointSlice that
+// vipproxy reads; encoding/json ignores the rest.
+type endpointSlice struct {
+	Metadata struct {
+		Name            string `json:"name"`
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
+	AddressType string `json:"addressType"`
+	Endpoints   []struct {
+		Addresses  []string `json:"addresses"`
+		Conditions struct {
+			// Ready nil means unknown, which the API says to read as ready.
+			Ready *bool `json:"ready"`
+		} `json:"conditions"`
+	} `json:"endpoints"`
+	Ports []struct {
+		Name *string `json:"name"`
+		Port *int32  `json:"port"`
+	} `json:"ports"`
+}
+
+// sliceList is the answer to a list.
+type sliceList struct {
+	Kind     string `json:"kind"`
+	Metadata struct {
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
+	Items []endpointSlice `json:"items"`
+}
+
+// watchEvent is one line of a watch stream.
+type watchEvent struct {
+	Type   string          `json:"type"`
+	Object json.RawMessage `json:"object"`
+}
+
+// status is the object of an ERROR event and the body of a failed request.
+type status struct {
+	Kind    string `json:"kind"`
+	Code    int    `json:"code"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// endpoints returns the ready endpoints of the slice on its `https` port.
+// A slice without that port or of type FQDN gives none.
+func (s *endpointSlice) endpoints() []netip.AddrPort {
+	if s.AddressType != "IPv4" && s.AddressType != "IPv6" {
+		return nil
+	}
+	var port uint16
+	for _, p := range s.Ports {
+		if p.Name != nil && *p.Name == PortName && p.Port != nil && *p.Port > 0 && *p.Port <= 65535 {
+			port = uint16(*p.Port)
+		}
+	}
+	if port == 0 {
+		return nil
+	}
+	var out []netip.AddrPort
+	for _, e := range s.Endpoints {
+		if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+			continue
+		}
+		for _, a := range e.Addresses {
+			if ip, err := netip.ParseAddr(a); err == nil {
+				out = append(out, netip.AddrPortFrom(ip, port))
+			}
+		}
+	}
+	return out
+}
+
+// view is what the watcher knows of the slices: endpoints per slice name.
+type view map[string][]netip.AddrPort
+
+// union is every endpoint of every slice, deduplicated and sorted.
+func (v view) union() []netip.AddrPort {
+	var out []netip.AddrPort
+	for _, eps := range v {
+		for _, e := range eps {
+			if !slices.Contains(out, e) {
+				out = append(out, e)
+			}
+		}
+	}
+	slices.SortFunc(out, compareAddrPort)
+	return out
+}
+
+// apply folds one watch event into the view. It returns the new resource
+// version, or an error for an ERROR event (gone is true for 410 Gone) or
+// one it cannot read.
+func (v view) apply(ev watchEvent) (rv string, gone bool, err error) {
+	switch ev.Type {
+	case "ADDED", "MODIFIED", "DELETED", "BOOKMARK":
+		var s endpointSlice
+		if err := json.Unmarshal(ev.Object, &s); err != nil {
+			return "", false, fmt.Errorf("read %s event: %w", ev.Type, err)
+		}
+		switch ev.Type {
+		case "ADDED", "MODIFIED":
+			v[s.Metadata.Name] = s.endpoints()
+		case "DELETED":
+			delete(v, s.Metadata.Name)
+		}
+		return s.Metadata.ResourceVersion, false, nil
+	case "ERROR":
+		var st status
+		if err := json.Unmarshal(ev.Object, &st); err != nil {
+			return "", false, fmt.Errorf("read ERROR event: %w", err)
+		}
+		return "", st.Code == 410, fmt.Errorf("watch ERROR %d %s: %s", st.Code, st.Reason, st.Message)
+	default:
+		return "", false, fmt.Errorf("unknown watch event type %q", ev.Type)
+	}
+}
