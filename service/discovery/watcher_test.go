@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipproxy/vipproxy/service/standin"
-	"github.com/vipproxy/vipproxy/service/testpki"
+	"github.com/vipproxy/vipproxy/internal/standin"
+	"github.com/vipproxy/vipproxy/internal/testpki"
 )
 
 // api is a real HTTPS server with the stand-in's EndpointSlices behind a
@@ -293,11 +293,13 @@ func faultKeepsSet(t *testing.T, fault, wantErr string) {
 	waitFor(t, ch, []string{"192.0.2.2:6443"}, []string{"192.0.2.1:6443"})
 }
 
-func TestGarbageJSON(t *testing.T)   { faultKeepsSet(t, "garbage", "read list") }
-func TestOversizeBody(t *testing.T)  { faultKeepsSet(t, "big", "larger than the bound") }
-func TestCutStream(t *testing.T)     { watchFault(t, "cut", "watch stream: unexpected EOF") }
-func TestGarbageEvent(t *testing.T)  { watchFault(t, "garbage-event", "read ADDED event") }
-func TestOversizeEvent(t *testing.T) { watchFault(t, "big-event", "watch stream: answer larger than the bound") }
+func TestGarbageJSON(t *testing.T)  { faultKeepsSet(t, "garbage", "read list") }
+func TestOversizeBody(t *testing.T) { faultKeepsSet(t, "big", "larger than the bound") }
+func TestCutStream(t *testing.T)    { watchFault(t, "cut", "watch stream: unexpected EOF") }
+func TestGarbageEvent(t *testing.T) { watchFault(t, "garbage-event", "read ADDED event") }
+func TestOversizeEvent(t *testing.T) {
+	watchFault(t, "big-event", "watch stream: answer larger than the bound")
+}
 
 // watchFault is faultKeepsSet for a fault that hits the watch only.
 func watchFault(t *testing.T, fault, wantErr string) {
