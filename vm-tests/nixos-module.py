@@ -32,7 +32,7 @@ with subtest("the module's units, dummy link and sysctls"):
             "test $(sysctl -n net.ipv4.conf.eth1.arp_announce) = 2",
             "test $(sysctl -n net.ipv4.conf.all.arp_ignore) = 0",
             "test $(sysctl -n net.ipv4.conf.default.arp_ignore) = 0",
-            "systemctl show -p FileDescriptorNames vipproxy.socket | grep -q vip",
+            "systemctl show -p FileDescriptorName vipproxy.socket | grep -qx FileDescriptorName=vip",
             "vipproxy check --config /etc/vipproxy/vipproxy.toml",
             "vipproxy network check --config /etc/vipproxy/vipproxy.toml",
         )

@@ -17,6 +17,10 @@ CONF = "/etc/vipproxy/vipproxy.toml"
 PKI = "/etc/vipproxy/pki"
 CURL = f"curl -sS --cacert {PKI}/ca.pem --cert {PKI}/client.pem --key {PKI}/client-key.pem"
 MAC_RE = re.compile(r"(?:[0-9a-f]{2}:){5}[0-9a-f]{2}", re.I)
+# Transient units get the manager's PATH, which on NixOS has no general
+# tools (systemd.globalEnvironment reaches generated units only): pass the
+# shell's own on (vm-tests/lint.py checks that every transient unit gets it).
+RUN = "systemd-run --setenv=PATH=$PATH --collect"
 
 
 def vipproxy_config(node, backends):
@@ -89,7 +93,7 @@ def master():
 
 def start_apiserver(name):
     CPS[name].succeed(
-        f"systemd-run --unit=apiserver --collect vipproxy-apiserver --listen {IP[name]}:{PORT} --name {name}"
+        f"{RUN} --unit=apiserver vipproxy-apiserver --listen {IP[name]}:{PORT} --name {name}"
         f" --cert {PKI}/server.pem --key {PKI}/server-key.pem --client-ca {PKI}/ca.pem"
     )
     CPS[name].wait_for_open_port(PORT, addr=IP[name], timeout=30)
@@ -167,7 +171,7 @@ def loop_start(url, log, connect_timeout=3, max_time=6):
     failover; long ones let a request wait in the socket's backlog while the
     daemon restarts (what a real client does)."""
     write_file(client, "/root/reqloop.sh", REQLOOP.replace("CURL", CURL))
-    client.succeed(f"rm -f {log}", f"systemd-run --unit=reqloop --collect bash /root/reqloop.sh {url} {log} {connect_timeout} {max_time}")
+    client.succeed(f"rm -f {log}", f"{RUN} --unit=reqloop bash /root/reqloop.sh {url} {log} {connect_timeout} {max_time}")
     client.wait_until_succeeds(f"grep -q ' 0 200 ' {log}", timeout=90)  # setup, not a measured figure: a starved TCG host is slow
 
 
@@ -246,7 +250,7 @@ with subtest("2. ARP fixed: vipproxy network apply + keepalived, one MAC answers
         m.succeed("systemctl start vipproxy.socket vipproxy.service")
         m.wait_for_unit("vipproxy.service", timeout=60)
         m.succeed(f"mkdir -p /run/vipproxy && vipproxy keepalived --config {CONF} --out /run/vipproxy/keepalived.conf")
-        m.succeed("systemd-run --unit=vrrp --collect keepalived --dont-fork --log-console -f /run/vipproxy/keepalived.conf")
+        m.succeed(f"{RUN} --unit=vrrp keepalived --dont-fork --log-console -f /run/vipproxy/keepalived.conf")
     cp1.wait_until_succeeds(f"ip -4 addr show dev eth1 | grep -qw {VIP4}", timeout=120)
     assert master() == "cp1"
     answering = macs_answering(VIP4)

@@ -12,6 +12,9 @@ CONF = "/etc/vipproxy/vipproxy.toml"
 PKI = "/etc/vipproxy/pki"
 CURL = f"curl -sS --max-time 20 --cacert {PKI}/ca.pem --cert {PKI}/client.pem --key {PKI}/client-key.pem"
 BACKENDS = {"apiserver-a": 7443, "apiserver-b": 8443}
+# Transient units get the manager's PATH, which on NixOS has no general
+# tools: pass the shell's own on (vm-tests/lint.py checks it).
+RUN = "systemd-run --setenv=PATH=$PATH --collect"
 
 CONFIG = f"""
 [vip]
@@ -53,7 +56,7 @@ with subtest("stand-in apiservers with mTLS on the node IP"):
     cp1.succeed(f"chmod 0644 {PKI}/*")  # test keys: the DynamicUser= daemon reads the client key for health checks
     for name, port in BACKENDS.items():
         cp1.succeed(
-            f"systemd-run --unit={name} --collect vipproxy-apiserver --listen {NODE}:{port} --name {name}"
+            f"{RUN} --unit={name} vipproxy-apiserver --listen {NODE}:{port} --name {name}"
             f" --cert {PKI}/server.pem --key {PKI}/server-key.pem --client-ca {PKI}/ca.pem"
         )
         cp1.wait_for_open_port(port, addr=NODE, timeout=90)

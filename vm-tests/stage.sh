@@ -2,8 +2,13 @@
 # Stage what the guests get from this checkout, as a small ext4 image that
 # every VM mounts read-only at /opt/vipproxy (the initramfs runs its
 # install.sh before systemd starts, so the units are there at first load):
-#   bin/      every cmd/* built for the guest (CGO_ENABLED=0, GOARCH=ARCH)
-#   systemd/  the repository's unit files, installed to /etc/systemd/system
+#   bin/      every cmd/* built for the guest (CGO_ENABLED=0, GOARCH=ARCH);
+#             they stay there, read-only, as in a NixOS store path: nothing
+#             goes to /usr/bin, so a rendered file or unit that assumes
+#             /usr/bin/vipproxy fails here as it would on NixOS
+#   systemd/  the repository's unit files with /usr/bin/vipproxy replaced by
+#             that prefix (as vm-tests/nixos.nix does with the store path),
+#             installed to /etc/systemd/system
 # usage: stage.sh ARCH OUT.ext4
 set -euo pipefail
 ARCH=${1:?usage: stage.sh ARCH OUT.ext4}
@@ -18,15 +23,23 @@ mkdir -p "$DIR/bin" "$DIR/systemd"
 VERSION=$(cd "$REPO" && git describe --tags --always --dirty 2>/dev/null || echo dev)
 (cd "$REPO" && CGO_ENABLED=0 GOOS=linux GOARCH=$ARCH $GO build -trimpath -tags nethttpomithttp2 \
 	-ldflags "-s -w -X main.version=$VERSION" -o "$DIR/bin/" ./cmd/...)
+PREFIX=/opt/vipproxy
 if compgen -G "$REPO/systemd/*.s*" >/dev/null; then
 	cp "$REPO"/systemd/*.socket "$REPO"/systemd/*.service "$DIR/systemd/" 2>/dev/null || true
+	sed -i "s|/usr/bin/vipproxy|$PREFIX/bin/vipproxy|g" "$DIR"/systemd/*
+	if grep -n /usr/bin/vipproxy "$DIR"/systemd/*; then
+		echo "stage.sh: a unit still names /usr/bin/vipproxy" >&2
+		exit 1
+	fi
 fi
 cat >"$DIR/install.sh" <<'INSTALL'
 #!/bin/sh
 # Runs in the initramfs (busybox) with the guest root as $1.
 set -e
 R=$1
-cp $R/opt/vipproxy/bin/* "$R/usr/bin/"
+# No copy to /usr/bin: the binaries stay under /opt/vipproxy/bin (read-only),
+# which only the test driver's shell has in its PATH (vm-backdoor), as
+# /run/current-system/sw/bin on NixOS.
 for u in $R/opt/vipproxy/systemd/*; do
 	[ -e "$u" ] && cp "$u" "$R/etc/systemd/system/"
 done
