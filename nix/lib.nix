@@ -106,6 +106,24 @@ rec {
     sysctlKey
     ;
 
+  # The [Unit] and [Install] lines of systemd/vipproxy.service and
+  # systemd/vipproxy.socket, as NixOS unit options (`make test-nix` checks
+  # they equal the files). No network-online.target: health checks mark
+  # unreachable backends down until they answer, so waiting for it would
+  # only delay the VIP at boot.
+  serviceUnit = {
+    description = "vipproxy control-plane load balancer";
+    documentation = [ "https://github.com/vipproxy/vipproxy" ];
+    requires = [ "vipproxy.socket" ];
+    after = [ "vipproxy.socket" ];
+    wantedBy = [ "multi-user.target" ];
+  };
+  socketUnit = {
+    description = "vipproxy control-plane VIP listener";
+    documentation = [ "https://github.com/vipproxy/vipproxy" ];
+    wantedBy = [ "sockets.target" ];
+  };
+
   # The [Socket] and [Service] settings of systemd/vipproxy.socket and
   # systemd/vipproxy.service, less the lines that name paths (ExecStart=,
   # ExecReload=) and the [Unit]/[Install] wiring. `make test-nix` checks

@@ -5,6 +5,7 @@
 # and keepalived's VRRP instance. The rendering itself lives in ./lib.nix.
 {
   config,
+  options,
   lib,
   pkgs,
   ...
@@ -41,6 +42,22 @@ let
       lib.concatMap stringLeaves (builtins.attrValues v)
     else
       [ ];
+  # The firewall NixOS runs: networking.firewall.backend where nixpkgs
+  # has it, else networking.nftables.enable decides (as nixpkgs did).
+  firewallBackend =
+    config.networking.firewall.backend
+      or (if config.networking.nftables.enable then "nftables" else "iptables");
+  vrrpProtocol = "112";
+  kubeApiserver = config.services.kubernetes.apiserver;
+  # The local apiserver listens on every address, the VIP included.
+  kubeApiserverOnVip =
+    kubeApiserver.enable
+    && kubeApiserver.securePort == s.vip.port
+    && lib.elem kubeApiserver.bindAddress [
+      "0.0.0.0"
+      "::"
+      ""
+    ];
   mentionsVip =
     str: lib.any (vip: str == vip || lib.hasPrefix "${vip} " str || lib.hasPrefix "${vip}:" str) vips;
 
@@ -146,9 +163,14 @@ in
       type = lib.types.bool;
       default = false;
       description = ''
-        Whether to open the VIP port in the firewall (and, with
-        {option}`services.vipproxy.keepalived.enable`, VRRP through
-        {option}`services.keepalived.openFirewall`).
+        Whether to open the VIP port in the firewall and, with
+        {option}`services.vipproxy.keepalived.enable`, VRRP (IP protocol
+        112). Works with the iptables and the nftables firewall
+        ({option}`networking.nftables.enable`): VRRP goes to
+        {option}`networking.firewall.extraCommands` or
+        {option}`networking.firewall.extraInputRules` respectively, never
+        through {option}`services.keepalived.openFirewall`, which writes
+        iptables commands the nftables firewall refuses.
       '';
     };
 
@@ -213,6 +235,40 @@ in
             message = "services.vipproxy.settings.backend is empty: list the apiservers (name and address).";
           }
           {
+            assertion = !kubeApiserverOnVip;
+            message = ''
+              services.kubernetes.apiserver listens on ${kubeApiserver.bindAddress}:${toString kubeApiserver.securePort}, that is on
+              every address of this node including the VIP, so vipproxy cannot bind the VIP on port ${toString s.vip.port}
+              (bind: address already in use). Set services.kubernetes.apiserver.bindAddress to this node's own
+              address (the host of its entry in services.vipproxy.settings.backend), or move one of them to
+              another port (services.kubernetes.apiserver.securePort or services.vipproxy.settings.vip.port).
+            '';
+          }
+          {
+            # networkd's module turns systemd-resolved on by mkDefault
+            # whenever systemd.network.enable; a value set at a higher
+            # priority (a plain definition) is the operator's choice.
+            assertion =
+              config.networking.useNetworkd
+              || options.services.resolved.enable.highestPrio < (lib.mkDefault true).priority;
+            message = ''
+              services.vipproxy enables systemd-networkd for the VIP's dummy link, and NixOS's networkd
+              module then turns systemd-resolved on by default: /etc/resolv.conf would move to the
+              127.0.0.53 stub behind your back (kubelet and CoreDNS would see a loopback resolver). This
+              node uses scripted networking (networking.useNetworkd = false): say which DNS it keeps.
+              Set services.resolved.enable = false to keep /etc/resolv.conf as it is, or
+              services.resolved.enable = true to switch to systemd-resolved.
+            '';
+          }
+          {
+            assertion = !cfg.openFirewall || firewallBackend != "firewalld";
+            message = ''
+              services.vipproxy.openFirewall opens ports in the iptables and nftables firewalls only. With
+              firewalld, open TCP port ${toString s.vip.port} and VRRP (IP protocol 112) in the zone of
+              the uplink yourself and set services.vipproxy.openFirewall = false.
+            '';
+          }
+          {
             assertion = lib.all (u: !(lib.elem u [ "all" "default" "lo" ])) s.network.uplinks;
             message = ''
               services.vipproxy.settings.network.uplinks must name real uplink interfaces, not all, default
@@ -226,23 +282,14 @@ in
 
         # systemd owns the VIP listener: FreeBind lets it bind before the VIP
         # exists, and the socket (with its queue) survives daemon restarts.
-        systemd.sockets.vipproxy = {
-          description = "vipproxy VIP listener";
-          wantedBy = [ "sockets.target" ];
+        # [Unit] and [Install] as in systemd/vipproxy.socket.
+        systemd.sockets.vipproxy = vlib.socketUnit // {
           listenStreams = vlib.listenStreams s;
           socketConfig = vlib.socketConfig;
         };
 
-        systemd.services.vipproxy = {
-          description = "vipproxy: layer-4 proxy for the Kubernetes apiserver VIP";
-          # As in systemd/vipproxy.service.
-          requires = [ "vipproxy.socket" ];
-          after = [
-            "vipproxy.socket"
-            "network-online.target"
-          ];
-          wants = [ "network-online.target" ];
-          wantedBy = [ "multi-user.target" ];
+        # [Unit] and [Install] as in systemd/vipproxy.service.
+        systemd.services.vipproxy = vlib.serviceUnit // {
           reloadTriggers = [ configFile ];
           serviceConfig = vlib.serviceConfig // {
             ExecStart = "${exe} serve --config ${configPath}";
@@ -275,10 +322,22 @@ in
         networking.firewall.allowedTCPPorts = lib.mkIf cfg.openFirewall [ s.vip.port ];
       }
 
+      # VRRP through the firewall NixOS runs (both chains accept what the
+      # rules before their final refusal let through).
+      (lib.mkIf (cfg.openFirewall && cfg.keepalived.enable && firewallBackend == "iptables") {
+        networking.firewall.extraCommands = ''
+          ip46tables -A nixos-fw -p ${vrrpProtocol} -m comment --comment "services.vipproxy.openFirewall: VRRP" -j nixos-fw-accept
+        '';
+      })
+      (lib.mkIf (cfg.openFirewall && cfg.keepalived.enable && firewallBackend == "nftables") {
+        networking.firewall.extraInputRules = ''
+          meta l4proto ${vrrpProtocol} accept comment "services.vipproxy.openFirewall: VRRP"
+        '';
+      })
+
       (lib.mkIf cfg.keepalived.enable {
         services.keepalived = {
           enable = true;
-          openFirewall = lib.mkIf cfg.openFirewall true;
           vrrpScripts.${vlib.probeScriptName s} = vlib.vrrpScript "${exe} probe --config ${configPath}" // {
             # The probe only reads the config and asks the local admin endpoint.
             user = "nobody";

@@ -102,6 +102,9 @@ let
     {
       imports = [ nixosModule ];
       virtualisation.memorySize = 1024;
+      # Scripted networking (the test driver's default): the module asks
+      # which DNS the node keeps instead of letting networkd switch it.
+      services.resolved.enable = false;
       services.vipproxy = {
         enable = true;
         package = vipproxy;

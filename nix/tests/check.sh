@@ -4,7 +4,8 @@
 #   check.sh lib                nix/lib.nix gives the expected outputs (tests/lib-cases.nix)
 #   check.sh module             nix/module.nix evaluates (fake lib) and sets/asserts as expected
 #   check.sh agree VIPPROXY     lib.nix and the Go renderer agree (tests/agree.py)
-#   check.sh units              lib.nix's unit settings equal systemd/vipproxy.{socket,service}
+#   check.sh units              lib.nix's unit settings ([Unit], [Install], [Socket], [Service])
+#                               equal systemd/vipproxy.{socket,service}
 #   check.sh flake              flake.nix's outputs evaluate against a stub nixpkgs (tests/flake-eval.nix)
 #   check.sh pyflakes           the VM scenario scripts lint clean with the driver's globals
 #   check.sh vendor-hash [--write]  nix/package.nix's vendorHash matches `go mod vendor`
@@ -89,7 +90,19 @@ import json, sys
 for k, v in json.load(sys.stdin).items():
     for one in (v if isinstance(v, list) else [v]):
         print(f"{k}={one}")' | sort)
-	echo "units: nix/lib.nix socket and service settings equal $sock and $svc"
+	# [Unit] and [Install]: the module's serviceUnit/socketUnit options.
+	local unit
+	for unit in "$sock:socketUnit" "$svc:serviceUnit"; do
+		diff -u --label "${unit%%:*} [Unit] and [Install]" --label "nix/lib.nix ${unit##*:}" \
+			<( (unit_entries "${unit%%:*}" Unit; unit_entries "${unit%%:*}" Install) | sort) \
+			<(nix-instantiate --eval --strict --json -E "(import ./nix/lib.nix).${unit##*:}" | python3 -c '
+import json, sys
+keys = {"description": "Description", "documentation": "Documentation", "requires": "Requires",
+        "after": "After", "wants": "Wants", "before": "Before", "wantedBy": "WantedBy"}
+for k, v in json.load(sys.stdin).items():
+    print(keys[k] + "=" + (" ".join(v) if isinstance(v, list) else v))' | sort)
+	done
+	echo "units: nix/lib.nix [Unit], [Install], [Socket] and [Service] equal $sock and $svc"
 }
 
 check_pyflakes() {

@@ -23,7 +23,7 @@ let
     };
     mkIf = condition: content: { _type = "if"; inherit condition content; };
     mkMerge = contents: { _type = "merge"; inherit contents; };
-    mkDefault = content: { _type = "override"; inherit content; };
+    mkDefault = content: { _type = "override"; priority = 1000; inherit content; };
     mkForce = mkDefault;
     getExe = p: "${p}/bin/vipproxy";
     concatStringsSep = builtins.concatStringsSep;
@@ -93,6 +93,8 @@ let
       settings,
       keepalivedExtraConfig ? "",
       openFirewall ? false,
+      nftables ? false,
+      kubeApiserver ? { enable = false; },
     }:
     let
       module = import ../module.nix {
@@ -107,8 +109,15 @@ let
             keepalived.enable = true;
           };
           services.keepalived.extraConfig = keepalivedExtraConfig;
+          services.kubernetes.apiserver = {
+            bindAddress = "0.0.0.0";
+            securePort = 6443;
+          } // kubeApiserver;
           networking.useNetworkd = false;
+          networking.nftables.enable = nftables;
         };
+        # services.resolved.enable set by the operator (a plain definition).
+        options.services.resolved.enable.highestPrio = 100;
       };
     in
     {
@@ -171,6 +180,27 @@ let
       "net.ipv4.conf.eth1.arp_announce" = 2;
     };
     firewallOpen = c.networking.firewall.allowedTCPPorts == [ 6443 ];
+    vrrpThroughIptables =
+      builtins.match ".*ip46tables -A nixos-fw -p 112 .*" c.networking.firewall.extraCommands != null
+      && !(c.networking.firewall ? extraInputRules)
+      && !(c.services.keepalived ? openFirewall);
+    vrrpThroughNftables =
+      let
+        nft = (evalWith { settings = good; openFirewall = true; nftables = true; }).config;
+      in
+      builtins.match ".*meta l4proto 112 accept.*" nft.networking.firewall.extraInputRules != null
+      && !(nft.networking.firewall ? extraCommands);
+    assertApiserverOnWildcard = firesOnce {
+      settings = good;
+      kubeApiserver.enable = true;
+    } "services.kubernetes.apiserver.bindAddress";
+    apiserverOnNodeAddressFits =
+      failing {
+        settings = good;
+        kubeApiserver = { enable = true; bindAddress = "192.168.1.2"; };
+      } == [ ];
+    serviceUnitAsShipped =
+      c.systemd.services.vipproxy.after == [ "vipproxy.socket" ] && !(c.systemd.services.vipproxy ? wants);
     firewallClosedByDefault = !((evalWith { settings = good; }).config.networking.firewall ? allowedTCPPorts);
     keepalivedInstance =
       c.services.keepalived.vrrpInstances.vipproxy.priority == 150
