@@ -19,6 +19,8 @@ buildGo126Module {
       ../go.sum
       ../cmd
       ../service
+      # Tooling the stand-in apiserver (vipproxy-apiserver) links.
+      ../internal
       (lib.fileset.maybeMissing ../examples)
       (lib.fileset.maybeMissing ../systemd)
     ];

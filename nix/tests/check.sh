@@ -8,6 +8,7 @@
 #                               equal systemd/vipproxy.{socket,service}
 #   check.sh flake              flake.nix's outputs evaluate against a stub nixpkgs (tests/flake-eval.nix)
 #   check.sh pyflakes           the VM scenario scripts lint clean with the driver's globals
+#   check.sh fileset            nix/package.nix's src holds every directory the commands import
 #   check.sh vendor-hash [--write]  nix/package.nix's vendorHash matches `go mod vendor`
 #   check.sh all VIPPROXY       all of the above
 set -euo pipefail
@@ -151,6 +152,24 @@ vendor_hash() {
 	nix hash path --type sha256 "$src/vendor"
 }
 
+# Every top-level directory the packaged commands import is in the source
+# fileset of nix/package.nix (else the Nix build cannot find the package).
+check_fileset() {
+	local mod subs dirs d missing=""
+	mod=$(go list -m)
+	subs=$(sed -n '/subPackages = \[/,/\];/s/^ *"\(.*\)"$/.\/\1/p' nix/package.nix)
+	# shellcheck disable=SC2086 # one argument per package
+	dirs=$(go list -deps $subs | sed -n "s|^$mod/\([^/]*\).*|\1|p" | sort -u)
+	for d in $dirs; do
+		grep -Eq "^ *(\(lib.fileset.maybeMissing )?\.\./$d\)?$" nix/package.nix || missing="$missing $d"
+	done
+	if [ -n "$missing" ]; then
+		echo "fileset: FAIL: nix/package.nix's src leaves out$missing, which $(echo $subs) import" >&2
+		return 1
+	fi
+	echo "fileset: nix/package.nix's src holds every directory $(echo $subs) import ($(echo $dirs))"
+}
+
 check_vendor_hash() {
 	local want have
 	want=$(vendor_hash)
@@ -176,6 +195,7 @@ units) check_units ;;
 flake) check_flake ;;
 pyflakes) check_pyflakes ;;
 vendor-hash) check_vendor_hash "${2:-}" ;;
+fileset) check_fileset ;;
 all)
 	check_parse
 	check_lib
@@ -184,10 +204,11 @@ all)
 	check_units
 	check_flake
 	check_pyflakes
+	check_fileset
 	check_vendor_hash
 	;;
 *)
-	sed -n '2,11p' "$0" >&2
+	sed -n '2,13p' "$0" >&2
 	exit 2
 	;;
 esac
