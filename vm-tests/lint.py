@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = os.path.join(HERE, "..", "nix", "tests", "cases")
 DBUS_MAN = "/usr/share/man/man5/org.freedesktop.systemd1.5.gz"
 
-TRANSIENT = re.compile(r"systemd-run\b(?! --setenv=PATH=\$PATH\b)")
+TRANSIENT = re.compile(r"systemd-run\b(?! --setenv=PATH=\$PATH\b)(?!.*# no PATH on purpose)")
 SHOW_PROPERTY = re.compile(r"systemctl show\b[^\"'\n]*?(?:-p |--property=)([A-Za-z,]+)")
 FHS_PATH = re.compile(r"(?<![\w./-])/(?:usr/)?s?bin/[\w.-]+")
 

@@ -51,6 +51,10 @@ with subtest("boot"):
     cp1.wait_for_unit("multi-user.target")
     cp1.wait_until_succeeds(f"ip -4 addr show dev eth1 | grep -q {NODE}/24", timeout=60)
 
+with subtest("transient units find no general tools through PATH (NixOS: systemd's bin/ only)"):
+    cp1.fail("systemd-run --wait --quiet --collect /bin/sh -c 'command -v curl'")  # no PATH on purpose
+    cp1.succeed(f"{RUN} --wait --quiet /bin/sh -c 'command -v curl'")
+
 with subtest("stand-in apiservers with mTLS on the node IP"):
     cp1.succeed(f"vipproxy-apiserver pki --dir {PKI} --hosts {NODE},{VIP4},{VIP6}")
     cp1.succeed(f"chmod 0644 {PKI}/*")  # test keys: the DynamicUser= daemon reads the client key for health checks

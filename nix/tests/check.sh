@@ -3,6 +3,8 @@
 #   check.sh parse              every .nix file parses
 #   check.sh lib                nix/lib.nix gives the expected outputs (tests/lib-cases.nix)
 #   check.sh module             nix/module.nix evaluates (fake lib) and sets/asserts as expected
+#   check.sh nixos              nix/module.nix with the real nixpkgs lib (../shared) and NixOS'
+#                               option declarations (tests/nixos-eval.nix); planted breaks caught
 #   check.sh agree VIPPROXY     lib.nix and the Go renderer agree (tests/agree.py)
 #   check.sh units              lib.nix's unit settings ([Unit], [Install], [Socket], [Service])
 #                               equal systemd/vipproxy.{socket,service}
@@ -63,6 +65,69 @@ print("module: nix/module.nix evaluates with a fake lib; %d expectations hold" %
 
 check_agree() {
 	python3 nix/tests/agree.py "$1" nix/tests/cases/*.toml
+}
+
+# The real nixpkgs lib: $NIXPKGS_LIB, else ../shared/nixpkgs-lib beside this
+# checkout (CI) or beside the main checkout of a git worktree.
+nixpkgs_lib() {
+	local d
+	for d in "${NIXPKGS_LIB:-}" ../shared/nixpkgs-lib \
+		"$(dirname "$(cd "$(git rev-parse --git-common-dir)" && pwd)")/../shared/nixpkgs-lib"; do
+		if [ -n "$d" ] && [ -f "$d/compat.nix" ]; then
+			(cd "$d" && pwd)
+			return
+		fi
+	done
+}
+
+nixos_eval() {
+	nix-instantiate --eval --strict --json nix/tests/nixos-eval.nix \
+		--arg lib "import $1/compat.nix" --arg module "$2" 2>"$scratch/nixos-eval.err"
+}
+
+# Breaks planted in a copy of nix/ that the real-lib evaluation must catch:
+# FILE|SED EXPRESSION|WHAT.
+NIXOS_PLANTS='lib.nix|s/virtualRouterId = k.router_id;/virtualRouterId = toString k.router_id;/|a wrong type (virtualRouterId as a string)
+module.nix|s/networking.firewall.extraInputRules = /networking.firewall.extraInputRule = /|a wrong option name (extraInputRule)
+lib.nix|s/LinkLocalAddressing = "no";/LinkLocalAdressing = "no";/|a misspelt [Network] field
+module.nix|s/^          enable = true;$/          enable = true; openFirewall = cfg.openFirewall;/|keepalived.openFirewall passed on (iptables rules on an nftables node)'
+
+check_nixos() {
+	local lib out plant file expr what copy
+	lib=$(nixpkgs_lib)
+	if [ -z "$lib" ]; then
+		echo "nixos: SKIP: no ../shared/nixpkgs-lib (the real nixpkgs lib; CI has it, or set NIXPKGS_LIB)"
+		return
+	fi
+	out=$(nixos_eval "$lib" ./nix/module.nix) || { cat "$scratch/nixos-eval.err" >&2; return 1; }
+	python3 -c '
+import json, sys
+out = json.loads(sys.argv[1])
+bad = {k: v for k, v in out["cases"].items() if v != "ok"}
+bad.update({k: v for k, v in out["planted"].items() if v != "caught"})
+for k, v in bad.items():
+    print(f"nixos: FAIL: {k}: {v}", file=sys.stderr)
+cases, planted = out["cases"], out["planted"]
+caught = ", ".join(k for k, v in planted.items() if v == "caught")
+names = ", ".join(cases)
+print(f"nixos: nix/module.nix with the real nixpkgs lib: {len(cases) - len(bad)}/{len(cases)} node configurations"
+      f" as expected ({names}); planted breaks caught: {caught}")
+sys.exit(1 if bad else 0)' "$out"
+	while IFS='|' read -r file expr what; do
+		copy="$scratch/plant"
+		rm -rf "$copy" && mkdir -p "$copy" && cp -r nix "$copy/"
+		sed -i "$expr" "$copy/nix/$file"
+		if cmp -s "nix/$file" "$copy/nix/$file"; then
+			echo "nixos: FAIL: the plant '$what' no longer applies to nix/$file: update NIXOS_PLANTS" >&2
+			return 1
+		fi
+		if out=$(nixos_eval "$lib" "$copy/nix/module.nix") && ! grep -q '"cases":{[^}]*"failing assertions' <<<"$out" &&
+			! grep -q '"cases":{[^}]*"evaluates, but' <<<"$out"; then
+			echo "nixos: FAIL: $what in nix/$file was not caught" >&2
+			return 1
+		fi
+		echo "nixos: planted in nix/$file: $what: caught"
+	done <<<"$NIXOS_PLANTS"
 }
 
 # [Section] Key=Value lines of a unit file (continuations and comments dropped).
@@ -196,10 +261,12 @@ flake) check_flake ;;
 pyflakes) check_pyflakes ;;
 vendor-hash) check_vendor_hash "${2:-}" ;;
 fileset) check_fileset ;;
+nixos) check_nixos ;;
 all)
 	check_parse
 	check_lib
 	check_module
+	check_nixos
 	check_agree "$2"
 	check_units
 	check_flake
@@ -208,7 +275,7 @@ all)
 	check_vendor_hash
 	;;
 *)
-	sed -n '2,13p' "$0" >&2
+	sed -n '2,15p' "$0" >&2
 	exit 2
 	;;
 esac

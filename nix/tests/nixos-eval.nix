@@ -1,0 +1,266 @@
+# nix/module.nix evaluated by the real module system (lib.evalModules of
+# the real nixpkgs lib) next to the NixOS options it sets, as declared in
+# nixpkgs (./nixos-options.nix): a wrong option name or type throws here as
+# it does in `nixos-rebuild`. Each case is a node configuration; it passes
+# when the whole configuration evaluates and exactly the expected
+# assertions fail. The planted cases must throw (or fail an assertion):
+# they show the check catches a wrong name, a wrong type and the old
+# keepalived.openFirewall pass-through on an nftables node.
+#   nix-instantiate --eval --strict --json nix/tests/nixos-eval.nix \
+#     --arg lib 'import ../shared/nixpkgs-lib/compat.nix' [--arg module ./module.nix]
+{
+  lib,
+  module ? ../module.nix,
+}:
+let
+  nixos = import ./nixos-options.nix { inherit lib; };
+
+  # What the module takes from pkgs: the package (a derivation, never
+  # built), coreutils and the TOML format (its type as in nixpkgs'
+  # pkgs-lib/formats.nix; generate gives a store-like path).
+  fakeDrv =
+    name:
+    derivation {
+      inherit name;
+      system = "x86_64-linux";
+      builder = "/bin/false";
+    };
+  pkgs = {
+    vipproxy = fakeDrv "vipproxy" // {
+      meta.mainProgram = "vipproxy";
+    };
+    coreutils = fakeDrv "coreutils";
+    formats.toml = _: {
+      type =
+        let
+          valueType =
+            lib.types.oneOf [
+              lib.types.bool
+              lib.types.int
+              lib.types.float
+              lib.types.str
+              lib.types.path
+              (lib.types.attrsOf valueType)
+              (lib.types.listOf valueType)
+            ]
+            // {
+              description = "TOML value";
+            };
+        in
+        valueType;
+      generate = name: value: builtins.seq (builtins.toJSON value) "/nix/store/00000000000000000000000000000000-${name}";
+    };
+  };
+
+  eval =
+    modules:
+    lib.evalModules {
+      specialArgs = { inherit pkgs; };
+      modules = [
+        nixos.base
+        nixos.systemd
+        nixos.networkd
+        nixos.firewall
+        nixos.keepalived
+        nixos.kubernetes
+        module
+      ] ++ modules;
+    };
+
+  backends = map (n: {
+    name = "cp${toString n}";
+    address = "192.0.2.1${toString n}:6443";
+  }) [ 1 2 3 ];
+  # A node with these settings; scripted networking (NixOS' default) must
+  # say which DNS it keeps: resolved false unless given (null: unset).
+  nodeWith =
+    {
+      resolved ? false,
+    }:
+    settings: extra: {
+      services.vipproxy = {
+        enable = true;
+        inherit settings;
+      };
+      services.resolved = lib.optionalAttrs (resolved != null) { enable = resolved; };
+      imports = [ extra ];
+    };
+  node = nodeWith { };
+  ipv4 = {
+    vip.addresses = [ "192.0.2.10" ];
+    backend = backends;
+    network.uplinks = [ "eth0" ];
+    keepalived.priority = 150;
+  };
+  dualStack = ipv4 // {
+    vip.addresses = [
+      "192.0.2.10"
+      "2001:db8::10"
+    ];
+  };
+  ipv6Only = {
+    vip.addresses = [ "2001:db8::10" ];
+    backend = map (b: b // { address = "[2001:db8::1${lib.removePrefix "cp" b.name}]:6443"; }) backends;
+    keepalived.interface = "eth0";
+  };
+
+  # Everything the module defines, forced: type errors and unknown
+  # options throw here; returns the messages of the failing assertions.
+  run =
+    modules:
+    let
+      c = (eval modules).config;
+      forced = builtins.deepSeq (builtins.toJSON {
+        inherit (c)
+          systemd
+          boot
+          environment
+          networking
+          meta
+          ;
+        services = {
+          inherit (c.services) vipproxy keepalived resolved;
+        };
+      }) true;
+      failing = map (a: a.message) (lib.filter (a: !a.assertion) c.assertions);
+    in
+    builtins.seq forced { inherit c failing; };
+
+  # A case: the node, the words each failing assertion must contain (in
+  # order), and what must hold of its config.
+  case =
+    {
+      modules,
+      fails ? [ ],
+      check ? (_: true),
+    }:
+    let
+      r = run modules;
+      matches = lib.zipListsWith (msg: word: lib.hasInfix word msg) r.failing fails;
+    in
+    if lib.length r.failing != lib.length fails || !lib.all (x: x) matches then
+      "failing assertions: ${builtins.toJSON r.failing}, expected ones mentioning ${builtins.toJSON fails}"
+    else if !(check r.c) then
+      "evaluates, but the configuration is not as expected"
+    else
+      "ok";
+
+  hasVrrpRule = text: lib.hasInfix "112" text;
+
+  cases = {
+    ipv4 = case {
+      modules = [ (node ipv4 { }) ];
+      check =
+        c:
+        c.systemd.sockets.vipproxy.listenStreams == [ "192.0.2.10:6443" ]
+        && c.boot.kernel.sysctl."net.ipv4.conf.eth0.arp_ignore" == 1
+        && c.services.keepalived.vrrpInstances.vipproxy.virtualRouterId == 51
+        && lib.hasPrefix "${pkgs.vipproxy}/bin/vipproxy probe " c.services.keepalived.vrrpScripts.vipproxy_probe.script
+        && c.systemd.services.vipproxy.serviceConfig.ExecStart
+          == "${pkgs.vipproxy}/bin/vipproxy serve --config /etc/vipproxy/vipproxy.toml"
+        && c.systemd.services.vipproxy.after == [ "vipproxy.socket" ]
+        && !c.services.resolved.enable;
+    };
+    dualStack = case {
+      modules = [ (node dualStack { }) ];
+      check =
+        c:
+        map (a: a.Address) c.systemd.network.networks."60-vipproxy".addresses == [
+          "192.0.2.10/32"
+          "2001:db8::10/128"
+        ];
+    };
+    ipv6Only = case {
+      modules = [ (node ipv6Only { }) ];
+      check = c: c.boot.kernel.sysctl == { } && c.services.keepalived.vrrpInstances.vipproxy.interface == "eth0";
+    };
+    openFirewallIptables = case {
+      modules = [ (node ipv4 { services.vipproxy.openFirewall = true; }) ];
+      check =
+        c:
+        c.networking.firewall.backend == "iptables"
+        && c.networking.firewall.allowedTCPPorts == [ 6443 ]
+        && hasVrrpRule c.networking.firewall.extraCommands
+        && c.networking.firewall.extraInputRules == "";
+    };
+    openFirewallNftables = case {
+      modules = [
+        (node ipv4 {
+          services.vipproxy.openFirewall = true;
+          networking.nftables.enable = true;
+        })
+      ];
+      check =
+        c:
+        c.networking.firewall.allowedTCPPorts == [ 6443 ]
+        && hasVrrpRule c.networking.firewall.extraInputRules
+        && c.networking.firewall.extraCommands == "";
+    };
+    openFirewallFirewalld = case {
+      modules = [
+        (node ipv4 {
+          services.vipproxy.openFirewall = true;
+          services.firewalld.enable = true;
+        })
+      ];
+      fails = [ "firewalld" ];
+    };
+    # networkd manages the node already: resolved is the node's own default.
+    useNetworkd = case {
+      modules = [ (nodeWith { resolved = null; } dualStack { networking.useNetworkd = true; }) ];
+      check = c: c.services.resolved.enable && c.systemd.network.enable;
+    };
+    # Scripted networking and no word on DNS: the module asks instead of
+    # letting networkd switch /etc/resolv.conf to the stub.
+    scriptedNetworkingResolvedUnset = case {
+      modules = [ (nodeWith { resolved = null; } ipv4 { }) ];
+      fails = [ "services.resolved.enable" ];
+    };
+    scriptedNetworkingResolvedChosen = case {
+      modules = [ (nodeWith { resolved = true; } ipv4 { }) ];
+      check = c: c.services.resolved.enable && !c.systemd.network.wait-online.enable;
+    };
+    kubeApiserverWildcard = case {
+      modules = [ (node ipv4 { services.kubernetes.apiserver.enable = true; }) ];
+      fails = [ "services.kubernetes.apiserver.bindAddress" ];
+    };
+    kubeApiserverOnNodeAddress = case {
+      modules = [
+        (node ipv4 {
+          services.kubernetes.apiserver = {
+            enable = true;
+            bindAddress = "192.0.2.11";
+          };
+        })
+      ];
+    };
+  };
+
+  # Breaks that must not pass: each must throw or fail an assertion.
+  caught =
+    modules:
+    let
+      r = builtins.tryEval (run modules);
+    in
+    !r.success || r.value.failing != [ ];
+  planted = {
+    wrongOptionName = caught [
+      (node ipv4 { services.keepalived.vrrpInstances.vipproxy.virtualRouterID = 51; })
+    ];
+    wrongType = caught [ (node ipv4 { systemd.sockets.vipproxy.listenStreams = "192.0.2.10:6443"; }) ];
+    wrongSectionField = caught [
+      (node ipv4 { systemd.network.networks."60-vipproxy".networkConfig.LinkLocalAdressing = "no"; })
+    ];
+    wrongUnitName = caught [ (node ipv4 { systemd.services.vipproxy.after = [ "vipproxy.sockets" ]; }) ];
+    keepalivedOpenFirewallOnNftables = caught [
+      (node ipv4 {
+        networking.nftables.enable = true;
+        services.keepalived.openFirewall = true;
+      })
+    ];
+  };
+in
+{
+  inherit cases;
+  planted = lib.mapAttrs (_: c: if c then "caught" else "NOT CAUGHT") planted;
+}

@@ -1,0 +1,706 @@
+# The NixOS options nix/module.nix sets or reads, declared with the types,
+# defaults and assertions nixpkgs gives them (transcribed from nixpkgs
+# nixos/modules, 26.11 era; only the options and section fields our module
+# can touch), so that `lib.evalModules` with the real nixpkgs lib rejects a
+# wrong option name or type here as it would on a NixOS machine:
+#   misc/assertions.nix, misc/meta.nix, config/sysctl.nix, config/system-path.nix,
+#   system/etc/etc.nix, system/boot/systemd.nix + lib/systemd-unit-options.nix,
+#   system/boot/networkd.nix, system/boot/resolved.nix, tasks/network-interfaces.nix,
+#   services/networking/{firewall,firewall-iptables,firewall-nftables,nftables}.nix,
+#   services/networking/dhcpcd.nix, services/networking/keepalived/,
+#   services/cluster/kubernetes/apiserver.nix.
+# Each module keeps nixpkgs' own config effects that matter to us: networkd
+# turns systemd-resolved on by mkDefault, the nftables firewall refuses
+# extraCommands, keepalived's openFirewall writes iptables commands and
+# keepalived asserts on its instances.
+{ lib }:
+let
+  inherit (lib) mkOption mkIf mkDefault types;
+
+  # lib/systemd-lib.nix
+  unitNameType = types.strMatching "[a-zA-Z0-9@%:_.\\-]+[.](service|socket|device|mount|automount|swap|target|path|timer|scope|slice)";
+  # lib/systemd-unit-options.nix: any value; lists concatenate, scalars must agree.
+  unitOption = lib.mkOptionType {
+    name = "systemd option";
+    merge =
+      loc: defs:
+      let
+        defs' = lib.filterOverrides defs;
+      in
+      if lib.any (def: lib.isList def.value) defs' then
+        lib.concatMap (def: lib.toList def.value) defs'
+      else
+        lib.mergeEqualOption loc defs';
+  };
+  boolValues = [
+    true
+    false
+    "yes"
+    "no"
+  ];
+
+  # lib/systemd-lib.nix checkUnitConfig and its assertions: a section is
+  # valid when every check passes (errors are traced, the check is false).
+  checkUnitConfig =
+    group: checks: attrs:
+    let
+      errors = lib.concatMap (c: c group attrs) checks;
+    in
+    if errors == [ ] then true else builtins.trace (lib.concatStringsSep "\n" errors) false;
+  assertOnlyFields =
+    fields: group: attrs:
+    map (f: "Systemd ${group} field `${f}' is not recognised.") (
+      lib.filter (f: !lib.elem f fields) (lib.attrNames attrs)
+    );
+  assertHasField =
+    name: group: attrs:
+    lib.optional (!(attrs ? ${name})) "Systemd ${group} field `${name}' must exist.";
+  assertValueOneOf =
+    name: values: group: attrs:
+    lib.optional (
+      attrs ? ${name} && !lib.elem attrs.${name} values
+    ) "Systemd ${group} field `${name}' cannot have value `${toString attrs.${name}}'.";
+  checked = check: types.addCheck (types.attrsOf unitOption) check;
+
+  # networkd.nix check.netdev / check.network (fields cut to those a dummy
+  # link and its addresses use; the value checks as in nixpkgs).
+  checkNetdev = checkUnitConfig "Netdev" [
+    (assertOnlyFields [
+      "Description"
+      "Name"
+      "Kind"
+      "MTUBytes"
+      "MACAddress"
+    ])
+    (assertHasField "Name")
+    (assertHasField "Kind")
+    (assertValueOneOf "Kind" [
+      "bond"
+      "bridge"
+      "dummy"
+      "veth"
+      "vlan"
+      "vxlan"
+      "wireguard"
+    ])
+  ];
+  checkNetwork = checkUnitConfig "Network" [
+    (assertOnlyFields [
+      "Description"
+      "DHCP"
+      "LinkLocalAddressing"
+      "IPv6AcceptRA"
+      "ConfigureWithoutCarrier"
+      "IgnoreCarrierLoss"
+      "KeepConfiguration"
+      "Address"
+      "Gateway"
+      "DNS"
+    ])
+    (assertValueOneOf "LinkLocalAddressing" (
+      boolValues
+      ++ [
+        "ipv4"
+        "ipv6"
+        "fallback"
+        "ipv4-fallback"
+      ]
+    ))
+    (assertValueOneOf "ConfigureWithoutCarrier" boolValues)
+  ];
+  checkAddress = checkUnitConfig "Address" [
+    (assertOnlyFields [
+      "Address"
+      "Peer"
+      "Broadcast"
+      "Label"
+      "PreferredLifetime"
+      "Scope"
+      "RouteMetric"
+      "HomeAddress"
+      "DuplicateAddressDetection"
+      "ManageTemporaryAddress"
+      "AddPrefixRoute"
+      "AutoJoin"
+    ])
+    (assertHasField "Address")
+    (assertValueOneOf "DuplicateAddressDetection" [
+      "ipv4"
+      "ipv6"
+      "both"
+      "none"
+    ])
+  ];
+  checkNetworkLink = checkUnitConfig "Link" [
+    (assertOnlyFields [
+      "MACAddress"
+      "MTUBytes"
+      "ARP"
+      "Multicast"
+      "AllMulticast"
+      "Unmanaged"
+      "Group"
+      "RequiredForOnline"
+      "RequiredFamilyForOnline"
+      "ActivationPolicy"
+      "Promiscuous"
+    ])
+    (assertValueOneOf "RequiredForOnline" (
+      boolValues
+      ++ [
+        "missing"
+        "off"
+        "no-carrier"
+        "dormant"
+        "degraded-carrier"
+        "carrier"
+        "degraded"
+        "enslaved"
+        "routable"
+      ]
+    ))
+  ];
+  # lib/systemd-unit-options.nix checkService.
+  checkService = checkUnitConfig "Service" [
+    (assertValueOneOf "Type" [
+      "exec"
+      "simple"
+      "forking"
+      "oneshot"
+      "dbus"
+      "notify"
+      "notify-reload"
+      "idle"
+    ])
+    (assertValueOneOf "Restart" [
+      "no"
+      "on-success"
+      "on-failure"
+      "on-abnormal"
+      "on-abort"
+      "always"
+    ])
+  ];
+
+  # lib/systemd-unit-options.nix: the [Unit]/[Install] options every unit has.
+  commonUnitOptions = {
+    enable = mkOption {
+      type = types.bool;
+      default = true;
+    };
+    description = mkOption {
+      type = types.singleLineStr;
+      default = "";
+    };
+    documentation = mkOption {
+      type = types.listOf types.str;
+      default = [ ];
+    };
+    requires = mkOption {
+      type = types.listOf unitNameType;
+      default = [ ];
+    };
+    wants = mkOption {
+      type = types.listOf unitNameType;
+      default = [ ];
+    };
+    after = mkOption {
+      type = types.listOf unitNameType;
+      default = [ ];
+    };
+    before = mkOption {
+      type = types.listOf unitNameType;
+      default = [ ];
+    };
+    wantedBy = mkOption {
+      type = types.listOf unitNameType;
+      default = [ ];
+    };
+    requiredBy = mkOption {
+      type = types.listOf unitNameType;
+      default = [ ];
+    };
+    unitConfig = mkOption {
+      type = types.attrsOf unitOption;
+      default = { };
+    };
+  };
+  serviceOptions = commonUnitOptions // {
+    serviceConfig = mkOption {
+      type = checked checkService;
+      default = { };
+    };
+    restartTriggers = mkOption {
+      type = types.listOf unitOption;
+      default = [ ];
+    };
+    reloadTriggers = mkOption {
+      type = types.listOf unitOption;
+      default = [ ];
+    };
+    path = mkOption {
+      type = types.listOf (types.either types.package types.str);
+      default = [ ];
+    };
+    environment = mkOption {
+      type = types.attrsOf (types.nullOr (types.oneOf [
+        types.str
+        types.path
+        types.package
+      ]));
+      default = { };
+    };
+  };
+  socketOptions = commonUnitOptions // {
+    listenStreams = mkOption {
+      type = types.listOf types.str;
+      default = [ ];
+    };
+    listenDatagrams = mkOption {
+      type = types.listOf types.str;
+      default = [ ];
+    };
+    socketConfig = mkOption {
+      type = types.attrsOf unitOption;
+      default = { };
+    };
+  };
+
+  # networkd.nix netdevOptions / networkOptions (the sections a dummy link uses).
+  netdevOptions = {
+    enable = mkOption {
+      type = types.bool;
+      default = true;
+    };
+    netdevConfig = mkOption {
+      type = checked checkNetdev;
+      default = { };
+    };
+  };
+  networkOptions = {
+    enable = mkOption {
+      type = types.bool;
+      default = true;
+    };
+    matchConfig = mkOption {
+      type = types.attrsOf unitOption;
+      default = { };
+    };
+    networkConfig = mkOption {
+      type = checked checkNetwork;
+      default = { };
+    };
+    # mkSubsectionType "addressConfig" check.network.sectionAddress: the
+    # [Address] fields directly (the addressConfig wrapper is deprecated).
+    addresses = mkOption {
+      type = types.listOf (checked checkAddress);
+      default = [ ];
+    };
+    linkConfig = mkOption {
+      type = checked checkNetworkLink;
+      default = { };
+    };
+    address = mkOption {
+      type = types.listOf types.str;
+      default = [ ];
+    };
+    name = mkOption {
+      type = types.nullOr types.str;
+      default = null;
+    };
+  };
+
+  # services/networking/keepalived/vrrp-script-options.nix
+  vrrpScriptOptions = {
+    script = mkOption { type = types.str; };
+    interval = mkOption {
+      type = types.int;
+      default = 1;
+    };
+    timeout = mkOption {
+      type = types.int;
+      default = 5;
+    };
+    weight = mkOption {
+      type = types.int;
+      default = 0;
+    };
+    rise = mkOption {
+      type = types.int;
+      default = 5;
+    };
+    fall = mkOption {
+      type = types.int;
+      default = 3;
+    };
+    user = mkOption {
+      type = types.str;
+      default = "keepalived_script";
+    };
+    group = mkOption {
+      type = types.nullOr types.str;
+      default = null;
+    };
+    extraConfig = mkOption {
+      type = types.lines;
+      default = "";
+    };
+  };
+  # .../virtual-ip-options.nix
+  virtualIpOptions = {
+    addr = mkOption { type = types.str; };
+    brd = mkOption {
+      type = types.nullOr types.str;
+      default = null;
+    };
+    dev = mkOption {
+      type = types.nullOr types.str;
+      default = null;
+    };
+    scope = mkOption {
+      type = types.nullOr types.str;
+      default = null;
+    };
+    label = mkOption {
+      type = types.nullOr types.str;
+      default = null;
+    };
+  };
+  # .../vrrp-instance-options.nix
+  vrrpInstanceOptions = {
+    interface = mkOption { type = types.str; };
+    state = mkOption {
+      type = types.enum [
+        "MASTER"
+        "BACKUP"
+      ];
+      default = "BACKUP";
+    };
+    virtualRouterId = mkOption { type = types.ints.between 1 255; };
+    priority = mkOption {
+      type = types.int;
+      default = 100;
+    };
+    noPreempt = mkOption {
+      type = types.bool;
+      default = false;
+    };
+    useVmac = mkOption {
+      type = types.bool;
+      default = false;
+    };
+    vmacInterface = mkOption {
+      type = types.nullOr types.str;
+      default = null;
+    };
+    vmacXmitBase = mkOption {
+      type = types.bool;
+      default = false;
+    };
+    unicastSrcIp = mkOption {
+      type = types.nullOr types.str;
+      default = null;
+    };
+    unicastPeers = mkOption {
+      type = types.listOf types.str;
+      default = [ ];
+    };
+    virtualIps = mkOption {
+      type = types.listOf (types.submodule { options = virtualIpOptions; });
+      default = [ ];
+    };
+    trackScripts = mkOption {
+      type = types.listOf types.str;
+      default = [ ];
+    };
+    trackInterfaces = mkOption {
+      type = types.listOf types.str;
+      default = [ ];
+    };
+    extraConfig = mkOption {
+      type = types.lines;
+      default = "";
+    };
+  };
+
+  bool = default: mkOption {
+    type = types.bool;
+    inherit default;
+  };
+  lines = mkOption {
+    type = types.lines;
+    default = "";
+  };
+in
+{
+  # misc/assertions.nix, misc/meta.nix, system/etc/etc.nix, config/system-path.nix
+  base =
+    { ... }:
+    {
+      options = {
+        assertions = mkOption {
+          type = types.listOf types.unspecified;
+          internal = true;
+          default = [ ];
+        };
+        warnings = mkOption {
+          type = types.listOf types.str;
+          internal = true;
+          default = [ ];
+        };
+        meta.maintainers = mkOption {
+          type = types.listOf types.raw;
+          default = [ ];
+        };
+        environment.systemPackages = mkOption {
+          type = types.listOf types.package;
+          default = [ ];
+        };
+        environment.etc = mkOption {
+          default = { };
+          type = types.attrsOf (
+            types.submodule {
+              options = {
+                enable = bool true;
+                source = mkOption { type = types.path; };
+                mode = mkOption {
+                  type = types.str;
+                  default = "symlink";
+                };
+              };
+            }
+          );
+        };
+        # config/sysctl.nix (its highest-value merge for a few keys left out).
+        boot.kernel.sysctl = mkOption {
+          default = { };
+          type = types.submodule {
+            freeformType = types.attrsOf (
+              types.nullOr (
+                types.oneOf [
+                  types.bool
+                  types.str
+                  types.int
+                ]
+              )
+            );
+          };
+        };
+      };
+    };
+
+  # system/boot/systemd.nix
+  systemd =
+    { ... }:
+    {
+      options.systemd = {
+        services = mkOption {
+          type = types.attrsOf (types.submodule { options = serviceOptions; });
+          default = { };
+        };
+        sockets = mkOption {
+          type = types.attrsOf (types.submodule { options = socketOptions; });
+          default = { };
+        };
+        globalEnvironment = mkOption {
+          type = types.attrsOf (types.nullOr (types.oneOf [
+            types.str
+            types.path
+            types.package
+          ]));
+          default = { };
+        };
+      };
+    };
+
+  # system/boot/networkd.nix, system/boot/resolved.nix, tasks/network-interfaces.nix,
+  # services/networking/dhcpcd.nix
+  networkd =
+    { config, ... }:
+    {
+      options = {
+        systemd.network = {
+          enable = bool false;
+          netdevs = mkOption {
+            type = types.attrsOf (types.submodule { options = netdevOptions; });
+            default = { };
+          };
+          networks = mkOption {
+            type = types.attrsOf (types.submodule { options = networkOptions; });
+            default = { };
+          };
+          wait-online.enable = bool true;
+          wait-online.anyInterface = bool config.networking.useDHCP;
+        };
+        services.resolved.enable = bool false;
+        networking.useNetworkd = bool false;
+        networking.useDHCP = bool true;
+        networking.dhcpcd.denyInterfaces = mkOption {
+          type = types.listOf types.str;
+          default = [ ];
+        };
+      };
+      config = lib.mkMerge [
+        (mkIf config.networking.useNetworkd { systemd.network.enable = mkDefault true; })
+        # networkd.nix: "services.resolved.enable = mkDefault true;"
+        (mkIf config.systemd.network.enable { services.resolved.enable = mkDefault true; })
+      ];
+    };
+
+  # services/networking/firewall.nix, firewall-iptables.nix, firewall-nftables.nix,
+  # nftables.nix, firewalld (its enable only)
+  firewall =
+    { config, ... }:
+    let
+      cfg = config.networking.firewall;
+    in
+    {
+      options = {
+        services.firewalld.enable = bool false;
+        networking.nftables = {
+          enable = bool false;
+          rulesetFile = mkOption {
+            type = types.nullOr types.path;
+            default = null;
+          };
+        };
+        networking.firewall = {
+          enable = bool true;
+          backend = mkOption {
+            type = types.enum [
+              "iptables"
+              "nftables"
+              "firewalld"
+            ];
+            default =
+              if config.services.firewalld.enable then
+                "firewalld"
+              else if config.networking.nftables.enable then
+                "nftables"
+              else
+                "iptables";
+          };
+          allowedTCPPorts = mkOption {
+            type = types.listOf types.port;
+            default = [ ];
+            apply = ports: lib.unique (builtins.sort builtins.lessThan ports);
+          };
+          allowedUDPPorts = mkOption {
+            type = types.listOf types.port;
+            default = [ ];
+            apply = ports: lib.unique (builtins.sort builtins.lessThan ports);
+          };
+          trustedInterfaces = mkOption {
+            type = types.listOf types.str;
+            default = [ ];
+          };
+          extraCommands = lines;
+          extraStopCommands = lines;
+          extraInputRules = lines;
+          extraForwardRules = lines;
+        };
+      };
+      config = mkIf (cfg.enable && cfg.backend == "nftables") {
+        assertions = [
+          {
+            assertion = cfg.extraCommands == "";
+            message = "extraCommands is incompatible with the nftables based firewall: ${cfg.extraCommands}";
+          }
+          {
+            assertion = cfg.extraStopCommands == "";
+            message = "extraStopCommands is incompatible with the nftables based firewall: ${cfg.extraStopCommands}";
+          }
+          {
+            assertion = config.networking.nftables.rulesetFile == null;
+            message = "networking.nftables.rulesetFile conflicts with the firewall";
+          }
+        ];
+      };
+    };
+
+  # services/networking/keepalived/default.nix
+  keepalived =
+    { config, ... }:
+    let
+      cfg = config.services.keepalived;
+      instanceAssertions =
+        name: i:
+        [
+          {
+            assertion = i.interface != "";
+            message = "services.keepalived.vrrpInstances.${name}.interface option cannot be empty.";
+          }
+          {
+            assertion = i.virtualRouterId >= 0 && i.virtualRouterId <= 255;
+            message = "services.keepalived.vrrpInstances.${name}.virtualRouterId must be an integer between 0..255.";
+          }
+          {
+            assertion = i.priority >= 0 && i.priority <= 255;
+            message = "services.keepalived.vrrpInstances.${name}.priority must be an integer between 0..255.";
+          }
+        ]
+        ++ map (ip: {
+          assertion = ip.addr != "";
+          message = "The 'addr' option for an services.keepalived.vrrpInstances.${name}.virtualIps entry cannot be empty.";
+        }) i.virtualIps
+        ++ map (script: {
+          assertion = cfg.vrrpScripts ? ${script};
+          message = "services.keepalived.vrrpInstances.${name} trackscript ${script} is not defined in services.keepalived.vrrpScripts.";
+        }) i.trackScripts;
+    in
+    {
+      options.services.keepalived = {
+        enable = bool false;
+        openFirewall = bool false;
+        enableScriptSecurity = bool false;
+        vrrpScripts = mkOption {
+          type = types.attrsOf (types.submodule { options = vrrpScriptOptions; });
+          default = { };
+        };
+        vrrpInstances = mkOption {
+          type = types.attrsOf (types.submodule { options = vrrpInstanceOptions; });
+          default = { };
+        };
+        extraGlobalDefs = lines;
+        extraConfig = lines;
+        secretFile = mkOption {
+          type = types.nullOr types.path;
+          default = null;
+        };
+      };
+      config = mkIf cfg.enable {
+        assertions = lib.concatLists (lib.mapAttrsToList instanceAssertions cfg.vrrpInstances);
+        networking.firewall = mkIf cfg.openFirewall {
+          extraCommands = ''
+            ip46tables -A nixos-fw -p vrrp -m comment --comment "services.keepalived.openFirewall" -j ACCEPT
+            ip46tables -A nixos-fw -p ah -m comment --comment "services.keepalived.openFirewall" -j ACCEPT
+          '';
+          extraStopCommands = ''
+            ip46tables -D nixos-fw -p vrrp -m comment --comment "services.keepalived.openFirewall" -j ACCEPT
+            ip46tables -D nixos-fw -p ah -m comment --comment "services.keepalived.openFirewall" -j ACCEPT
+          '';
+        };
+      };
+    };
+
+  # services/cluster/kubernetes/apiserver.nix (the listener options)
+  kubernetes =
+    { ... }:
+    {
+      options.services.kubernetes.apiserver = {
+        enable = lib.mkEnableOption "Kubernetes apiserver";
+        bindAddress = mkOption {
+          type = types.str;
+          default = "0.0.0.0";
+        };
+        securePort = mkOption {
+          type = types.int;
+          default = 6443;
+        };
+        advertiseAddress = mkOption {
+          type = types.nullOr types.str;
+          default = null;
+        };
+      };
+    };
+}
