@@ -11,7 +11,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/vipproxy/vipproxy/service/health"
+	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/metrics"
 )
 
@@ -33,18 +33,29 @@ type Status struct {
 	// ConfigError is why the last reload failed; empty if it did not.
 	ConfigError string    `json:"config_error,omitempty"`
 	LastReload  time.Time `json:"last_reload,omitzero"`
+	// Panic is true while most backends went down at once (balance's
+	// panic mode): open connections are kept, new ones balanced over the
+	// last known good backends.
+	Panic      bool      `json:"panic,omitempty"`
+	PanicSince time.Time `json:"panic_since,omitzero"`
 }
 
 // BackendStatus is one backend in Status.
 type BackendStatus struct {
 	Name    string `json:"name"`
 	Address string `json:"address"`
-	// State is health.State.String(): "unknown", "up" or "down".
+	// State is balance.State.String(): "unknown", "up", "suspect",
+	// "down" or "recovering".
 	State           string    `json:"state"`
 	LastError       string    `json:"last_error,omitempty"`
 	LastCheck       time.Time `json:"last_check,omitzero"`
 	OpenConnections int64     `json:"open_connections"`
 	Draining        bool      `json:"draining,omitempty"`
+	// LastKnownGood marks the backends panic mode balances over.
+	LastKnownGood bool `json:"last_known_good,omitempty"`
+	// Transitions counts the state changes; LastChange is the latest.
+	Transitions uint64    `json:"transitions"`
+	LastChange  time.Time `json:"last_change,omitzero"`
 }
 
 // Options tune the handler.
@@ -99,7 +110,7 @@ func withHeaders(next http.Handler) http.Handler {
 // draining. Ready needs the daemon ready and at least one of them.
 func readiness(st Status) (ready bool, healthy, total int) {
 	for _, b := range st.Backends {
-		if b.State == health.Up.String() && !b.Draining {
+		if (b.State == balance.Up.String() || b.State == balance.Suspect.String()) && !b.Draining {
 			healthy++
 		}
 	}

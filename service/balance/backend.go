@@ -1,20 +1,15 @@
 // Package balance holds the backend pool and picks a backend for each new
 // connection: round-robin, least-connections or random-two-choices over the
-// backends that are not known to be down.
+// best backends available. It owns each backend's availability, one state
+// machine (state.go) that the health checks and the proxy feed with events.
 package balance
 
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/vipproxy/vipproxy/service/metrics"
-)
-
-// Health states as the pool sees them; the health package decides them.
-const (
-	stateUnknown int32 = iota // not checked yet: usable, optimistically
-	stateUp
-	stateDown
 )
 
 // Backend is one apiserver and the connections open to it.
@@ -22,12 +17,13 @@ type Backend struct {
 	Name    string
 	Address string
 
-	state    atomic.Int32
-	suspect  atomic.Bool // a dial failed since the last good health check
-	lastGood atomic.Bool // the most recent health check passed
-	removed  atomic.Bool // dropped by a reload; never picked again
-	draining atomic.Bool // taken out of rotation by the operator
-	open     atomic.Int64
+	// avail packs State, Rotation and the last-known-good mark into one
+	// word, so a pick reads a backend's availability in one atomic load.
+	// Only the pool writes it, under Pool.mu (see Pool.Observe).
+	avail       atomic.Uint32
+	transitions atomic.Uint64 // state changes so far
+	lastChange  atomic.Int64  // unix nanoseconds of the latest change; 0: none
+	open        atomic.Int64
 
 	// Stats are this backend's metrics, resolved once so that the proxy's
 	// hot path does no label lookups.
@@ -50,62 +46,62 @@ func newBackend(name, address string, stats func(name string) *metrics.BackendMe
 	return &Backend{Name: name, Address: address, Stats: stats(name), conns: make(map[Conn]struct{})}
 }
 
+// availability is the unpacked avail word.
+type availability struct {
+	state    State
+	rotation Rotation
+	// good marks a backend of the last known good set while the pool is
+	// in panic mode.
+	good bool
+}
+
+func (a availability) pack() uint32 {
+	w := uint32(a.state) | uint32(a.rotation)<<8
+	if a.good {
+		w |= 1 << 16
+	}
+	return w
+}
+
+func unpack(w uint32) availability {
+	return availability{state: State(w & 0xff), rotation: Rotation(w >> 8 & 0xff), good: w&(1<<16) != 0}
+}
+
+func (b *Backend) load() availability { return unpack(b.avail.Load()) }
+
+// store sets the availability and counts a change of State; only the
+// pool calls it, under Pool.mu.
+func (b *Backend) store(a availability, at time.Time) {
+	if b.load().state != a.state {
+		b.transitions.Add(1)
+		b.lastChange.Store(at.UnixNano())
+	}
+	b.avail.Store(a.pack())
+}
+
 // Open is the number of connections currently proxied to the backend.
 func (b *Backend) Open() int64 { return b.open.Load() }
 
-// Up reports whether the last health verdict was up.
-func (b *Backend) Up() bool { return b.state.Load() == stateUp }
+// State is the backend's availability state.
+func (b *Backend) State() State { return b.load().state }
 
-// Down reports whether the backend is known to be down.
-func (b *Backend) Down() bool { return b.state.Load() == stateDown }
+// Rotation says whether the backend is in rotation, draining or removed.
+func (b *Backend) Rotation() Rotation { return b.load().rotation }
 
-// Suspect reports whether a dial failed since the last good check.
-func (b *Backend) Suspect() bool { return b.suspect.Load() }
-
-// MarkUp records a successful health verdict and clears suspicion.
-func (b *Backend) MarkUp() {
-	b.state.Store(stateUp)
-	b.suspect.Store(false)
-}
-
-// MarkDown records a failed health verdict.
-func (b *Backend) MarkDown() { b.state.Store(stateDown) }
-
-// CheckPassed clears suspicion after a successful probe, even while the
-// state machine still waits for `rise` successes.
-func (b *Backend) CheckPassed() {
-	b.suspect.Store(false)
-	b.lastGood.Store(true)
-}
-
-// CheckFailed records a failed probe.
-func (b *Backend) CheckFailed() { b.lastGood.Store(false) }
-
-// recovering says a down backend passed its latest check: the picker's
-// last resort when every backend is down.
-func (b *Backend) recovering() bool {
-	return !b.removed.Load() && !b.draining.Load() && b.lastGood.Load()
-}
-
-// MarkSuspect is called when a dial fails: the picker avoids the backend
-// until a health check succeeds again.
-func (b *Backend) MarkSuspect() { b.suspect.Store(true) }
-
-// SetDraining takes the backend out of rotation (true) or puts it back.
-// Its open connections are left alone.
-func (b *Backend) SetDraining(on bool) { b.draining.Store(on) }
+// Healthy reports whether the backend's checks pass (Up or Suspect).
+func (b *Backend) Healthy() bool { return b.State().Healthy() }
 
 // Draining reports whether the operator took the backend out of rotation.
-func (b *Backend) Draining() bool { return b.draining.Load() }
+func (b *Backend) Draining() bool { return b.Rotation() == Draining }
 
-// pickable says whether the backend may be chosen at all.
-func (b *Backend) pickable() bool {
-	return !b.removed.Load() && !b.draining.Load() && b.state.Load() != stateDown
-}
-
-// usable says whether the picker may choose the backend in a first pass.
-func (b *Backend) usable() bool {
-	return b.pickable() && !b.suspect.Load()
+// Transitions is how many times the backend changed state, and when it
+// last did (zero time: never). For metrics and /status.
+func (b *Backend) Transitions() (count uint64, last time.Time) {
+	count = b.transitions.Load()
+	if ns := b.lastChange.Load(); ns != 0 {
+		last = time.Unix(0, ns)
+	}
+	return count, last
 }
 
 // Track registers an open connection so that CloseAll can end it; the

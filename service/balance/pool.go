@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/metrics"
@@ -17,8 +18,12 @@ type Pool struct {
 	algorithm atomic.Pointer[string] // changes on reload while picks run
 	backends  atomic.Pointer[[]*Backend]
 	next      atomic.Uint64 // round-robin cursor
-	mu        sync.Mutex    // serialises Update
+	panicking atomic.Bool   // panic mode: see transition.go
 	stats     func(name string) *metrics.BackendMetrics
+
+	mu         sync.Mutex // serialises Update and every change of availability
+	panicSince time.Time
+	observer   func(Transition)
 }
 
 // NewPool builds a pool from the configured backends. stats resolves each
@@ -81,25 +86,34 @@ func (p *Pool) Update(backends []config.Backend) (added, removed []*Backend) {
 		next = append(next, b)
 		added = append(added, b)
 	}
+	now := time.Now()
 	for _, b := range old {
 		if !slices.Contains(next, b) {
-			b.removed.Store(true)
+			a := b.load()
+			a.rotation = nextRotation(a.rotation, false, true)
+			b.store(a, now)
 			removed = append(removed, b)
 		}
 	}
 	p.backends.Store(&next)
+	p.reassessLocked(nil, Unknown, now)
 	return added, removed
 }
 
 // Pick chooses a backend for a new connection, skipping those already
-// tried for it. It prefers backends that are neither down nor suspect,
-// then suspect ones that are not down; when every backend is down it
-// takes one whose latest check passed (recovering from an outage, it is
-// used after one good check instead of `rise`), and returns nil only when
-// none is left.
+// tried for it and those out of rotation. It takes the first tier that has
+// a backend: Up, then Suspect, then Unknown (never checked: only while no
+// backend is known to be good), then Recovering (every backend down: one
+// whose latest check passed is used before `rise` of them). In panic mode
+// the last known good set comes before Unknown, and Recovering before it.
+// Nil means none is left.
 func (p *Pool) Pick(tried []*Backend) *Backend {
 	list := p.Backends()
-	for _, ok := range []func(*Backend) bool{(*Backend).usable, (*Backend).pickable, (*Backend).recovering} {
+	tiers := normalTiers
+	if p.panicking.Load() {
+		tiers = panicTiers
+	}
+	for _, ok := range tiers {
 		if b := p.pick(list, tried, ok); b != nil {
 			return b
 		}
@@ -107,8 +121,22 @@ func (p *Pool) Pick(tried []*Backend) *Backend {
 	return nil
 }
 
-func (p *Pool) pick(list, tried []*Backend, ok func(*Backend) bool) *Backend {
-	eligible := func(b *Backend) bool { return ok(b) && !slices.Contains(tried, b) }
+// A tier says whether a backend's availability puts it in the tier.
+type tier func(availability) bool
+
+func inState(s State) tier {
+	return func(a availability) bool { return a.rotation == InRotation && a.state == s }
+}
+
+func lastKnownGood(a availability) bool { return a.rotation == InRotation && a.good }
+
+var (
+	normalTiers = []tier{inState(Up), inState(Suspect), inState(Unknown), inState(Recovering)}
+	panicTiers  = []tier{inState(Up), inState(Suspect), inState(Recovering), lastKnownGood, inState(Unknown)}
+)
+
+func (p *Pool) pick(list, tried []*Backend, ok tier) *Backend {
+	eligible := func(b *Backend) bool { return ok(b.load()) && !slices.Contains(tried, b) }
 	switch *p.algorithm.Load() {
 	case config.LeastConnections:
 		return p.leastConnections(list, eligible)
@@ -139,13 +167,18 @@ func (p *Pool) leastConnections(list []*Backend, eligible func(*Backend) bool) *
 	if n == 0 {
 		return nil
 	}
-	start := p.next.Add(1) - 1
+	// The cursor moves only when a backend is found: Pick looks at the
+	// tiers in turn, and a fixed step per empty tier would pin the start.
+	start := p.next.Load()
 	var best *Backend
 	for i := uint64(0); i < n; i++ {
 		b := list[(start+i)%n]
 		if eligible(b) && (best == nil || b.Open() < best.Open()) {
 			best = b
 		}
+	}
+	if best != nil {
+		p.next.Add(1)
 	}
 	return best
 }

@@ -23,6 +23,13 @@ func newPool(t testing.TB, alg string) *Pool {
 	return p
 }
 
+// apply feeds events to the backend called name.
+func apply(p *Pool, name string, events ...Event) {
+	for _, e := range events {
+		p.Observe(p.Lookup(name), e)
+	}
+}
+
 func countPicks(p *Pool, n int) map[string]int {
 	got := map[string]int{}
 	for i := 0; i < n; i++ {
@@ -46,7 +53,7 @@ func TestRoundRobinIsEven(t *testing.T) {
 
 func TestRoundRobinSpreadsADownBackendsShare(t *testing.T) {
 	p := newPool(t, config.RoundRobin)
-	p.Lookup("b").MarkDown()
+	apply(p, "b", CheckDown)
 	got := countPicks(p, 300)
 	if got["a"] != 150 || got["c"] != 150 {
 		t.Errorf("with b down: %v, want a=150 c=150", got)
@@ -57,7 +64,7 @@ func TestPickSkipsDownAndTried(t *testing.T) {
 	for _, alg := range []string{config.RoundRobin, config.LeastConnections, config.RandomTwoChoices} {
 		t.Run(alg, func(t *testing.T) {
 			p := newPool(t, alg)
-			p.Lookup("b").MarkDown()
+			apply(p, "b", CheckDown)
 			got := countPicks(p, 200)
 			if got["b"] != 0 || got["<nil>"] != 0 || got["a"] == 0 || got["c"] == 0 {
 				t.Errorf("with b down: picks %v, want only a and c", got)
@@ -77,18 +84,23 @@ func TestPickSkipsDownAndTried(t *testing.T) {
 
 func TestSuspectIsAvoidedButNotExcluded(t *testing.T) {
 	p := newPool(t, config.RoundRobin)
-	p.Lookup("a").MarkSuspect()
+	for _, n := range []string{"a", "b", "c"} {
+		apply(p, n, CheckUp)
+	}
+	if !p.DialFailed(p.Lookup("a")) || p.DialFailed(p.Lookup("a")) {
+		t.Error("DialFailed: want newly suspect once, then not again")
+	}
 	if got := countPicks(p, 90); got["a"] != 0 {
 		t.Errorf("suspect backend picked %d times while others are fine", got["a"])
 	}
-	p.Lookup("b").MarkDown()
-	p.Lookup("c").MarkSuspect()
-	if b := p.Pick(nil); b == nil || b.Down() {
-		t.Errorf("only suspects left: picked %v, want a suspect that is not down", b)
+	apply(p, "b", CheckDown)
+	apply(p, "c", DialFailed)
+	if b := p.Pick(nil); b == nil || b.State() != Suspect {
+		t.Errorf("only suspects left: picked %v, want a suspect", b)
 	}
-	p.Lookup("a").MarkUp()
-	if p.Lookup("a").Suspect() {
-		t.Error("MarkUp did not clear suspicion")
+	apply(p, "a", CheckPassed)
+	if s := p.Lookup("a").State(); s != Up {
+		t.Errorf("a passing check left a suspect backend %s, want up", s)
 	}
 }
 
@@ -125,7 +137,7 @@ func TestRandomTwoChoicesPrefersLessLoaded(t *testing.T) {
 func TestUpdateKeepsUnchangedBackends(t *testing.T) {
 	p := newPool(t, config.RoundRobin)
 	a := p.Lookup("a")
-	a.MarkUp()
+	apply(p, "a", CheckUp)
 	untrack := a.Track(&nopCloser{})
 	defer untrack()
 	added, removed := p.Update([]config.Backend{
@@ -138,38 +150,41 @@ func TestUpdateKeepsUnchangedBackends(t *testing.T) {
 	if len(removed) != 2 {
 		t.Errorf("removed %d backends, want 2 (b, c)", len(removed))
 	}
-	if p.Lookup("a") != a || !a.Up() || a.Open() != 1 {
+	if p.Lookup("a") != a || a.State() != Up || a.Open() != 1 {
 		t.Error("unchanged backend a lost its identity, state or connections")
 	}
 	for _, b := range removed {
-		if b.usable() {
-			t.Errorf("removed backend %s is still usable", b.Name)
+		if b.Rotation() != Removed {
+			t.Errorf("removed backend %s is %s", b.Name, b.Rotation())
+		}
+		if b := p.Pick(p.Backends()); b != nil {
+			t.Errorf("every backend in the pool tried: picked %s", b.Name)
 		}
 	}
 }
 
 func TestRecoveringBackendIsLastResort(t *testing.T) {
 	p := newPool(t, config.RoundRobin)
-	for _, b := range p.Backends() {
-		b.MarkDown()
+	for _, n := range []string{"a", "b", "c"} {
+		apply(p, n, CheckDown)
 	}
 	if b := p.Pick(nil); b != nil {
 		t.Fatalf("all down, none recovering: picked %s", b.Name)
 	}
-	p.Lookup("c").CheckPassed()
+	apply(p, "c", CheckPassed)
 	if b := p.Pick(nil); b == nil || b.Name != "c" {
 		t.Fatalf("all down, c passed its latest check: picked %v, want c", b)
 	}
-	p.Lookup("a").MarkUp()
+	apply(p, "c", CheckFailed)
+	if b := p.Pick(nil); b != nil {
+		t.Errorf("c failed again: picked %s", b.Name)
+	}
+	apply(p, "c", CheckPassed)
+	apply(p, "a", CheckUp)
 	for i := 0; i < 10; i++ {
 		if b := p.Pick(nil); b.Name != "a" {
 			t.Fatalf("a is up: picked %s, a recovering backend is only a last resort", b.Name)
 		}
-	}
-	p.Lookup("c").CheckFailed()
-	p.Lookup("a").MarkDown()
-	if b := p.Pick(nil); b != nil {
-		t.Errorf("c failed again: picked %s", b.Name)
 	}
 }
 

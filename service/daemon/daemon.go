@@ -71,6 +71,7 @@ func (d *Daemon) run(ctx context.Context) error {
 		return err
 	}
 	d.pool = pool
+	pool.SetObserver(d.onTransition)
 	prober, err := health.NewProber(cfg.Health)
 	if err != nil {
 		return withFile(err, cfg.Path)
@@ -235,35 +236,93 @@ func (d *Daemon) allBackends() []*balance.Backend {
 	return append(slices.Clone(d.pool.Backends()), d.retired...)
 }
 
-// onHealth applies a health check result to the pool and the metrics.
+// onHealth feeds a health check result to the pool's state machine and
+// the metrics. A check that failed for a local reason is only counted.
 func (d *Daemon) onHealth(ev health.Event) {
+	if ev.Local {
+		d.metrics.ObserveLocalCheck(ev.Target.Name)
+		return
+	}
 	d.metrics.ObserveCheck(ev.Target.Name, ev.OK, ev.Latency)
 	b := d.pool.Lookup(ev.Target.Name)
 	if b == nil || b.Address != ev.Target.Address {
 		return
 	}
-	if ev.OK {
-		b.CheckPassed()
-	} else {
-		b.CheckFailed()
+	tr := d.pool.Observe(b, checkEvent(ev))
+	if tr.Changed() && tr.To == balance.Down && tr.From != balance.Recovering && !tr.Panic {
+		d.evacuateLater(b)
 	}
-	if !ev.Changed() {
+	if tr.Changed() || tr.PanicChanged {
+		d.notifier.Status(d.statusLine())
+	}
+}
+
+// checkEvent is the pool's event for a check result: the checker's
+// rise/fall verdict when it changed, else the single result.
+func checkEvent(ev health.Event) balance.Event {
+	switch {
+	case ev.Changed() && ev.To == health.Up:
+		return balance.CheckUp
+	case ev.Changed() && ev.To == health.Down:
+		return balance.CheckDown
+	case ev.OK:
+		return balance.CheckPassed
+	default:
+		return balance.CheckFailed
+	}
+}
+
+// evacuateLater takes the connections off a down backend (close_on_down)
+// one check interval after the mark-down, unless the pool panicked
+// meanwhile: when every backend fails within the same interval, the first
+// ones to go down must not lose their connections before the pool sees
+// that all of them did.
+func (d *Daemon) evacuateLater(b *balance.Backend) {
+	d.mu.Lock()
+	grace := d.cfg.Health.Interval.Duration
+	d.mu.Unlock()
+	time.AfterFunc(grace, func() {
+		if on, _ := d.pool.Panic(); on || b.State() != balance.Down || !d.closeOnDown() {
+			return
+		}
+		if n := b.EvacuateAll(); n > 0 {
+			d.log.Warn("took connections off a down backend: unanswered ones replayed elsewhere, the others closed so clients reconnect", "backend", b.Name, "connections", n)
+		}
+	})
+}
+
+// onTransition is the pool's observer: the per-backend gauge, and panic
+// mode said loudly. It runs under the pool's lock.
+func (d *Daemon) onTransition(tr balance.Transition) {
+	if tr.Changed() {
+		up := 0.0
+		if tr.To.Healthy() {
+			up = 1
+		}
+		tr.Backend.Stats.Up.Set(up)
+	}
+	if !tr.PanicChanged {
 		return
 	}
-	switch ev.To {
-	case health.Up:
-		b.MarkUp()
-		b.Stats.Up.Set(1)
-	case health.Down:
-		b.MarkDown()
-		b.Stats.Up.Set(0)
-		if d.closeOnDown() {
-			if n := b.EvacuateAll(); n > 0 {
-				d.log.Warn("took connections off a down backend: unanswered ones replayed elsewhere, the others closed so clients reconnect", "backend", b.Name, "connections", n)
-			}
+	if tr.Panic {
+		d.metrics.PanicMode.Set(1)
+		d.log.Error("PANIC MODE: most backends went down at once, more likely a fault of this host than of every apiserver; open connections are kept and new ones balanced over the last known good backends",
+			"last_down", tr.Backend.Name, "healthy", d.healthyCount())
+		return
+	}
+	d.metrics.PanicMode.Set(0)
+	d.log.Warn("panic mode over: half of the backends or more are healthy again", "healthy", d.healthyCount())
+}
+
+func (d *Daemon) healthyCount() string {
+	healthy, total := 0, 0
+	for _, b := range d.pool.Backends() {
+		total++
+		if b.Healthy() {
+			healthy++
 		}
 	}
-	d.notifier.Status(d.statusLine())
+	return fmt.Sprintf("%d/%d", healthy, total)
 }
 
 func (d *Daemon) closeOnDown() bool {

@@ -104,14 +104,11 @@ func names(bs []*balance.Backend) []string {
 
 // statusLine is the one-line STATUS for systemctl status.
 func (d *Daemon) statusLine() string {
-	healthy, total := 0, 0
-	for _, b := range d.pool.Backends() {
-		total++
-		if b.Up() {
-			healthy++
-		}
+	s := fmt.Sprintf("%s backends healthy, %d connections open", d.healthyCount(), d.proxy.Open())
+	if on, since := d.pool.Panic(); on {
+		s = fmt.Sprintf("PANIC MODE since %s (most backends down at once; open connections kept, balancing over the last known good); %s",
+			since.UTC().Format(time.TimeOnly), s)
 	}
-	s := fmt.Sprintf("%d/%d backends healthy, %d connections open", healthy, total, d.proxy.Open())
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.adminErr != "" {

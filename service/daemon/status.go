@@ -96,16 +96,19 @@ func (d *Daemon) Status() admin.Status {
 		OpenConnections: d.proxy.Open(),
 	}
 	d.mu.Unlock()
+	st.Panic, st.PanicSince = d.pool.Panic()
 	checks := map[string]int{}
 	snap := d.checker.Snapshot()
 	for i, s := range snap {
 		checks[s.Name] = i
 	}
 	for _, b := range d.pool.Backends() {
-		bs := admin.BackendStatus{Name: b.Name, Address: b.Address, State: "unknown", OpenConnections: b.Open(), Draining: b.Draining()}
+		bs := admin.BackendStatus{Name: b.Name, Address: b.Address, State: b.State().String(), OpenConnections: b.Open(),
+			Draining: b.Draining(), LastKnownGood: b.Good()}
+		bs.Transitions, bs.LastChange = b.Transitions()
 		if i, ok := checks[b.Name]; ok {
 			s := snap[i]
-			bs.State, bs.LastError, bs.LastCheck = s.State.String(), s.LastError, s.LastCheck
+			bs.LastError, bs.LastCheck = s.LastError, s.LastCheck
 		}
 		st.Backends = append(st.Backends, bs)
 	}
@@ -119,7 +122,7 @@ func (d *Daemon) drainBackend(name string, drain bool) error {
 	if b == nil {
 		return admin.ErrUnknownBackend
 	}
-	b.SetDraining(drain)
+	d.pool.SetDraining(b, drain)
 	d.log.Info("backend rotation changed through the admin endpoint", "backend", name, "draining", drain)
 	return nil
 }

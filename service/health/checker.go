@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/config"
 )
 
@@ -37,6 +38,10 @@ type Event struct {
 	Latency  time.Duration
 	OK       bool
 	Err      error
+	// Local: the check failed for a reason of this host (out of
+	// descriptors or memory, see balance.LocalFault). It says nothing
+	// about the backend: the state machine did not see it, From == To.
+	Local bool
 }
 
 // Changed reports whether this result moved the target to another state.
@@ -64,6 +69,7 @@ type target struct {
 	machine  Machine
 	status   Status
 	checked  bool
+	local    bool      // the latest check failed for a local reason
 	activity time.Time // start of the goroutine or end of its last check
 	stop     context.CancelFunc
 }
@@ -229,6 +235,10 @@ func (c *Checker) check(ctx context.Context, t *target) {
 	if ctx.Err() != nil {
 		return // stopped or removed while probing: the result means nothing
 	}
+	if balance.LocalFault(err) {
+		c.local(ctx, log, t, err, start.Add(latency), latency)
+		return
+	}
 	ev, ok := c.record(t, err, start.Add(latency), latency)
 	if !ok {
 		return
@@ -269,9 +279,37 @@ func (c *Checker) record(t *target, err error, at time.Time, latency time.Durati
 		t.status.Since = at
 	}
 	t.checked = true
+	t.local = false
 	t.activity = time.Now()
 	c.notifyLocked()
 	return ev, true
+}
+
+// local handles a check that failed for a local reason: the machine does
+// not see it, so the state stays what the last real result made it. The
+// log says so once per run of them (every interval would flood the journal).
+func (c *Checker) local(ctx context.Context, log *slog.Logger, t *target, err error, at time.Time, latency time.Duration) {
+	c.mu.Lock()
+	if c.targets[t.Target] != t {
+		c.mu.Unlock()
+		return
+	}
+	state := t.machine.State()
+	first := !t.local
+	t.local = true
+	t.status.LastCheck = at
+	t.status.LastLatency = latency
+	t.status.LastError = "local: " + err.Error()
+	t.activity = time.Now()
+	c.mu.Unlock()
+	if first {
+		log.Log(ctx, slog.LevelWarn, "health check failed for a local reason; not counted against the backend", "backend", t.Name,
+			"address", t.Address, "state", state.String(), "err", err)
+	}
+	if c.onEvent != nil {
+		c.onEvent(Event{Target: t.Target, From: state, To: state, Latency: latency, Err: err, Local: true,
+			Reason: "check failed for a local reason: " + err.Error()})
+	}
 }
 
 // reason explains a result in words, transitions in particular.

@@ -3,14 +3,18 @@ package health
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -597,4 +601,60 @@ func TestOneLogLinePerTransition(t *testing.T) {
 	if !strings.Contains(lines[1], "level=WARN") || !strings.Contains(lines[1], "connection refused") {
 		t.Errorf("down line: %s", lines[1])
 	}
+}
+
+// switchProber fails with a local error (as under a client flood that
+// took every descriptor) while local is set, else probes for real.
+type switchProber struct {
+	local atomic.Bool
+	real  Prober
+}
+
+func (p *switchProber) Probe(ctx context.Context, addr string) error {
+	if p.local.Load() {
+		return fmt.Errorf("tcp connect: %w", os.NewSyscallError("socket", syscall.EMFILE))
+	}
+	return p.real.Probe(ctx, addr)
+}
+
+// A check that fails because this host is out of descriptors says
+// nothing about the backend: its state stays, the event says Local.
+func TestLocalFailureKeepsState(t *testing.T) {
+	ln := listen(t, "127.0.0.1:0")
+	cfg := healthConfig(config.CheckTCP)
+	cfg.Fall = 1
+	real, err := NewProber(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prober := &switchProber{real: real}
+	rec := &events{}
+	c := New(cfg, prober, rec.add)
+	out := &lockedBuffer{}
+	c.SetLogger(slog.New(slog.NewTextHandler(out, nil)))
+	c.SetTargets([]Target{{"a", ln.Addr().String()}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	waitFor(t, "a up", func() bool { return lastTransition(rec.of("a"), Up) >= 0 })
+	prober.local.Store(true)
+	n := len(rec.of("a"))
+	waitFor(t, "five local failures", func() bool { return len(rec.of("a")) >= n+5 })
+	for _, ev := range rec.of("a")[n:] {
+		if ev.Changed() || (!ev.Local && !ev.OK) {
+			t.Errorf("a local failure moved the state or counted as the backend's: %+v", ev)
+		}
+	}
+	if s := stateOf(c, "a"); s.State != Up || !strings.HasPrefix(s.LastError, "local: ") {
+		t.Errorf("status %+v, want up with a local last error", s)
+	}
+	if got := strings.Count(strings.Join(out.lines(), "\n"), "local reason"); got != 1 {
+		t.Errorf("%d log lines about local failures, want 1 per run:\n%s", got, strings.Join(out.lines(), "\n"))
+	}
+	// A real failure afterwards still counts (fall = 1).
+	prober.local.Store(false)
+	ln.Close()
+	waitFor(t, "a down", func() bool { return lastTransition(rec.of("a"), Down) >= 0 })
 }

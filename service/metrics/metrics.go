@@ -29,6 +29,8 @@ type Metrics struct {
 	AcceptErrors        CounterVec   // vipproxy_accept_errors_total{reason}
 	Reloads             CounterVec   // vipproxy_reloads_total{result}
 	LastReloadSuccess   *Gauge       // vipproxy_config_last_reload_success
+	MaxConnections      *Gauge       // vipproxy_connections_max
+	PanicMode           *Gauge       // vipproxy_panic_mode
 }
 
 // Label values used across the daemon.
@@ -41,6 +43,7 @@ const (
 	ResultError     = "error"
 	checkSuccess    = "success"
 	checkFailure    = "failure"
+	checkLocal      = "local_error" // failed for a reason of this host: not counted against the backend
 )
 
 // checkBuckets are the health check latency bounds: 0.5 ms .. ~4 s.
@@ -72,13 +75,15 @@ func New() *Metrics {
 	m.BackendUp = m.gauges("vipproxy_backend_up", "1 if the backend passes its health checks, else 0.", "backend")
 	m.Bytes = m.counters("vipproxy_bytes_total", "Bytes copied per backend and direction (to_backend, to_client).", "backend", "direction")
 	m.LastReloadSuccess = m.gauges("vipproxy_config_last_reload_success", "1 if the last config reload succeeded (or none was tried), 0 if it failed.").WithLabelValues()
+	m.MaxConnections = m.gauges("vipproxy_connections_max", "The cap on open client connections in force (limits.max_connections, or derived from RLIMIT_NOFILE).").WithLabelValues()
 	m.ConnectionsOpen = m.gauges("vipproxy_connections_open", "Client connections open to each backend now.", "backend")
 	m.Rejected = m.counters("vipproxy_connections_rejected_total", "Client connections closed without a backend, by reason (no_backend, limit).", "reason")
 	m.ConnectionsTotal = m.counters("vipproxy_connections_total", "Client connections proxied to each backend.", "backend")
 	m.DialErrors = m.counters("vipproxy_dial_errors_total", "Failed dials to each backend (the client was retried elsewhere if attempts remained).", "backend")
 	m.DialRetries = m.counters("vipproxy_dial_retries_total", "Client connections moved to another backend after a failed dial.").WithLabelValues()
 	m.HealthCheckDuration = m.histograms("vipproxy_health_check_duration_seconds", "Health check latency per backend.", checkBuckets, "backend")
-	m.HealthChecks = m.counters("vipproxy_health_checks_total", "Health checks per backend and result (success, failure).", "backend", "result")
+	m.HealthChecks = m.counters("vipproxy_health_checks_total", "Health checks per backend and result (success, failure, local_error: failed for a reason of this host, not counted against the backend).", "backend", "result")
+	m.PanicMode = m.gauges("vipproxy_panic_mode", "1 while most backends went down at once: open connections are kept and new ones balanced over the last known good backends.").WithLabelValues()
 	m.Reloads = m.counters("vipproxy_reloads_total", "Config reloads by result (ok, error).", "result")
 
 	// Known label values start at 0 so rate() and alerts see them at once.
@@ -121,6 +126,12 @@ func (m *Metrics) ObserveCheck(backend string, ok bool, latency time.Duration) {
 	}
 	m.HealthChecks.WithLabelValues(backend, result).Inc()
 	m.HealthCheckDuration.WithLabelValues(backend).Observe(latency.Seconds())
+}
+
+// ObserveLocalCheck counts a health check of backend that failed for a
+// local reason (out of descriptors or memory): not a result about it.
+func (m *Metrics) ObserveLocalCheck(backend string) {
+	m.HealthChecks.WithLabelValues(backend, checkLocal).Inc()
 }
 
 // Forget deletes every series of a removed backend, so /metrics does not

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/vipproxy/vipproxy/service/balance"
 )
 
 // waitFor polls cond every 10 ms for up to 10 s.
@@ -127,7 +129,7 @@ func TestParkedUnansweredIsEvacuated(t *testing.T) {
 		t.Fatalf("%d of 2 directions parked", p.relay.parker.count())
 	}
 	b := pool.Lookup(silent)
-	b.MarkDown()
+	pool.Observe(b, balance.CheckDown)
 	if n := b.EvacuateAll(); n != 1 {
 		t.Fatalf("evacuated %d, want 1", n)
 	}

@@ -19,8 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vipproxy/vipproxy/service/balance"
-	"github.com/vipproxy/vipproxy/service/metrics"
 	"github.com/vipproxy/vipproxy/service/listen"
+	"github.com/vipproxy/vipproxy/service/metrics"
 )
 
 // Options can change on reload; a connection uses the ones current when
@@ -282,16 +282,15 @@ func (p *Proxy) dial(opts *Options, exclude []*balance.Backend) (*balance.Backen
 			}
 			return b, conn, raw
 		}
-		if listen.FDShortage(err) {
+		if balance.LocalFault(err) {
 			// Our own shortage, not the backend's fault: do not blame it.
 			p.acceptError(err)
 			return nil, nil, nil
 		}
 		b.Stats.DialErrors.Inc()
-		if !b.Suspect() {
+		if p.pool.DialFailed(b) {
 			p.log.Warn("dial failed; backend suspect until its next good check", "backend", b.Name, "address", b.Address, "err", err)
 		}
-		b.MarkSuspect()
 		tried = append(tried, b)
 	}
 	p.counters.RejectedNoBackend.Inc()

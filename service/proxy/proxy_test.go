@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/metrics"
@@ -235,6 +234,9 @@ func TestHalfCloseIsPassedThrough(t *testing.T) {
 func TestDeadBackendIsRetriedTransparently(t *testing.T) {
 	dead := deadAddress(t)
 	_, pool, addr := startProxy(t, dead, echoBackend(t), dead2(t))
+	for _, b := range pool.Backends() {
+		pool.Observe(b, balance.CheckUp) // as if the checks passed a moment ago
+	}
 	for i := 0; i < 30; i++ {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -248,7 +250,7 @@ func TestDeadBackendIsRetriedTransparently(t *testing.T) {
 			t.Fatalf("connection %d failed although one backend is alive: %v", i, err)
 		}
 	}
-	if !pool.Lookup(dead).Suspect() {
+	if pool.Lookup(dead).State() != balance.Suspect {
 		t.Error("dead backend not marked suspect after a failed dial")
 	}
 }
@@ -258,7 +260,7 @@ func dead2(t testing.TB) string { return deadAddress(t) }
 func TestAllBackendsDownClosesAtOnce(t *testing.T) {
 	_, pool, addr := startProxy(t, deadAddress(t), deadAddress(t))
 	for _, b := range pool.Backends() {
-		b.MarkDown()
+		pool.Observe(b, balance.CheckDown)
 	}
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -467,7 +469,7 @@ func TestBackendDyingBeforeAnswerIsReplayed(t *testing.T) {
 		if err != nil || string(buf) != "ping" {
 			t.Fatalf("connection %d: %q, %v: a backend that reset before answering reached the client", i, buf, err)
 		}
-		pool.Backends()[0].CheckPassed() // keep sending connections to the resetter
+		pool.Observe(pool.Backends()[0], balance.CheckPassed) // keep sending connections to the resetter
 	}
 }
 
@@ -534,7 +536,7 @@ func TestEvacuateReplaysUnanswered(t *testing.T) {
 	for i := 0; i < 500 && b.Open() == 0; i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
-	b.MarkDown()
+	pool.Observe(b, balance.CheckDown)
 	if n := b.EvacuateAll(); n != 1 {
 		t.Fatalf("evacuated %d connections from the silent backend, want 1", n)
 	}

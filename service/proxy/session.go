@@ -147,10 +147,9 @@ func (s *session) failover() *net.TCPConn {
 		return nil
 	}
 	dead := s.backend
-	if !dead.Suspect() {
+	if s.p.pool.DialFailed(dead) {
 		s.p.log.Warn("backend closed a connection before answering; replaying it on another backend", "backend", dead.Name)
 	}
-	dead.MarkSuspect()
 	s.tried = append(s.tried, dead)
 	b, conn, _ := s.p.dial(s.opts, s.tried)
 	if conn == nil {

@@ -1,0 +1,162 @@
+package balance
+
+import (
+	"context"
+	"errors"
+	"syscall"
+)
+
+// State is a backend's availability as the picker sees it. It is the one
+// truth about whether a backend may be picked: the health checker and the
+// proxy only report events (Event), and the pool alone moves the state.
+type State uint8
+
+// The states of a backend.
+const (
+	// Unknown: added, no health verdict yet. Picked only when no backend
+	// is known to be good, so a reload to many new backends does not send
+	// clients to ones that were never checked.
+	Unknown State = iota
+	// Up: its checks pass.
+	Up
+	// Suspect: its checks pass, but a connection to it failed since the
+	// last good check. Picked after the Up ones.
+	Suspect
+	// Down: its checks fail (the first one, or `fall` in a row).
+	Down
+	// Recovering: Down, but its latest check passed (not yet `rise` in a
+	// row). A last resort when nothing better is left.
+	Recovering
+	numStates
+)
+
+func (s State) String() string {
+	switch s {
+	case Unknown:
+		return "unknown"
+	case Up:
+		return "up"
+	case Suspect:
+		return "suspect"
+	case Down:
+		return "down"
+	case Recovering:
+		return "recovering"
+	}
+	return "invalid"
+}
+
+// Healthy says the backend's checks pass (Up or Suspect).
+func (s State) Healthy() bool { return s == Up || s == Suspect }
+
+// Event is something that happened to a backend.
+type Event uint8
+
+// The events. The checker's rise/fall counting (package health) turns check
+// results into verdicts; a check that failed for a local reason (LocalFault)
+// is no event at all.
+const (
+	// CheckUp is the checker's verdict up: the first check passed, or
+	// `rise` in a row did.
+	CheckUp Event = iota
+	// CheckDown is the verdict down: the first check failed, or `fall`
+	// in a row did.
+	CheckDown
+	// CheckPassed is one passed check that left the verdict as it was.
+	CheckPassed
+	// CheckFailed is one failed check that left the verdict as it was.
+	CheckFailed
+	// DialFailed: the proxy could not connect, or the backend closed a
+	// connection before answering it.
+	DialFailed
+	numEvents
+)
+
+func (e Event) String() string {
+	switch e {
+	case CheckUp:
+		return "check-up"
+	case CheckDown:
+		return "check-down"
+	case CheckPassed:
+		return "check-passed"
+	case CheckFailed:
+		return "check-failed"
+	case DialFailed:
+		return "dial-failed"
+	}
+	return "invalid"
+}
+
+// transitions is the whole state machine: the next state for every state
+// and event. Read a row as "in this state, on each event, go to".
+var transitions = [numStates][numEvents]State{
+	//           CheckUp CheckDown CheckPassed CheckFailed DialFailed
+	Unknown:    {Up, Down, Unknown, Unknown, Unknown},
+	Up:         {Up, Down, Up, Up, Suspect},
+	Suspect:    {Up, Down, Up, Suspect, Suspect},
+	Down:       {Up, Down, Recovering, Down, Down},
+	Recovering: {Up, Down, Recovering, Down, Down},
+}
+
+// next is the state after e in s.
+func next(s State, e Event) State {
+	if s >= numStates || e >= numEvents {
+		return s
+	}
+	return transitions[s][e]
+}
+
+// Rotation is whether the operator or a reload keeps a backend out of
+// rotation. It is apart from State: a draining backend keeps being
+// checked, and is picked again in its current state when undrained.
+type Rotation uint8
+
+// The rotations of a backend.
+const (
+	InRotation Rotation = iota
+	Draining            // taken out by the operator; open connections stay
+	Removed             // dropped by a reload; final
+)
+
+func (r Rotation) String() string {
+	switch r {
+	case InRotation:
+		return "in-rotation"
+	case Draining:
+		return "draining"
+	case Removed:
+		return "removed"
+	}
+	return "invalid"
+}
+
+// nextRotation: draining toggles; removal is final.
+func nextRotation(r Rotation, drain, remove bool) Rotation {
+	switch {
+	case r == Removed || remove:
+		return Removed
+	case drain:
+		return Draining
+	default:
+		return InRotation
+	}
+}
+
+// LocalFault reports whether err is this host's shortage rather than a
+// verdict about the remote end: out of descriptors (EMFILE, ENFILE), of
+// kernel buffers or memory (ENOBUFS, ENOMEM), of local ports
+// (EADDRNOTAVAIL), or an attempt we cancelled ourselves. Such a failure
+// must not move a backend's state: a client flood that exhausts our
+// descriptors would otherwise mark every backend down at once.
+func LocalFault(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, local := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.EADDRNOTAVAIL, context.Canceled} {
+		if errors.Is(err, local) {
+			return true
+		}
+	}
+	return false
+}

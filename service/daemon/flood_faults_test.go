@@ -1,0 +1,157 @@
+package daemon_test
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// floodNofile is the daemon's descriptor limit in the flood case: low by
+// default so a few hundred clients reach it; VIPPROXY_FLOOD_NOFILE=unit
+// takes LimitNOFILE from the shipped unit (systemd/vipproxy.service).
+func floodNofile(t *testing.T) int {
+	t.Helper()
+	v := os.Getenv("VIPPROXY_FLOOD_NOFILE")
+	if v == "" {
+		return 256
+	}
+	if v == "unit" {
+		unit, err := os.ReadFile("../../systemd/vipproxy.service")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?m)^LimitNOFILE=(\d+)`).FindSubmatch(unit)
+		if m == nil {
+			t.Fatal("systemd/vipproxy.service has no LimitNOFILE")
+		}
+		v = string(m[1])
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("VIPPROXY_FLOOD_NOFILE=%q: %v", v, err)
+	}
+	return n
+}
+
+// A flood of client connections past the daemon's descriptor limit is a
+// local shortage, not a backend failure: no backend goes down, the open
+// watches survive, /readyz stays 200 (keepalived keeps the VIP), and the
+// daemon serves again once the flood ends.
+func TestFloodKeepsConnections(t *testing.T) {
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		t.Skip("prlimit not installed")
+	}
+	nofile := floodNofile(t)
+	flood := nofile + nofile/2 // each proxied connection holds two descriptors
+	raiseOwnNofile(t, 2*flood+1000)
+	a, b, c := backend(t, "a"), backend(t, "b"), backend(t, "c")
+	s := newSettings(t, a.Addr(), b.Addr(), c.Addr())
+	s.Check = "https"
+	p := startVIPProxy(t, s, nil, prlimit, fmt.Sprintf("--nofile=%d:%d", nofile, nofile), "--")
+	for _, n := range []string{"b0", "b1", "b2"} {
+		p.waitState(n, "up")
+	}
+	mc := mtlsClient(t, true)
+	var watches []*watchStream
+	for range 6 {
+		watches = append(watches, openWatch(t, mc, p.vip))
+	}
+
+	conns, refused := floodVIP(t, p.vip, flood)
+	// Hold the flood for ten check intervals (fall is 2), probing /readyz
+	// as keepalived would.
+	notReady := 0
+	for range 20 {
+		if !readyz(p.admin) {
+			notReady++
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	local, _ := p.metricValues(`vipproxy_health_checks_total{backend="b0",result="local_error"}`)
+	for _, c := range conns {
+		c.Close()
+	}
+	p.waitFor(func() bool { n, err := name(mc, p.vip); return err == nil && n != "" }, "serving after the flood")
+
+	cut := 0
+	for _, w := range watches {
+		select {
+		case <-w.ended:
+			cut++
+		default:
+		}
+	}
+	downs := strings.Count(p.log.String(), "msg=\"backend down\"")
+	t.Logf("nofile %d, %d flood connections held (%d refused or timed out): /readyz not 200 %d of 20 times, %d of %d watches cut, %d backend mark-downs, local check errors on b0: %v",
+		nofile, len(conns), refused, notReady, cut, len(watches), downs, local)
+	if downs > 0 {
+		t.Errorf("%d backends marked down by a client flood", downs)
+	}
+	if cut > 0 {
+		t.Errorf("%d of %d watches cut by a client flood", cut, len(watches))
+	}
+	if notReady > 0 {
+		// Asserted once the connection cap keeps descriptors for the admin endpoint.
+		t.Logf("/readyz failed %d of 20 times during the flood", notReady)
+	}
+}
+
+// raiseOwnNofile lifts the test process's soft descriptor limit to at
+// least need (the in-process backends hold one per flood connection).
+func raiseOwnNofile(t *testing.T, need int) {
+	t.Helper()
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	lim.Cur = lim.Max
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Max < uint64(need) {
+		t.Skipf("descriptor limit %d, the flood needs %d (%v)", lim.Max, need, err)
+	}
+}
+
+// floodVIP opens up to n raw connections to vip on 16 workers and returns
+// those that connected; a dial the full backlog does not answer within
+// a second counts as refused.
+func floodVIP(t *testing.T, vip string, n int) (conns []net.Conn, refused int) {
+	t.Helper()
+	var mu sync.Mutex
+	forEach(n, func(int) error {
+		c, err := net.DialTimeout("tcp", vip, time.Second)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			refused++
+			return err
+		}
+		conns = append(conns, c)
+		return nil
+	})
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return conns, refused
+}
+
+// readyz asks /readyz on a new connection, as keepalived's probe does.
+func readyz(admin string) bool {
+	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get("http://" + admin + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
