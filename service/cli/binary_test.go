@@ -308,3 +308,22 @@ func TestAdminStrictEndsTheDaemon(t *testing.T) {
 		t.Errorf("log does not name admin.strict:\n%s", logs())
 	}
 }
+
+// When another program listens on every address of the VIP port, the
+// daemon's error and STATUS= name it and the fix.
+func TestVIPPortHeldByWildcardIsNamed(t *testing.T) {
+	ln := listen(t, "tcp4", "0.0.0.0:0")
+	t.Cleanup(func() { ln.Close() })
+	port := ln.Addr().(*net.TCPAddr).Port
+	notifyEnv, statuses := notifyListener(t)
+	cfg := fmt.Sprintf("[vip]\naddresses = [\"127.0.0.1\"]\nport = %d\n[[backend]]\naddress = %q\n[admin]\nlisten = \"\"\n", port, backendListener(t))
+	_, logs, cmd := startDaemon(t, cfg, notifyEnv)
+	cmd.Wait()
+	want := fmt.Sprintf("port %d is held by *:%d (cli.test, pid %d", port, port, os.Getpid())
+	if code := cmd.ProcessState.ExitCode(); code != ExitFailure || !strings.Contains(logs(), want) || !strings.Contains(logs(), "fix: ") {
+		t.Errorf("exit %d, log:\n%s\nwant it to contain %q and the fix", code, logs(), want)
+	}
+	if !strings.Contains(statuses(), "STATUS=VIP listener: ") || !strings.Contains(statuses(), want) {
+		t.Errorf("STATUS=:\n%s", statuses())
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/vipproxy/vipproxy/service/listen"
 	"github.com/vipproxy/vipproxy/service/metrics"
 	"github.com/vipproxy/vipproxy/service/notify"
+	"github.com/vipproxy/vipproxy/service/portowner"
 	"github.com/vipproxy/vipproxy/service/proxy"
 )
 
@@ -78,7 +79,7 @@ func (d *Daemon) run(ctx context.Context) error {
 	}
 	listeners, err := listen.Open(ctx, cfg.VIP.Addresses, cfg.VIP.Port)
 	if err != nil {
-		return err
+		return d.bindFailed(err, cfg)
 	}
 	defer listeners.Close()
 
@@ -107,6 +108,19 @@ func (d *Daemon) run(ctx context.Context) error {
 	d.notifier.Ready(d.statusLine())
 	go d.notifier.Watchdog(bg, d.alive)
 	return d.loop(ctx)
+}
+
+// bindFailed names who holds the VIP port and the fix when the listener
+// cannot bind (a local apiserver on *:6443, most often), in the error, the
+// log and STATUS=.
+func (d *Daemon) bindFailed(err error, cfg *config.Config) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		if why := portowner.Explain("/proc", cfg.VIP.Addresses, cfg.VIP.Port); why != "" {
+			err = fmt.Errorf("%w: %s", err, why)
+		}
+	}
+	d.notifier.Status("VIP listener: " + err.Error())
+	return err
 }
 
 // loop handles reloads and status updates until ctx is done.
