@@ -246,7 +246,7 @@ with subtest("2. ARP fixed: vipproxy network apply + keepalived, one MAC answers
         m.succeed("test $(sysctl -n net.ipv4.conf.eth1.arp_announce) = 2")
         m.succeed("test $(sysctl -n net.ipv4.conf.all.arp_ignore) = 0")
         m.succeed(f"ip -4 addr show dev dummyvip0 | grep -qw {VIP4}")
-        m.succeed(f"vipproxy units render --config {CONF}", "systemctl daemon-reload")
+        m.succeed(f"vipproxy units write --config {CONF}", "systemctl daemon-reload")
         m.succeed("systemctl start vipproxy.socket vipproxy.service")
         m.wait_for_unit("vipproxy.service", timeout=60)
         m.succeed(f"mkdir -p /run/vipproxy && vipproxy keepalived --config {CONF} --out /run/vipproxy/keepalived.conf")

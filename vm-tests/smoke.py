@@ -1,7 +1,7 @@
 # nodes: cp1
 # One-node smoke of the real binary and units (every architecture):
 # networkd dummy link + VIP and uplink sysctls from `vipproxy network apply`,
-# the socket unit from `vipproxy units render`, socket activation, and mTLS
+# the socket unit from `vipproxy units write`, socket activation, and mTLS
 # proxying to two stand-in apiservers on the node's IP, from the node itself
 # and from a ptp-style pod (hairpin); and `network apply --netlink`, which
 # creates the dummy link itself.
@@ -80,7 +80,7 @@ with subtest("vipproxy network apply: networkd dummy link, VIP, uplink sysctls")
     cp1.succeed("test $(sysctl -n net.ipv4.conf.all.arp_ignore) = 0")
 
 with subtest("socket activation: systemd owns VIP:6443, the first connection starts the service"):
-    cp1.succeed(f"vipproxy units render --config {CONF}", "systemctl daemon-reload")
+    cp1.succeed(f"vipproxy units write --config {CONF}", "systemctl daemon-reload")
     cp1.succeed("systemctl start vipproxy.socket")
     cp1.succeed(f"ss -Hltn 'sport = :6443' | grep -q '{VIP4}:6443'")
     requests("", f"https://{VIP4}:6443", 1)

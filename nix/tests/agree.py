@@ -122,8 +122,8 @@ def check_case(binary, case, failures):
     nix = json.loads(run("nix-instantiate", "--eval", "--strict", "--json",
                          os.path.join(HERE, "render.nix"), "--arg", "file", os.path.abspath(case)))
     with tempfile.TemporaryDirectory() as root:
-        run(binary, "network", "render", "--config", case, "--root", root)
-        run(binary, "units", "render", "--config", case, "--root", root)
+        run(binary, "network", "write", "--config", case, "--root", root)
+        run(binary, "units", "write", "--config", case, "--root", root)
         keepalived = run(binary, "keepalived", "--config", case)
         written = {}
         for dirpath, _, files in os.walk(root):

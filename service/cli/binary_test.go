@@ -327,3 +327,56 @@ func TestVIPPortHeldByWildcardIsNamed(t *testing.T) {
 		t.Errorf("STATUS=:\n%s", statuses())
 	}
 }
+
+// "render" prints and writes nothing, for every command; "write" writes,
+// and its --diff shows the change and writes nothing.
+func TestRenderPrintsWriteWritesDiffDryRuns(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "vipproxy.toml")
+	if err := os.WriteFile(cfg, []byte(hostTestConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(dir, "root")
+	dropIn := filepath.Join(root, "etc/systemd/system/vipproxy.socket.d/50-listen.conf")
+	netdev := filepath.Join(root, "etc/systemd/network/60-vipproxy.netdev")
+	for _, args := range [][]string{
+		{"units", "render", "--config", cfg, "--root", root},
+		{"network", "render", "--config", cfg, "--root", root},
+		{"units", "write", "--diff", "--config", cfg, "--root", root},
+		{"network", "write", "--diff", "--config", cfg, "--root", root},
+		{"network", "apply", "--diff", "--config", cfg, "--root", root},
+	} {
+		out, errOut, code := runBin(t, args...)
+		if code != 0 || errOut != "" {
+			t.Fatalf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+		if _, err := os.Stat(root); !os.IsNotExist(err) {
+			t.Fatalf("%v wrote under %s", args, root)
+		}
+		switch args[1] {
+		case "render":
+			if !strings.Contains(out, "# "+filepath.Join(root, "etc")) || !strings.Contains(out, "ListenStream") && !strings.Contains(out, "[NetDev]") {
+				t.Errorf("%v printed:\n%s", args, out)
+			}
+		default:
+			if !strings.Contains(out, "--- /dev/null\n+++ ") || !strings.Contains(out, "\n+") {
+				t.Errorf("%v printed no diff:\n%s", args, out)
+			}
+		}
+	}
+	out, _, code := runBin(t, "units", "write", "--config", cfg, "--root", root)
+	if code != 0 || !strings.Contains(out, "wrote "+dropIn+"\nnow run: systemctl daemon-reload && systemctl restart vipproxy.socket") {
+		t.Errorf("units write: exit %d\n%s", code, out)
+	}
+	if out, _, _ := runBin(t, "units", "write", "--diff", "--config", cfg, "--root", root); out != "no changes\n" {
+		t.Errorf("units write --diff after write: %q", out)
+	}
+	if out, _, code := runBin(t, "network", "write", "--config", cfg, "--root", root); code != 0 || !strings.Contains(out, "wrote "+netdev) {
+		t.Errorf("network write: exit %d\n%s", code, out)
+	}
+	os.WriteFile(cfg, []byte(strings.Replace(hostTestConfig, "10.0.0.100", "10.0.0.101", 1)), 0o644)
+	out, _, _ = runBin(t, "units", "write", "--diff", "--config", cfg, "--root", root)
+	if !strings.Contains(out, "-ListenStream=10.0.0.100:6443\n+ListenStream=10.0.0.101:6443\n") || !strings.Contains(out, "systemctl restart vipproxy.socket") {
+		t.Errorf("units write --diff after a VIP change:\n%s", out)
+	}
+}

@@ -45,6 +45,7 @@ func commands() map[string]command {
 		"network":    {"render|apply|check|remove the dummy link, VIP and ARP sysctls", runNetwork},
 		"keepalived": {"print (or write with --out) the keepalived vrrp_instance and vrrp_script", runKeepalived},
 		"units":      {"render|write the vipproxy.socket drop-in with the VIP listeners", runUnits},
+		"doctor":     {"check the host (VIP port, link, ARP, drop-ins, keepalived, backends): PASS/FAIL with the fix", runDoctor},
 		"version":    {"print the version", runVersion},
 	}
 }

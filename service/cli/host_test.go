@@ -33,14 +33,14 @@ func TestUnitsRenderAndKeepalivedOut(t *testing.T) {
 	}
 	root := filepath.Join(dir, "root")
 	dropIn := filepath.Join(root, "etc/systemd/system/vipproxy.socket.d/50-listen.conf")
-	if out, errOut, code := runCLI(t, "units", "render", "--config", cfg, "--root", root); code != 0 || !strings.Contains(out, "wrote "+dropIn) {
+	if out, errOut, code := runCLI(t, "units", "write", "--config", cfg, "--root", root); code != 0 || !strings.Contains(out, "wrote "+dropIn) || !strings.Contains(out, "systemctl restart vipproxy.socket") {
 		t.Fatalf("units render: %d %s %s", code, out, errOut)
 	}
 	data, _ := os.ReadFile(dropIn)
 	if !strings.Contains(string(data), "ListenStream=\nListenStream=10.0.0.100:6443\nListenStream=[2001:db8::100]:6443\n") {
 		t.Errorf("drop-in:\n%s", data)
 	}
-	if out, _, code := runCLI(t, "units", "render", "--config", cfg, "--root", root); code != 0 || !strings.Contains(out, "unchanged") {
+	if out, _, code := runCLI(t, "units", "write", "--config", cfg, "--root", root); code != 0 || !strings.Contains(out, "unchanged") {
 		t.Errorf("second units render: %d %s, want unchanged", code, out)
 	}
 

@@ -8,12 +8,14 @@ import (
 	"github.com/vipproxy/vipproxy/service/keepalived"
 )
 
-// runKeepalived prints (or writes with --out, atomically) the keepalived
+// runKeepalived prints (or writes with --out, atomically; --diff: dry run) the keepalived
 // vrrp_script and vrrp_instance for the VIPs.
 func runKeepalived(_ context.Context, env Env, args []string) int {
 	var path, out string
+	var diff bool
 	fs := newFlags(env, "keepalived", &path)
 	fs.StringVar(&out, "out", "", "write to this file (atomically) instead of stdout")
+	fs.BoolVar(&diff, "diff", false, "with --out: show what would change in the file and write nothing")
 	if code, ok := parseFlags(env, fs, args); !ok {
 		return code
 	}
@@ -30,7 +32,12 @@ func runKeepalived(_ context.Context, env Env, args []string) int {
 		env.Stdout.Write(data)
 		return ExitOK
 	}
-	if _, err := atomicfile.WriteSet([]atomicfile.File{{Path: out, Data: data, Perm: 0o644}}, nil); err != nil {
+	f := atomicfile.File{Path: out, Data: data, Perm: 0o644}
+	if diff {
+		printDiffs(env.Stdout, []atomicfile.File{f})
+		return ExitOK
+	}
+	if _, err := atomicfile.WriteSet([]atomicfile.File{f}, nil); err != nil {
 		fmt.Fprintf(env.Stderr, "vipproxy keepalived: %v\n", err)
 		return ExitFailure
 	}

@@ -15,7 +15,12 @@ import (
 	"github.com/vipproxy/vipproxy/service/netcfg"
 )
 
-const networkUsage = "usage: vipproxy network render|apply|check|remove [--config FILE] [--root DIR] [--netlink]"
+const networkUsage = "usage: vipproxy network render|write|apply|check|remove [--config FILE] [--root DIR] [--netlink] [--diff]\n" +
+	"  render  print the networkd drop-ins and the sysctl file\n" +
+	"  write   write them (--diff: show what would change, write nothing)\n" +
+	"  apply   write them, set the uplink sysctls, reload networkd, verify (--diff: dry run)\n" +
+	"  check   verify the live link, VIPs and sysctls\n" +
+	"  remove  undo apply"
 
 // runNetwork sets up the VIP link and the uplink ARP sysctls; see netcfg.
 func runNetwork(ctx context.Context, env Env, args []string) int {
@@ -29,12 +34,12 @@ func runNetwork(ctx context.Context, env Env, args []string) int {
 	}
 	sub := args[0]
 	var path, root string
-	var useNetlink bool
+	var useNetlink, diff bool
 	var wait time.Duration
 	fs := newFlags(env, "network "+sub, &path)
 	switch sub {
-	case "render", "apply", "remove":
-		fs.StringVar(&root, "root", "/", "write files under this directory instead of /")
+	case "render", "write", "apply", "remove":
+		fs.StringVar(&root, "root", "/", "the files' paths are under this directory instead of /")
 	case "check":
 	default:
 		fmt.Fprintf(env.Stderr, "vipproxy network: unknown subcommand %q\n%s\n", sub, networkUsage)
@@ -46,6 +51,9 @@ func runNetwork(ctx context.Context, env Env, args []string) int {
 	if sub == "apply" {
 		fs.DurationVar(&wait, "wait", 10*time.Second, "how long to wait for the link and VIP after a reload")
 	}
+	if sub == "write" || sub == "apply" {
+		fs.BoolVar(&diff, "diff", false, "show what would change and change nothing")
+	}
 	if code, ok := parseFlags(env, fs, args[1:]); !ok {
 		return code
 	}
@@ -53,8 +61,8 @@ func runNetwork(ctx context.Context, env Env, args []string) int {
 	if !ok {
 		return ExitUsage
 	}
-	if sub == "render" {
-		return networkRender(env, cfg, root)
+	if sub == "render" || sub == "write" || diff {
+		return networkFiles(env, cfg, sub, root, diff)
 	}
 	nl, err := netlink.NewHandle(unix.NETLINK_ROUTE) // links, addresses, neighbours: nothing else
 	if err != nil {
@@ -74,20 +82,53 @@ func runNetwork(ctx context.Context, env Env, args []string) int {
 	}
 }
 
-func networkRender(env Env, cfg *config.Config, root string) int {
+// networkFiles prints (render), diffs (--diff) or writes (write) the
+// drop-ins; a dry run of apply also lists the sysctls it would set.
+func networkFiles(env Env, cfg *config.Config, sub, root string, diff bool) int {
 	files, err := netcfg.Render(cfg, root)
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "vipproxy network render: %v\n", err)
+		fmt.Fprintf(env.Stderr, "vipproxy network %s: %v\n", sub, err)
 		return ExitUsage
 	}
-	if _, err := atomicfile.WriteSet(files.List(), nil); err != nil {
-		fmt.Fprintf(env.Stderr, "vipproxy network render: %v\n", err)
+	switch {
+	case sub == "render":
+		printFiles(env.Stdout, files.List())
+		return ExitOK
+	case diff:
+		printDiffs(env.Stdout, files.List())
+		if sub == "apply" {
+			printSysctlDiff(env, cfg)
+		}
+		return ExitOK
+	}
+	changed, err := atomicfile.WriteSet(files.List(), nil)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "vipproxy network write: %v\n", err)
 		return ExitFailure
 	}
-	for _, f := range files.List() {
-		fmt.Fprintf(env.Stdout, "wrote %s\n", f.Path)
+	for _, f := range changed {
+		fmt.Fprintf(env.Stdout, "wrote %s\n", f)
+	}
+	if len(changed) == 0 {
+		fmt.Fprintln(env.Stdout, "nothing changed")
 	}
 	return ExitOK
+}
+
+// printSysctlDiff lists the uplink sysctls apply would set.
+func printSysctlDiff(env Env, cfg *config.Config) {
+	var sys netcfg.Sysctl
+	for _, up := range cfg.Network.Uplinks {
+		for _, sc := range []struct {
+			name string
+			want int
+		}{{"arp_ignore", netcfg.ArpIgnore}, {"arp_announce", netcfg.ArpAnnounce}} {
+			name, want := sc.name, sc.want
+			if v, err := sys.Get(up, name); err != nil || v != want {
+				fmt.Fprintf(env.Stdout, "would set net.ipv4.conf.%s.%s=%d\n", up, name, want)
+			}
+		}
+	}
 }
 
 func networkApply(ctx context.Context, env Env, host netcfg.Host, cfg *config.Config, opts netcfg.Options) int {

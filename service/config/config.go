@@ -138,7 +138,6 @@ type Admin struct {
 // KubePrism 7445; Canonical Kubernetes 6400; Calico 9099/9091.
 const DefaultAdminListen = "127.0.0.1:6449"
 
-
 // Network describes the host side: the dummy link holding the VIP and the
 // uplinks whose ARP sysctls are tightened.
 type Network struct {

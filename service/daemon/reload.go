@@ -54,7 +54,7 @@ func (d *Daemon) apply(next *config.Config, prober health.Prober) {
 	prev := d.cfg
 	d.mu.Unlock()
 	if !slices.Equal(prev.VIP.Addresses, next.VIP.Addresses) || prev.VIP.Port != next.VIP.Port {
-		d.log.Warn("VIP addresses or port changed: listeners stay as they are until a restart (run `vipproxy units render` first under systemd)")
+		d.log.Warn("VIP addresses or port changed: the listeners stay as they are; under systemd run `vipproxy units write && systemctl daemon-reload && systemctl restart vipproxy.socket` (the socket binds the VIP only when it starts)")
 	}
 	if prev.Admin != next.Admin {
 		d.log.Warn("admin endpoint settings change on the next restart")

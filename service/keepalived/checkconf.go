@@ -190,3 +190,29 @@ func readIncludes(from, pattern string, depth int) ([]line, error) {
 	}
 	return out, nil
 }
+
+// CheckTracksProbe reports whether the keepalived configuration at path
+// (with its includes) declares the vrrp_script that runs the probe and a
+// track_script naming it: without them keepalived holds the VIP whatever
+// the local proxy's state, or (Debian: no include of conf.d) never reads
+// vipproxy's instance at all.
+func CheckTracksProbe(cfg *config.Config, path string) error {
+	lines, err := readLines(path, 0)
+	if err != nil {
+		return err
+	}
+	script := cfg.Keepalived.Instance + "_probe"
+	declared, tracked := false, false
+	for _, l := range lines {
+		switch {
+		case len(l.words) >= 2 && l.words[0] == "vrrp_script" && l.words[1] == script:
+			declared = true
+		case len(l.words) == 1 && l.words[0] == script:
+			tracked = true
+		}
+	}
+	if !declared || !tracked {
+		return fmt.Errorf("%s (with its includes) has no vrrp_script %s tracked by a vrrp_instance: write it with `vipproxy keepalived --out /etc/keepalived/conf.d/vipproxy.conf` and have keepalived.conf `include /etc/keepalived/conf.d/*.conf`", path, script)
+	}
+	return nil
+}

@@ -22,8 +22,16 @@ import (
 // all/default arp_ignore are 0, since the kernel uses the maximum of "all"
 // and the interface value, which breaks pod -> VIP hairpin traffic.
 func Verify(h *netlink.Handle, sys Sysctl, cfg *config.Config) []string {
+	return append(VerifyLink(h, cfg), VerifyARP(sys, cfg)...)
+}
+
+// VerifyLink is Verify's part about the VIP link and its addresses.
+func VerifyLink(h *netlink.Handle, cfg *config.Config) []string { return verifyLink(h, cfg) }
+
+// VerifyARP is Verify's part about the ARP sysctls: per uplink, and
+// all/default untouched.
+func VerifyARP(sys Sysctl, cfg *config.Config) []string {
 	var problems []string
-	problems = append(problems, verifyLink(h, cfg)...)
 	for _, up := range cfg.Network.Uplinks {
 		problems = append(problems, verifyUplink(sys, up)...)
 	}

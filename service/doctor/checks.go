@@ -1,0 +1,164 @@
+package doctor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/keepalived"
+	"github.com/vipproxy/vipproxy/service/netcfg"
+	"github.com/vipproxy/vipproxy/service/portowner"
+	"github.com/vipproxy/vipproxy/service/units"
+)
+
+// checkVIPPort: the VIP port is free or held by vipproxy alone; whoever
+// else listens on it is named (a local apiserver on *:6443, most often).
+func checkVIPPort(_ context.Context, h Host, cfg *config.Config) Result {
+	port := cfg.VIP.Port
+	ls, err := portowner.Listeners(h.Proc, port)
+	if err != nil {
+		return fail("run as root on the node", "cannot read the listeners on port %d: %v", port, err)
+	}
+	if cs := portowner.Conflicts(ls, cfg.VIP.Addresses); len(cs) > 0 {
+		return fail(portowner.Fix(cs[0]), "port %d is held by %s: vipproxy cannot listen on the VIP", port, names(cs))
+	}
+	var ours, others []portowner.Listener
+	for _, l := range ls {
+		if portowner.Ours(l) {
+			ours = append(ours, l)
+		} else {
+			others = append(others, l)
+		}
+	}
+	detail := fmt.Sprintf("port %d free on the VIP", port)
+	if len(ours) > 0 {
+		detail = fmt.Sprintf("port %d held by vipproxy: %s", port, names(ours))
+	}
+	if len(others) > 0 {
+		detail += "; also listening on other addresses: " + names(others)
+	}
+	return pass("%s", detail)
+}
+
+func names(ls []portowner.Listener) string {
+	s := make([]string, 0, len(ls))
+	for _, l := range ls {
+		s = append(s, l.String())
+	}
+	return strings.Join(s, ", ")
+}
+
+const networkFix = "vipproxy network apply (or systemctl restart vipproxy-network)"
+
+func checkVIPLink(_ context.Context, h Host, cfg *config.Config) Result {
+	if h.Netlink == nil {
+		return skip("no netlink here")
+	}
+	if p := netcfg.VerifyLink(h.Netlink, cfg); len(p) > 0 {
+		return fail(networkFix, "%s", strings.Join(p, "; "))
+	}
+	return pass("%s up with %s", cfg.Network.Interface, addrs(cfg))
+}
+
+func addrs(cfg *config.Config) string {
+	s := make([]string, 0, len(cfg.VIP.Addresses))
+	for _, a := range cfg.VIP.Addresses {
+		s = append(s, a.String())
+	}
+	return strings.Join(s, ", ")
+}
+
+func checkARP(_ context.Context, h Host, cfg *config.Config) Result {
+	p := netcfg.VerifyARP(h.Sysctl, cfg)
+	if len(p) == 0 {
+		return pass("arp_ignore=1 arp_announce=2 on %s; all/default arp_ignore untouched (0)", strings.Join(cfg.Network.Uplinks, ", "))
+	}
+	return fail(networkFix+" sets them on the uplinks only; do not set net.ipv4.conf.all.arp_ignore (the naive fix): it reaches pod veths and breaks pod -> VIP hairpin",
+		"%s", strings.Join(p, "; "))
+}
+
+// checkDropIns: the networkd, sysctl and socket drop-ins on disk are what
+// the config renders today.
+func checkDropIns(_ context.Context, h Host, cfg *config.Config) Result {
+	files, err := netcfg.Render(cfg, h.Root)
+	if err != nil {
+		return fail("fix the config", "%v", err)
+	}
+	var stale []string
+	for _, f := range files.List() {
+		if !same(f.Path, f.Data) {
+			stale = append(stale, f.Path)
+		}
+	}
+	sock, err := units.SocketDropIn(cfg, h.Root)
+	if err == nil && !same(sock.Path, sock.Data) {
+		return fail("vipproxy units write, then systemctl daemon-reload && systemctl restart vipproxy.socket (the socket binds the VIP only when it starts)",
+			"%s missing or not what the config renders", sock.Path)
+	}
+	if len(stale) > 0 {
+		return fail(networkFix, "missing or not what the config renders: %s", strings.Join(stale, ", "))
+	}
+	return pass("networkd, sysctl and socket drop-ins current")
+}
+
+func same(path string, want []byte) bool {
+	have, err := os.ReadFile(path)
+	return err == nil && bytes.Equal(have, want)
+}
+
+// checkKeepalived: keepalived runs, reads vipproxy's instance with the
+// probe as track script, and has no IPVS virtual_server for the VIP.
+func checkKeepalived(ctx context.Context, h Host, cfg *config.Config) Result {
+	info, err := os.Stat(h.KeepalivedConf)
+	if errors.Is(err, fs.ErrNotExist) || err == nil && info.Size() == 0 {
+		return fail("create it with `include /etc/keepalived/conf.d/*.conf` (Debian's unit has ConditionFileNotEmpty= on it and ships only a sample), then systemctl restart keepalived",
+			"%s is missing or empty: keepalived does not start", h.KeepalivedConf)
+	}
+	if err := keepalived.CheckTracksProbe(cfg, h.KeepalivedConf); err != nil {
+		return fail("vipproxy keepalived --out /etc/keepalived/conf.d/vipproxy.conf; include it from keepalived.conf; systemctl reload keepalived", "%v", err)
+	}
+	if err := keepalived.CheckConf(cfg, h.KeepalivedConf); err != nil {
+		return fail("remove the virtual_server: vipproxy balances the VIP", "%v", err)
+	}
+	if h.Systemctl == nil {
+		return pass("%s tracks %s_probe (keepalived's unit not checked: no systemd)", h.KeepalivedConf, cfg.Keepalived.Instance)
+	}
+	if out, err := h.Systemctl(ctx, "is-active", "keepalived.service"); err != nil {
+		return fail("systemctl enable --now keepalived; journalctl -u keepalived", "keepalived.service is %s", strings.TrimSpace(out))
+	}
+	return pass("keepalived.service active; %s tracks %s_probe; no virtual_server for the VIP", h.KeepalivedConf, cfg.Keepalived.Instance)
+}
+
+// checkBackends dials every backend at once, each bounded by DialTimeout.
+func checkBackends(ctx context.Context, h Host, cfg *config.Config) Result {
+	errs := make([]error, len(cfg.Backends))
+	var wg sync.WaitGroup
+	for i, b := range cfg.Backends {
+		wg.Go(func() {
+			d := net.Dialer{Timeout: h.DialTimeout}
+			c, err := d.DialContext(ctx, "tcp", b.Address)
+			if err == nil {
+				c.Close()
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	var bad []string
+	for i, err := range errs {
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("%s (%s): %v", cfg.Backends[i].Name, cfg.Backends[i].Address, err))
+		}
+	}
+	if len(bad) > 0 {
+		return fail("check those apiservers (systemctl status, firewall: they must accept this node on their port)", "%d of %d backends unreachable: %s", len(bad), len(cfg.Backends), strings.Join(bad, "; "))
+	}
+	return pass("all %d backends accept TCP connections", len(cfg.Backends))
+}

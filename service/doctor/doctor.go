@@ -1,0 +1,110 @@
+// Package doctor runs the host checks an operator needs when the VIP does
+// not answer: each check passes or fails with what was seen and the fix.
+// It reads only: nothing on the host is changed.
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/netcfg"
+)
+
+// Status is a check's outcome.
+type Status string
+
+// The outcomes: a skipped check could not run here (no systemd, no
+// netlink) and counts as neither.
+const (
+	Pass Status = "PASS"
+	Fail Status = "FAIL"
+	Skip Status = "SKIP"
+)
+
+// Result is one check's outcome, what was seen and, on failure, the fix.
+type Result struct {
+	Check  string `json:"check"`
+	Status Status `json:"status"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// Host is what the checks look at.
+type Host struct {
+	Proc           string          // /proc
+	Root           string          // where the drop-ins are looked for ("/")
+	Netlink        *netlink.Handle // nil: link checks are skipped
+	Sysctl         netcfg.Sysctl
+	KeepalivedConf string // /etc/keepalived/keepalived.conf
+	// Systemctl runs systemctl with args and returns its output; nil
+	// where there is no systemd (the keepalived unit check is skipped).
+	Systemctl   func(ctx context.Context, args ...string) (string, error)
+	DialTimeout time.Duration
+}
+
+type check struct {
+	name string
+	run  func(ctx context.Context, h Host, cfg *config.Config) Result
+}
+
+// Checks are the names of every check, in the order they run.
+func Checks() []string {
+	var out []string
+	for _, c := range checks() {
+		out = append(out, c.name)
+	}
+	return out
+}
+
+func checks() []check {
+	return []check{
+		{"vip-port", checkVIPPort},
+		{"vip-link", checkVIPLink},
+		{"arp", checkARP},
+		{"drop-ins", checkDropIns},
+		{"keepalived", checkKeepalived},
+		{"backends", checkBackends},
+	}
+}
+
+// Run runs the checks named in only (all when empty) against cfg.
+func Run(ctx context.Context, h Host, cfg *config.Config, only []string) ([]Result, error) {
+	for _, name := range only {
+		if !slices.Contains(Checks(), name) {
+			return nil, fmt.Errorf("unknown check %q (checks: %s)", name, strings.Join(Checks(), ", "))
+		}
+	}
+	var out []Result
+	for _, c := range checks() {
+		if len(only) > 0 && !slices.Contains(only, c.name) {
+			continue
+		}
+		r := c.run(ctx, h, cfg)
+		r.Check = c.name
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Failed reports whether any result failed.
+func Failed(rs []Result) bool {
+	return slices.ContainsFunc(rs, func(r Result) bool { return r.Status == Fail })
+}
+
+func pass(format string, args ...any) Result {
+	return Result{Status: Pass, Detail: fmt.Sprintf(format, args...)}
+}
+
+func fail(fix, format string, args ...any) Result {
+	return Result{Status: Fail, Detail: fmt.Sprintf(format, args...), Fix: fix}
+}
+
+func skip(format string, args ...any) Result {
+	return Result{Status: Skip, Detail: fmt.Sprintf(format, args...)}
+}
