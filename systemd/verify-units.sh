@@ -4,6 +4,7 @@
 # score of vipproxy.service, which must not exceed MAX_EXPOSURE (1.5).
 # verify needs every ExecStart= binary to exist, so it runs on copies whose
 # /usr/bin/vipproxy points at the freshly built BIN.
+# The commands the units run must exist in this binary: each is run with --help.
 set -euo pipefail
 bin=$(readlink -f "$1")
 max=${2:-1.5}
@@ -13,10 +14,13 @@ trap 'rm -rf "$tmp"' EXIT
 [ -x "$bin" ] || { echo "verify-units: $bin is not an executable" >&2; exit 1; }
 
 cp "$here"/*.socket "$here"/*.service "$tmp"/
-sed -i "s#/usr/bin/vipproxy#$bin#g" "$tmp"/*.service
+sed -i "s#/usr/bin/vipproxy#$bin#g" "$tmp"/*.service "$tmp"/*.socket
 # verify prints warnings on stderr and still exits 0: treat any output as failure.
 out=$(cd "$tmp" && systemd-analyze verify ./*.socket ./*.service 2>&1) || { echo "$out" >&2; exit 1; }
 if [ -n "$out" ]; then echo "systemd-analyze verify complained:" >&2; echo "$out" >&2; exit 1; fi
+for sub in $(sed -n 's#^Exec[A-Za-z]*=[-+!@:]*[^ ]*/vipproxy \([a-z]*\).*#\1#p' "$here"/*.socket "$here"/*.service | sort -u); do
+	"$bin" "$sub" --help >/dev/null || { echo "verify-units: the units run 'vipproxy $sub', which $bin does not know" >&2; exit 1; }
+done
 echo "systemd-analyze verify: ok ($(cd "$tmp" && ls ./*.socket ./*.service | xargs -n1 basename | tr '\n' ' '))"
 
 fail=0

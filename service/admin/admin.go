@@ -38,6 +38,9 @@ type Status struct {
 	// last known good backends.
 	Panic      bool      `json:"panic,omitempty"`
 	PanicSince time.Time `json:"panic_since,omitzero"`
+	// Reloads counts the reloads done, accepted or refused: `vipproxy
+	// reload` waits for it to move, then reads ConfigError.
+	Reloads uint64 `json:"reloads"`
 }
 
 // BackendStatus is one backend in Status.

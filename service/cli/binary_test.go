@@ -380,3 +380,47 @@ func TestRenderPrintsWriteWritesDiffDryRuns(t *testing.T) {
 		t.Errorf("units write --diff after a VIP change:\n%s", out)
 	}
 }
+
+// `vipproxy reload` (ExecReload=) exits 0 when the daemon takes the new
+// file, 2 without signalling it when the file is invalid, and 1 when the
+// daemon refused the file it read (the old config keeps serving).
+func TestReloadReportsTheDaemonsVerdict(t *testing.T) {
+	runDir := t.TempDir()
+	control := filepath.Join(runDir, "control.sock")
+	good := adminConfig(freeLoopbackPort(t), backendListener(t), "", false)
+	path, logs, cmd := startDaemon(t, good, "RUNTIME_DIRECTORY="+runDir)
+	waitFor(t, "the control socket", func() bool {
+		_, _, code := runBin(t, "probe", "--config", path, "--control", control)
+		return code == 0
+	})
+	pid := fmt.Sprint(cmd.Process.Pid)
+	reload := func(cfg string) (string, string, int) {
+		return runBin(t, "reload", "--config", cfg, "--pid", pid, "--control", control, "--timeout", "20s")
+	}
+	withTwo := good + "[[backend]]\naddress = \"" + backendListener(t) + "\"\n"
+	os.WriteFile(path, []byte(withTwo), 0o644)
+	if out, errOut, code := reload(path); code != 0 || !strings.HasPrefix(out, "reloaded: ") || !strings.HasSuffix(out, "/2 backends healthy\n") {
+		t.Fatalf("reload of a good file: exit %d, stdout %q, stderr %q; log:\n%s", code, out, errOut, logs())
+	}
+
+	os.WriteFile(path, []byte(withTwo+"[limits]\nmax_connections = -1\n"), 0o644)
+	if _, errOut, code := reload(path); code != ExitUsage || !strings.Contains(errOut, "limits.max_connections") || !strings.Contains(errOut, "not signalled") {
+		t.Errorf("reload of a bad file: exit %d, stderr %q; want 2 without a signal", code, errOut)
+	}
+	if strings.Count(logs(), "msg=reloaded") != 1 || strings.Contains(logs(), "reload failed") {
+		t.Errorf("the daemon was signalled for a bad file:\n%s", logs())
+	}
+
+	// The daemon reads its own file, which it refuses although the file
+	// given to reload is valid (as when the daemon's user cannot read a
+	// file root can): reload must say so.
+	other := filepath.Join(t.TempDir(), "valid.toml")
+	os.WriteFile(other, []byte(withTwo), 0o644)
+	_, errOut, code := reload(other)
+	if code != ExitFailure || !strings.Contains(errOut, "refused the new config and keeps serving the old one") || !strings.Contains(errOut, "limits.max_connections") {
+		t.Errorf("reload refused by the daemon: exit %d, stderr %q; want 1 naming the reason", code, errOut)
+	}
+	if _, _, code := runBin(t, "probe", "--config", other, "--control", control); code != 0 {
+		t.Errorf("the old config stopped serving after a refused reload")
+	}
+}

@@ -12,7 +12,9 @@ import (
 // it) and prints the effective config: exit 0, or the error and exit 2.
 func runCheck(_ context.Context, env Env, args []string) int {
 	var configPath, keepalivedConf string
+	var quiet bool
 	fs := newFlags(env, "check", &configPath)
+	fs.BoolVar(&quiet, "quiet", false, "print nothing when the config is valid (ExecStartPre=)")
 	fs.StringVar(&keepalivedConf, "keepalived-conf", "", "also check this keepalived.conf: it must not declare a virtual_server for the VIP")
 	if code, ok := parseFlags(env, fs, args); !ok {
 		return code
@@ -30,6 +32,9 @@ func runCheck(_ context.Context, env Env, args []string) int {
 			fmt.Fprintf(env.Stderr, "vipproxy: %v\n", err)
 			return ExitUsage
 		}
+	}
+	if quiet {
+		return ExitOK
 	}
 	var out bytes.Buffer
 	if err := cfg.Encode(&out); err != nil {

@@ -46,6 +46,7 @@ func commands() map[string]command {
 		"keepalived": {"print (or write with --out) the keepalived vrrp_instance and vrrp_script", runKeepalived},
 		"units":      {"render|write the vipproxy.socket drop-in with the VIP listeners", runUnits},
 		"doctor":     {"check the host (VIP port, link, ARP, drop-ins, keepalived, backends): PASS/FAIL with the fix", runDoctor},
+		"reload":     {"validate the config, SIGHUP the daemon, exit 1 if it refused the file (ExecReload=)", runReload},
 		"version":    {"print the version", runVersion},
 	}
 }

@@ -34,7 +34,7 @@ func runProbe(ctx context.Context, env Env, args []string) int {
 	if code, ok := parseFlags(env, fs, args); !ok {
 		return code
 	}
-	body, code, err := askReadyz(ctx, env, path, addr, control, *timeout)
+	body, code, err := askDaemon(ctx, path, addr, control, "/readyz", *timeout)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "vipproxy probe: not ready: %v\n", err)
 		return ExitFailure
@@ -54,12 +54,13 @@ func runProbe(ctx context.Context, env Env, args []string) int {
 	return ExitOK
 }
 
-// askReadyz asks the control socket, then the admin endpoint. A config
-// that cannot be loaded matters only when the admin endpoint is needed.
-func askReadyz(ctx context.Context, env Env, path, addr, control string, timeout time.Duration) (string, int, error) {
+// askDaemon GETs urlPath from the daemon: the control socket first, then
+// admin.listen (addr, or the config's at path). A config that cannot be
+// loaded matters only when the admin endpoint is needed.
+func askDaemon(ctx context.Context, path, addr, control, urlPath string, timeout time.Duration) (string, int, error) {
 	var controlErr error
 	if control != "" {
-		body, code, err := getReadyz(ctx, "unix:"+control, timeout)
+		body, code, err := get(ctx, "unix:"+control, urlPath, timeout)
 		if err == nil {
 			return body, code, nil
 		}
@@ -75,7 +76,7 @@ func askReadyz(ctx context.Context, env Env, path, addr, control string, timeout
 	if addr == "" {
 		return "", 0, errors.Join(controlErr, errors.New("no admin endpoint configured (admin.listen is empty); pass --admin"))
 	}
-	body, code, err := getReadyz(ctx, addr, timeout)
+	body, code, err := get(ctx, addr, urlPath, timeout)
 	if err != nil {
 		return "", 0, errors.Join(controlErr, err)
 	}
@@ -83,13 +84,19 @@ func askReadyz(ctx context.Context, env Env, path, addr, control string, timeout
 }
 
 func getReadyz(ctx context.Context, addr string, timeout time.Duration) (string, int, error) {
+	return get(ctx, addr, "/readyz", timeout)
+}
+
+// get sends one GET for path to the admin endpoint or control socket at
+// addr ("host:port" or "unix:/path") and returns the body and status.
+func get(ctx context.Context, addr, path string, timeout time.Duration) (string, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	network, dialAddr, host := "tcp", addr, addr
 	if sock, ok := strings.CutPrefix(addr, "unix:"); ok {
 		network, dialAddr, host = "unix", sock, "vipproxy"
 	}
-	url := "http://" + host + "/readyz"
+	url := "http://" + host + path
 	// One request on its own connection: a plain dial and http.ReadResponse
 	// instead of http.Client, whose transport (connection pool, proxies,
 	// HTTP/2) adds about 0.4 MB to the binary for this one GET.
@@ -117,6 +124,6 @@ func getReadyz(ctx context.Context, addr string, timeout time.Duration) (string,
 		return "", 0, fmt.Errorf("GET %s: %w", url, err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	return string(b), resp.StatusCode, nil
 }

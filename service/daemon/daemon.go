@@ -45,6 +45,7 @@ type Daemon struct {
 	cfg        *config.Config
 	reloadErr  string
 	adminErr   string // why admin.listen does not serve; "" when it does
+	reloads    uint64 // reloads done, accepted or refused
 	lastReload time.Time
 	retired    []*balance.Backend // removed by a reload, draining
 }

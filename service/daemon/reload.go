@@ -24,6 +24,7 @@ func (d *Daemon) reload() {
 	if err != nil {
 		d.mu.Lock()
 		d.reloadErr = err.Error()
+		d.reloads++
 		d.mu.Unlock()
 		d.metrics.Reloads.WithLabelValues(metrics.ResultError).Inc()
 		d.metrics.LastReloadSuccess.Set(0)
@@ -68,6 +69,7 @@ func (d *Daemon) apply(next *config.Config, prober health.Prober) {
 	d.mu.Lock()
 	d.cfg = next
 	d.reloadErr = ""
+	d.reloads++
 	d.lastReload = time.Now()
 	d.retired = append(d.retired, removed...)
 	d.mu.Unlock()

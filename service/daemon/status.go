@@ -92,7 +92,7 @@ func (d *Daemon) setAdminErr(s string) {
 func (d *Daemon) Status() admin.Status {
 	d.mu.Lock()
 	st := admin.Status{
-		Ready: d.ready.Load(), Version: d.version, ConfigPath: d.cfg.Path, ConfigError: d.reloadErr, LastReload: d.lastReload,
+		Ready: d.ready.Load(), Version: d.version, ConfigPath: d.cfg.Path, ConfigError: d.reloadErr, LastReload: d.lastReload, Reloads: d.reloads,
 		OpenConnections: d.proxy.Open(),
 	}
 	d.mu.Unlock()
