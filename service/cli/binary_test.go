@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -423,5 +424,39 @@ func TestReloadReportsTheDaemonsVerdict(t *testing.T) {
 	}
 	if _, _, code := runBin(t, "probe", "--config", other, "--control", control); code != 0 {
 		t.Errorf("the old config stopped serving after a refused reload")
+	}
+	if out, _, _ := runBin(t, "status", "--config", other, "--control", control); !strings.Contains(out, "last reload refused, the previous config serves: ") {
+		t.Errorf("status after a refused reload:\n%s", out)
+	}
+}
+
+func TestStatusForAPerson(t *testing.T) {
+	runDir := t.TempDir()
+	control := filepath.Join(runDir, "control.sock")
+	dead := freeLoopbackPort(t)
+	cfg := adminConfig(freeLoopbackPort(t), backendListener(t), "", false) +
+		fmt.Sprintf("[[backend]]\nname = \"gone\"\naddress = \"127.0.0.1:%d\"\n", dead)
+	path, logs, cmd := startDaemon(t, cfg, "RUNTIME_DIRECTORY="+runDir)
+	var out string
+	waitFor(t, "status to show the dead backend down", func() bool {
+		o, _, code := runBin(t, "status", "--config", path, "--control", control)
+		out = o
+		return code == 0 && strings.Contains(out, "gone") && strings.Contains(out, " down ")
+	})
+	for _, want := range []string{"ready, 1/2 backends healthy, 0 connections open", "; loaded ", "no reload since\n",
+		"BACKEND", "LAST CHECK ERROR", fmt.Sprintf("127.0.0.1:%d", dead), "connection refused"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s\nlog:\n%s", want, out, logs())
+		}
+	}
+	js, _, code := runBin(t, "status", "--json", "--config", path, "--control", control)
+	var rep statusReport
+	if err := json.Unmarshal([]byte(js), &rep); err != nil || code != 0 || !rep.Ready || rep.Daemon == nil || len(rep.Daemon.Backends) != 2 {
+		t.Errorf("status --json: exit %d, %v:\n%s", code, err, js)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if out, _, code := runBin(t, "status", "--config", path, "--control", control); code != ExitFailure || !strings.Contains(out, "daemon: not reachable") {
+		t.Errorf("status of a dead daemon: exit %d\n%s", code, out)
 	}
 }

@@ -1,0 +1,155 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/netip"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/vipproxy/vipproxy/service/admin"
+	"github.com/vipproxy/vipproxy/service/config"
+)
+
+// statusReport is what `vipproxy status` shows: the daemon's /status and
+// what only the host knows (who holds the VIP, keepalived's unit).
+type statusReport struct {
+	Daemon     *admin.Status `json:"daemon"`
+	DaemonErr  string        `json:"daemon_error,omitempty"`
+	Ready      bool          `json:"ready"`
+	VIP        []vipHolding  `json:"vip,omitempty"`
+	Keepalived string        `json:"keepalived,omitempty"`
+}
+
+// vipHolding says whether this node holds a VIP on the VRRP interface,
+// where keepalived puts it on the master only (every node has it on the
+// dummy link).
+type vipHolding struct {
+	Address   string `json:"address"`
+	Interface string `json:"interface"`
+	Held      bool   `json:"held"`
+}
+
+// runStatus prints the daemon's state for a person (or --json): exit 0
+// when ready, 1 when not ready or unreachable.
+func runStatus(ctx context.Context, env Env, args []string) int {
+	var path, addr, control string
+	var asJSON bool
+	fs := newFlags(env, "status", &path)
+	fs.StringVar(&control, "control", admin.DefaultControlPath(), "the daemon's control socket, asked first")
+	fs.StringVar(&addr, "admin", "", "admin endpoint to ask when the control socket does not answer; default from the config")
+	fs.BoolVar(&asJSON, "json", false, "print JSON for scripts")
+	if code, ok := parseFlags(env, fs, args); !ok {
+		return code
+	}
+	var rep statusReport
+	if st, err := daemonStatus(ctx, path, addr, control); err != nil {
+		rep.DaemonErr = err.Error()
+	} else {
+		rep.Daemon = &st
+		rep.Ready = st.Ready && healthyBackends(st) > 0
+	}
+	if cfg, err := config.Load(path); err == nil {
+		rep.VIP = vipHoldings(cfg)
+	}
+	if sc := systemctl(); sc != nil {
+		out, _ := sc(ctx, "is-active", "keepalived.service")
+		rep.Keepalived = strings.TrimSpace(out)
+	}
+	if asJSON {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		fmt.Fprintf(env.Stdout, "%s\n", b)
+	} else {
+		printStatus(env.Stdout, rep, time.Now())
+	}
+	if !rep.Ready {
+		return ExitFailure
+	}
+	return ExitOK
+}
+
+func vipHoldings(cfg *config.Config) []vipHolding {
+	iface := cfg.Keepalived.Interface
+	if iface == "" && len(cfg.Network.Uplinks) > 0 {
+		iface = cfg.Network.Uplinks[0]
+	}
+	if iface == "" {
+		return nil
+	}
+	have := map[netip.Addr]bool{}
+	if nl, err := netlink.NewHandle(unix.NETLINK_ROUTE); err == nil {
+		defer nl.Close()
+		if link, err := nl.LinkByName(iface); err == nil {
+			addrs, _ := nl.AddrList(link, netlink.FAMILY_ALL)
+			for _, a := range addrs {
+				if ip, ok := netip.AddrFromSlice(a.IP); ok {
+					have[ip.Unmap()] = true
+				}
+			}
+		}
+	}
+	var out []vipHolding
+	for _, v := range cfg.VIP.Addresses {
+		out = append(out, vipHolding{Address: netip.AddrPortFrom(v, cfg.VIP.Port).String(), Interface: iface, Held: have[v]})
+	}
+	return out
+}
+
+func printStatus(w io.Writer, rep statusReport, now time.Time) {
+	if rep.Daemon == nil {
+		fmt.Fprintf(w, "daemon: not reachable: %s\n", rep.DaemonErr)
+	} else {
+		printDaemon(w, *rep.Daemon, rep.Ready, now)
+	}
+	for _, v := range rep.VIP {
+		if v.Held {
+			fmt.Fprintf(w, "VIP %s: held by this node on %s (VRRP master)\n", v.Address, v.Interface)
+		} else {
+			fmt.Fprintf(w, "VIP %s: not on %s (this node is not the VRRP master)\n", v.Address, v.Interface)
+		}
+	}
+	if rep.Keepalived != "" {
+		fmt.Fprintf(w, "keepalived.service: %s\n", rep.Keepalived)
+	}
+}
+
+func printDaemon(w io.Writer, st admin.Status, ready bool, now time.Time) {
+	state := "not ready"
+	if ready {
+		state = "ready"
+	}
+	fmt.Fprintf(w, "vipproxy %s: %s, %d/%d backends healthy, %d connections open\n",
+		st.Version, state, healthyBackends(st), len(st.Backends), st.OpenConnections)
+	switch {
+	case st.ConfigError != "":
+		fmt.Fprintf(w, "config %s; last reload refused, the previous config serves: %s\n", st.ConfigPath, st.ConfigError)
+	case st.Reloads == 0:
+		fmt.Fprintf(w, "config %s; loaded %s, no reload since\n", st.ConfigPath, ago(st.LastReload, now))
+	default:
+		fmt.Fprintf(w, "config %s; last reload %s: ok\n", st.ConfigPath, ago(st.LastReload, now))
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "BACKEND\tADDRESS\tSTATE\tSINCE\tCONNS\tLAST CHECK ERROR")
+	for _, b := range st.Backends {
+		s := b.State
+		if b.Draining {
+			s += " (draining)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", b.Name, b.Address, s, ago(b.LastChange, now), b.OpenConnections, b.LastError)
+	}
+	tw.Flush()
+}
+
+// ago is "15:04:05 (3m ago)", or "-" for a zero time.
+func ago(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return fmt.Sprintf("%s (%s ago)", t.Local().Format("15:04:05"), now.Sub(t).Round(time.Second))
+}
