@@ -11,9 +11,15 @@
 # initramfs, which copies them into the root at boot, so changing them costs
 # a second, not a debootstrap.
 #
-# usage: image.sh ARCH OUT      (ARCH: amd64 | arm64 | riscv64)
+# usage: image.sh [--check] ARCH OUT      (ARCH: amd64 | arm64 | riscv64)
+#   --check: exit 0 if OUT holds the current image, 1 if it would be built
 set -euo pipefail
 
+CHECK=
+if [[ ${1:-} == --check ]]; then
+	CHECK=1
+	shift
+fi
 ARCH=${1:?usage: image.sh ARCH OUT}
 OUT=${2:?usage: image.sh ARCH OUT}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -31,12 +37,6 @@ esac
 # megabyte is paid for by debootstrap in CI on every run.
 PACKAGES=systemd,systemd-sysv,udev,dbus,kmod,iproute2,keepalived,arping,ndisc6,nftables,curl,openssl,ca-certificates,procps,socat,iputils-ping
 
-key=$(cd "$HERE" && cat image.sh binfmt.sh driver/extract_vmlinux.py | sha256sum | cut -c1-16)
-if [[ -f $OUT/stamp && $(cat "$OUT/stamp") == "$key" ]]; then
-	echo "image.sh: $ARCH image up to date in $OUT"
-	exit 0
-fi
-
 # The Debian mirror is the host's own (never a name hard-coded here).
 mirror() {
 	if [[ -n ${VM_MIRROR:-} ]]; then echo "$VM_MIRROR"; return; fi
@@ -47,6 +47,39 @@ mirror() {
 	echo "$m"
 }
 MIRROR=$(mirror)
+
+# apt for the guest architecture and suite, with its own state directory so
+# the host's apt configuration is left alone (amd64 bookworm: the host's own).
+APT_OPTS=()
+if [[ $ARCH != amd64 || $SUITE != bookworm ]]; then
+	d=$OUT/apt
+	mkdir -p "$d/etc/apt.conf.d" "$d/etc/sources.list.d" "$d/etc/preferences.d" "$d/etc/trusted.gpg.d" "$d/state/lists/partial" "$d/cache/archives/partial"
+	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR $SUITE main" >"$d/etc/sources.list"
+	touch "$d/state/status"
+	APT_OPTS=(-o Dir::Etc="$d/etc" -o Dir::State="$d/state" -o Dir::State::status="$d/state/status"
+		-o Dir::Cache="$d/cache" -o APT::Architecture="$ARCH" -o APT::Architectures="$ARCH" -o Debug::NoLocking=1)
+fi
+
+# The kernel the mirror offers today, resolved with apt for the guest
+# architecture (the index is refreshed in its own state directory).
+[[ ${#APT_OPTS[@]} -gt 0 ]] && apt-get -qq "${APT_OPTS[@]}" update
+kpkg=$(apt-cache "${APT_OPTS[@]}" depends "linux-image-$ARCH" | awk '/Depends: linux-image-/ {print $2; exit}')
+[[ -n $kpkg ]] || { echo "image.sh: cannot resolve linux-image-$ARCH (apt-get update?)" >&2; exit 1; }
+kver=$(apt-cache "${APT_OPTS[@]}" show --no-all-versions "$kpkg" | awk '/^Version:/ {print $2; exit}')
+
+# The cache key: everything that goes into the image: these scripts (the
+# package list and guest configuration are in image.sh), the suite, the
+# architecture and the kernel package. A change of any of them, or a new
+# kernel on the mirror, builds a new image; guest/ is not in the image.
+key=$( (cd "$HERE" && cat image.sh binfmt.sh driver/extract_vmlinux.py; echo "$ARCH $SUITE $kpkg $kver") | sha256sum | cut -c1-16)
+if [[ -f $OUT/stamp && $(cat "$OUT/stamp") == "$key" ]]; then
+	echo "image.sh: $ARCH image up to date in $OUT ($SUITE, $kpkg $kver)"
+	exit 0
+fi
+if [[ -n $CHECK ]]; then
+	echo "image.sh: no current $ARCH image in $OUT ($SUITE, $kpkg $kver)"
+	exit 1
+fi
 
 # Unmount whatever is mounted under DIR, deepest first. debootstrap's
 # emulated second stage can leave the chroot's /proc mounted (trixie riscv64:
@@ -69,22 +102,7 @@ mkdir -p "$WORK"
 t0=$SECONDS
 log() { echo "image.sh[$ARCH +$((SECONDS - t0))s]: $*"; }
 
-# apt for the guest architecture and suite, with its own state directory so
-# the host's apt configuration is left alone (amd64 bookworm: the host's own).
-APT_OPTS=()
-if [[ $ARCH != amd64 || $SUITE != bookworm ]]; then
-	d=$WORK/apt
-	mkdir -p "$d/etc/apt.conf.d" "$d/etc/sources.list.d" "$d/etc/preferences.d" "$d/etc/trusted.gpg.d" "$d/state/lists/partial" "$d/cache/archives/partial"
-	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR $SUITE main" >"$d/etc/sources.list"
-	touch "$d/state/status"
-	APT_OPTS=(-o Dir::Etc="$d/etc" -o Dir::State="$d/state" -o Dir::State::status="$d/state/status"
-		-o Dir::Cache="$d/cache" -o APT::Architecture="$ARCH" -o APT::Architectures="$ARCH" -o Debug::NoLocking=1)
-fi
-
-log "kernel and busybox from $SUITE/$ARCH"
-[[ ${#APT_OPTS[@]} -gt 0 ]] && apt-get -qq "${APT_OPTS[@]}" update
-kpkg=$(apt-cache "${APT_OPTS[@]}" depends "linux-image-$ARCH" | awk '/Depends: linux-image-/ {print $2; exit}')
-[[ -n $kpkg ]] || { echo "image.sh: cannot resolve linux-image-$ARCH (apt-get update?)" >&2; exit 1; }
+log "kernel $kpkg $kver and busybox from $SUITE/$ARCH"
 (cd "$WORK" && apt-get -q "${APT_OPTS[@]}" download "$kpkg" busybox-static 2>&1 | grep -v 'unsandboxed' || true)
 ls "$WORK"/linux-image-*.deb "$WORK"/busybox-static_*.deb >/dev/null
 chmod 644 "$WORK"/*.deb
