@@ -38,6 +38,12 @@ with subtest("the module's units, dummy link and sysctls"):
         )
         m.wait_for_unit("keepalived.service")
 
+with subtest("openFirewall: VRRP and the VIP port open in iptables (cp1, cp2) and nftables (cp3)"):
+    for m in [cp1, cp2]:
+        m.succeed("iptables -S nixos-fw | grep -Eq -- '-p (vrrp|112) .*-j nixos-fw-accept'")
+    cp3.succeed("nft list ruleset | grep -Eq 'l4proto (vrrp|112) accept'")
+    cp3.succeed("nft list ruleset | grep -Eq 'tcp dport .*6443.* accept'")
+
 with subtest("VRRP: cp1 (priority 150) holds the VIP on eth1 and alone answers ARP"):
     cp1.wait_until_succeeds(HOLDS_VIP, timeout=60)
     cp2.fail(HOLDS_VIP)

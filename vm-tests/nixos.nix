@@ -172,7 +172,11 @@ let
         ];
       };
       cp2 = cpNode 3 120;
-      cp3 = cpNode 4 90;
+      # openFirewall with the nftables firewall (cp1 and cp2: iptables).
+      cp3 = {
+        imports = [ (cpNode 4 90) ];
+        networking.nftables.enable = true;
+      };
     };
     skipTypeCheck = true;
     testScript = builtins.readFile ./nixos-module.py;
