@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -67,7 +68,7 @@ func serve(t *testing.T, ln net.Listener, h http.Handler) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, ln, h) }()
+	go func() { done <- Serve(ctx, ln, h, slog.New(slog.DiscardHandler)) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -400,7 +401,7 @@ func TestListenPrefersActivatedAndAllowsNone(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := Serve(ctx, nil, nil); err != nil {
+	if err := Serve(ctx, nil, nil, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatalf("Serve without listener: %v", err)
 	}
 }
@@ -413,7 +414,7 @@ func TestServeStopsWithContext(t *testing.T) {
 	addr := ln.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, ln, Handler(&fakeSource{}, nil, Options{})) }()
+	go func() { done <- Serve(ctx, ln, Handler(&fakeSource{}, nil, Options{}), slog.New(slog.DiscardHandler)) }()
 	if code, _ := do(t, "GET", "http://"+addr+"/healthz"); code != 200 {
 		t.Fatalf("healthz: %d", code)
 	}
@@ -435,3 +436,41 @@ func TestServeStopsWithContext(t *testing.T) {
 		t.Fatal("listener still accepts after shutdown")
 	}
 }
+
+// The HTTP server's own errors reach the daemon's logger as warnings, not
+// slog.Default() at debug, where nothing shows them.
+func TestServerErrorsReachTheLogger(t *testing.T) {
+	var mu sync.Mutex
+	var logged strings.Builder
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logged.Write(p)
+	}), nil))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, ln, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }), log)
+	}()
+	if resp, err := client.Get("http://" + ln.Addr().String() + "/"); err == nil {
+		resp.Body.Close() // the server drops the connection; either way it logged
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logged.String(), "level=WARN") || !strings.Contains(logged.String(), "panic serving") ||
+		!strings.Contains(logged.String(), "component=admin") {
+		t.Fatalf("the handler's panic was not logged as an admin warning: %q", logged.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -110,7 +110,9 @@ func removeStaleSocket(path string) error {
 
 // Serve serves h on ln until ctx is done, then shuts down gracefully
 // (bounded) and returns nil. A nil ln (no admin endpoint) just waits.
-func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+// The HTTP server's own errors (accept failures, a handler's panic) go to
+// log as warnings.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
 	if ln == nil {
 		<-ctx.Done()
 		return nil
@@ -122,7 +124,7 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelDebug),
+		ErrorLog:          slog.NewLogLogger(log.With("component", "admin").Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

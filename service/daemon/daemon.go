@@ -22,6 +22,7 @@ import (
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/health"
 	"github.com/vipproxy/vipproxy/service/listen"
+	"github.com/vipproxy/vipproxy/service/logging"
 	"github.com/vipproxy/vipproxy/service/metrics"
 	"github.com/vipproxy/vipproxy/service/notify"
 	"github.com/vipproxy/vipproxy/service/portowner"
@@ -59,7 +60,7 @@ func Run(ctx context.Context, path, version string, stderr io.Writer) error {
 	}
 	level := new(slog.LevelVar)
 	level.Set(parseLevel(cfg.Log.Level))
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := logging.New(stderr, level, os.Getenv("JOURNAL_STREAM"))
 	d := &Daemon{version: version, log: log, level: level, notifier: notify.New(log), cfg: cfg, lastReload: time.Now(),
 		control: admin.ControlSocketPath(os.Getenv)}
 	return d.run(ctx)

@@ -63,7 +63,7 @@ func (d *Daemon) retryAdmin(ctx context.Context, cfg config.Admin, h http.Handle
 }
 
 func (d *Daemon) serveAdmin(ctx context.Context, ln net.Listener, h http.Handler) {
-	if err := admin.Serve(ctx, ln, h); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := admin.Serve(ctx, ln, h, d.log); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		d.log.Error("admin endpoint stopped", "err", err)
 	}
 }
