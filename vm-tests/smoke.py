@@ -128,3 +128,16 @@ with subtest("network apply --netlink: the dummy link made without networkd, the
     cp1.fail("ip -6 addr show dev dummyvip1 | grep -q fe80")  # no link-local: the link holds the VIP only
     cp1.succeed("vipproxy network remove --netlink --config /run/netlink.toml --root /run/netlink-root")
     cp1.fail("ip link show dummyvip1")
+
+with subtest("journald: a backend going down is a warning with its own fields"):
+    # vipproxy speaks journald's native protocol when stderr is the journal:
+    # the priority follows the level and BACKEND= is a field of its own.
+    cp1.succeed("systemctl stop apiserver-b.service")
+    cp1.wait_until_succeeds(
+        "journalctl -u vipproxy.service -p warning -o json BACKEND=apiserver-b | grep -q '\"PRIORITY\":\"4\"'", timeout=90
+    )
+    warnings = cp1.succeed("journalctl -u vipproxy.service -p warning -o cat")
+    assert "apiserver-b" in warnings, f"journalctl -p warning shows no backend down: {warnings}"
+    cp1.fail("journalctl -u vipproxy.service -p info -o cat BACKEND=apiserver-a | grep -q apiserver-b")
+    cp1.fail("journalctl -u vipproxy.service -o cat | grep -q 'time='")  # journald keeps the time
+    print(f"RESULT journald: journalctl -p warning shows: {warnings.strip().splitlines()[-1]}")
