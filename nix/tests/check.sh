@@ -90,7 +90,8 @@ nixos_eval() {
 NIXOS_PLANTS='lib.nix|s/virtualRouterId = k.router_id;/virtualRouterId = toString k.router_id;/|a wrong type (virtualRouterId as a string)
 module.nix|s/networking.firewall.extraInputRules = /networking.firewall.extraInputRule = /|a wrong option name (extraInputRule)
 lib.nix|s/LinkLocalAddressing = "no";/LinkLocalAdressing = "no";/|a misspelt [Network] field
-module.nix|s/^          enable = true;$/          enable = true; openFirewall = cfg.openFirewall;/|keepalived.openFirewall passed on (iptables rules on an nftables node)'
+module.nix|s/^          enable = true;$/          enable = true; openFirewall = cfg.openFirewall;/|keepalived.openFirewall passed on (iptables rules on an nftables node)
+module.nix|s#vlib.vrrpScript "${exe} probe#vlib.vrrpScript "/usr/bin/vipproxy probe#|a /usr/bin command in the rendered vrrp_script'
 
 check_nixos() {
 	local lib out plant file expr what copy

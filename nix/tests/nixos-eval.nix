@@ -110,7 +110,7 @@ let
     modules:
     let
       c = (eval modules).config;
-      forced = builtins.deepSeq (builtins.toJSON {
+      json = builtins.toJSON {
         inherit (c)
           systemd
           boot
@@ -121,10 +121,10 @@ let
         services = {
           inherit (c.services) vipproxy keepalived resolved;
         };
-      }) true;
+      };
       failing = map (a: a.message) (lib.filter (a: !a.assertion) c.assertions);
     in
-    builtins.seq forced { inherit c failing; };
+    builtins.seq json { inherit c json failing; };
 
   # A case: the node, the words each failing assertion must contain (in
   # order), and what must hold of its config.
@@ -140,6 +140,9 @@ let
     in
     if lib.length r.failing != lib.length fails || !lib.all (x: x) matches then
       "failing assertions: ${builtins.toJSON r.failing}, expected ones mentioning ${builtins.toJSON fails}"
+    # NixOS has no /usr/bin/vipproxy: every command names the store path.
+    else if lib.hasInfix "/usr/bin/" r.json then
+      "evaluates, but the configuration names /usr/bin"
     else if !(check r.c) then
       "evaluates, but the configuration is not as expected"
     else
