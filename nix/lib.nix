@@ -124,6 +124,15 @@ rec {
     wantedBy = [ "sockets.target" ];
   };
 
+  # The command lines of systemd/vipproxy.service for this binary and
+  # config path (`make test-nix` checks them with /usr/bin/vipproxy): a bad
+  # file fails the start, and `systemctl reload` reports a refused file.
+  serviceExec = exe: configPath: {
+    ExecStartPre = "${exe} check --quiet --config ${configPath}";
+    ExecStart = "${exe} serve --config ${configPath}";
+    ExecReload = "${exe} reload --config ${configPath} --pid $MAINPID";
+  };
+
   # The [Socket] and [Service] settings of systemd/vipproxy.socket and
   # systemd/vipproxy.service, less the lines that name paths (ExecStart=,
   # ExecReload=) and the [Unit]/[Install] wiring. `make test-nix` checks

@@ -291,10 +291,7 @@ in
         # [Unit] and [Install] as in systemd/vipproxy.service.
         systemd.services.vipproxy = vlib.serviceUnit // {
           reloadTriggers = [ configFile ];
-          serviceConfig = vlib.serviceConfig // {
-            ExecStart = "${exe} serve --config ${configPath}";
-            ExecReload = "${pkgs.coreutils}/bin/kill -HUP $MAINPID";
-          };
+          serviceConfig = vlib.serviceConfig // vlib.serviceExec exe configPath;
         };
 
         # The dummy link holding the VIPs, through systemd-networkd (as

@@ -29,7 +29,7 @@ buildGo126Module {
   # NAR hash of `go mod vendor` for this source. Recompute with
   # `make nix-vendor-hash` after changing go.mod, go.sum or the imports;
   # `make test-nix` fails while it is stale.
-  vendorHash = "sha256-/GEEUnAJPN48bRfVTDxVLnLbMdJA2KqguRs0brOSRI0=";
+  vendorHash = "sha256-mg6Us6yZRgpFXR7MCbMFGnsH0jSgqPVLG/MG/xA04fw=";
 
   subPackages = [
     "cmd/vipproxy"

@@ -157,6 +157,12 @@ import json, sys
 for k, v in json.load(sys.stdin).items():
     for one in (v if isinstance(v, list) else [v]):
         print(f"{k}={one}")' | sort)
+	# The command lines, for the binary and config at their Debian paths.
+	diff -u --label "$svc Exec lines" --label "nix/lib.nix serviceExec" \
+		<(unit_entries "$svc" Service | grep -E '^Exec') \
+		<(nix-instantiate --eval --strict --json \
+			-E '(import ./nix/lib.nix).serviceExec "/usr/bin/vipproxy" "/etc/vipproxy/vipproxy.toml"' |
+			python3 -c 'import json,sys; [print(f"{k}={v}") for k,v in json.load(sys.stdin).items()]' | sort)
 	# [Unit] and [Install]: the module's serviceUnit/socketUnit options.
 	local unit
 	for unit in "$sock:socketUnit" "$svc:serviceUnit"; do
