@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vipproxy/vipproxy/internal/standin"
 )
 
 // floodNofile is the daemon's descriptor limit in the flood case: low by
@@ -202,4 +204,56 @@ func readyz(admin string) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
+}
+
+// Every backend failing its checks at the same moment is more likely a
+// fault here than in every apiserver: panic mode keeps the open watches,
+// keeps serving over the last known good backends, and says so.
+func TestPanicModeKeepsConnections(t *testing.T) {
+	apis := []*standin.Server{backend(t, "a"), backend(t, "b"), backend(t, "c")}
+	s := newSettings(t, apis[0].Addr(), apis[1].Addr(), apis[2].Addr())
+	s.Check = "https"
+	p := startVIPProxy(t, s, nil)
+	for _, n := range []string{"b0", "b1", "b2"} {
+		p.waitState(n, "up")
+	}
+	mc := mtlsClient(t, true)
+	var watches []*watchStream
+	for range 6 {
+		watches = append(watches, openWatch(t, mc, p.vip))
+	}
+	for _, a := range apis {
+		a.SetReady(false)
+	}
+	for _, n := range []string{"b0", "b1", "b2"} {
+		p.waitState(n, "down")
+	}
+	p.waitFor(func() bool { st := p.status(); return st.Panic }, "panic mode in /status")
+	// Give a late evacuation (one interval after a mark-down) its chance.
+	time.Sleep(3 * checkInterval)
+	cut := 0
+	for _, w := range watches {
+		select {
+		case <-w.ended:
+			cut++
+		default:
+		}
+	}
+	served, err := name(mc, p.vip)
+	gauge, _ := p.metricValues("vipproxy_panic_mode")
+	t.Logf("all 3 backends failing their checks at once: %d of %d watches cut, a new request served by %q (%v), vipproxy_panic_mode %v",
+		cut, len(watches), served, err, gauge)
+	if cut > 0 {
+		t.Errorf("%d of %d watches cut although every backend went down at once", cut, len(watches))
+	}
+	if err != nil {
+		t.Errorf("panic mode: a new request failed: %v", err)
+	}
+	if gauge["vipproxy_panic_mode"] != 1 || !strings.Contains(p.log.String(), "PANIC MODE") {
+		t.Errorf("panic mode not said: gauge %v, log has it: %v", gauge, strings.Contains(p.log.String(), "PANIC MODE"))
+	}
+	for _, a := range apis {
+		a.SetReady(true)
+	}
+	p.waitFor(func() bool { return !p.status().Panic }, "panic mode over")
 }

@@ -285,6 +285,7 @@ type status struct {
 	Backends        []backendStatus `json:"backends"`
 	OpenConnections int64           `json:"open_connections"`
 	ConfigError     string          `json:"config_error"`
+	Panic           bool            `json:"panic"`
 }
 
 func (p *proc) status() status {
