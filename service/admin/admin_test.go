@@ -474,3 +474,38 @@ func TestServerErrorsReachTheLogger(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// Idle clients cannot take more than MaxConns descriptors: the next one
+// waits in the backlog and is served as soon as one of them leaves.
+func TestConnectionLimit(t *testing.T) {
+	addr := strings.TrimPrefix(startTCP(t, &fakeSource{}, nil, Options{}), "http://")
+	var idle []net.Conn
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	for range MaxConns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	next, err := net.Dial("tcp", addr) // the kernel's backlog takes it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	io.WriteString(next, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	r := bufio.NewReader(next)
+	next.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if line, err := r.ReadString('\n'); err == nil {
+		t.Fatalf("served %q with %d idle connections open", line, MaxConns)
+	}
+	idle[0].Close()
+	next.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {
+		t.Fatalf("after a slot freed: %q, %v", line, err)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vipproxy/vipproxy/service/config"
@@ -108,6 +109,59 @@ func removeStaleSocket(path string) error {
 	return nil
 }
 
+// MaxConns bounds the admin endpoint's open connections: its clients are
+// keepalived's probe, a Prometheus scrape and an operator; idle or silent
+// connections beyond that would eat the descriptors the proxy needs.
+// Further clients wait in the listen backlog for a free slot.
+const MaxConns = 16
+
+// idleTimeout closes a kept-alive admin connection that sends nothing.
+const idleTimeout = 10 * time.Second
+
+// limitListener holds at most cap(slots) connections open at once.
+type limitListener struct {
+	net.Listener
+	slots  chan struct{}
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newLimitListener(ln net.Listener, n int) *limitListener {
+	return &limitListener{Listener: ln, slots: make(chan struct{}, n), closed: make(chan struct{})}
+}
+
+// Accept waits for a free slot, then for a connection.
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &slotConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+func (l *limitListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return l.Listener.Close()
+}
+
+// slotConn gives its slot back when closed (once).
+type slotConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *slotConn) Close() error {
+	c.once.Do(c.release)
+	return c.Conn.Close()
+}
+
 // Serve serves h on ln until ctx is done, then shuts down gracefully
 // (bounded) and returns nil. A nil ln (no admin endpoint) just waits.
 // The HTTP server's own errors (accept failures, a handler's panic) go to
@@ -117,14 +171,17 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logge
 		<-ctx.Done()
 		return nil
 	}
+	ln = newLimitListener(ln, MaxConns)
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       60 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(log.With("component", "admin").Handler(), slog.LevelWarn),
+		// Probes and scrapes come every few seconds at most; a kept-alive
+		// connection idle longer only holds one of the MaxConns slots.
+		IdleTimeout:    idleTimeout,
+		MaxHeaderBytes: 16 << 10,
+		ErrorLog:       slog.NewLogLogger(log.With("component", "admin").Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -109,7 +109,9 @@ type Timeouts struct {
 
 // Limits protect the node.
 type Limits struct {
-	// MaxConnections caps open client connections; 0 means no cap.
+	// MaxConnections caps open client connections; 0 derives the cap
+	// from the descriptor limit (RLIMIT_NOFILE), with descriptors kept
+	// for health checks, the admin endpoint and reloads.
 	MaxConnections int `toml:"max_connections"`
 	// AcceptBackoffMax caps the pause after an accept error such as EMFILE.
 	AcceptBackoffMax Duration `toml:"accept_backoff_max"`

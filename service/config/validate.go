@@ -328,7 +328,7 @@ func (v *validator) durations() {
 func (v *validator) limits() {
 	l := v.c.Limits
 	if l.MaxConnections < 0 {
-		v.bad("limits.max_connections", "%d is negative (0 means no cap)", l.MaxConnections)
+		v.bad("limits.max_connections", "%d is negative (0 derives the cap from the descriptor limit)", l.MaxConnections)
 	}
 	if l.AcceptBackoffMax.Duration <= 0 {
 		v.bad("limits.accept_backoff_max", "must be positive")

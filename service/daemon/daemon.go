@@ -89,7 +89,7 @@ func (d *Daemon) run(ctx context.Context) error {
 	defer stopBackground()
 	// The proxy exists before the first health result arrives: onHealth
 	// reads its connection count.
-	d.proxy = proxy.New(pool, proxyOptions(cfg), d.proxyCounters(), d.log)
+	d.proxy = proxy.New(pool, proxyOptions(cfg, d.applyMaxConnections(cfg)), d.proxyCounters(), d.log)
 	d.checker = health.New(cfg.Health, prober, d.onHealth)
 	d.checker.SetLogger(d.log)
 	d.checker.SetTargets(targets(cfg))
@@ -358,13 +358,13 @@ func (d *Daemon) proxyCounters() proxy.Counters {
 	}
 }
 
-func proxyOptions(cfg *config.Config) proxy.Options {
+func proxyOptions(cfg *config.Config, maxConnections int) proxy.Options {
 	return proxy.Options{
 		DialTimeout:      cfg.Timeouts.Dial.Duration,
 		DialAttempts:     cfg.Balance.DialAttempts,
 		KeepAlive:        cfg.Timeouts.KeepAlive.Duration,
 		UserTimeout:      cfg.Timeouts.UserTimeout.Duration,
-		MaxConnections:   cfg.Limits.MaxConnections,
+		MaxConnections:   maxConnections,
 		AcceptBackoffMax: cfg.Limits.AcceptBackoffMax.Duration,
 	}
 }

@@ -485,7 +485,11 @@ func TestSurvivesDescriptorExhaustion(t *testing.T) {
 		t.Skip("prlimit not installed")
 	}
 	a := backend(t, "a")
-	p := startVIPProxy(t, newSettings(t, a.Addr()), nil, prlimit, "--nofile=64:64", "--")
+	s := newSettings(t, a.Addr())
+	// An explicit cap past what 64 descriptors hold: the derived one would
+	// refuse clients before the table is full (TestFloodKeepsConnections).
+	s.Extra = "\n[limits]\nmax_connections = 1000\n"
+	p := startVIPProxy(t, s, nil, prlimit, "--nofile=64:64", "--")
 	p.waitState("b0", "up")
 	var conns []net.Conn
 	defer func() {

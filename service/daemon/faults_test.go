@@ -579,6 +579,9 @@ func TestManyConnections(t *testing.T) {
 	echo := startEcho(t, echoBinary(t), fmt.Sprintf("127.0.0.1:%d", freePort(t)))
 	s := newSettings(t, echo.addr)
 	s.Interval = "1s"
+	// The derived cap keeps an eighth of the descriptors for pipes and
+	// others for checks and admin; this case measures the table full.
+	s.Extra = fmt.Sprintf("\n[limits]\nmax_connections = %d\n", n)
 	p := startVIPProxy(t, s, nil)
 	p.waitState("b0", "up")
 

@@ -64,7 +64,7 @@ func (d *Daemon) apply(next *config.Config, prober health.Prober) {
 	added, removed := d.pool.Update(next.Backends)
 	d.checker.SetConfig(next.Health, prober)
 	d.checker.SetTargets(targets(next))
-	d.proxy.SetOptions(proxyOptions(next))
+	d.proxy.SetOptions(proxyOptions(next, d.applyMaxConnections(next)))
 	d.level.Set(parseLevel(next.Log.Level))
 	d.mu.Lock()
 	d.cfg = next

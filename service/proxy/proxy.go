@@ -32,7 +32,8 @@ type Options struct {
 	KeepAlive time.Duration
 	// UserTimeout is TCP_USER_TIMEOUT on both sides.
 	UserTimeout time.Duration
-	// MaxConnections caps open client connections; 0 means no cap.
+	// MaxConnections caps open client connections; 0 means no cap (the
+	// daemon derives one from the descriptor limit: DerivedMaxConnections).
 	MaxConnections int
 	// AcceptBackoffMax caps the pause after EMFILE and similar.
 	AcceptBackoffMax time.Duration
@@ -107,7 +108,7 @@ func (p *Proxy) Start(listeners []net.Listener) error {
 			p.log.Warn("cannot set TCP_USER_TIMEOUT on listener; accepted connections use the kernel default", "listener", ln.Addr(), "err", err)
 		}
 		key := fmt.Sprintf("vip%d %s", i, ln.Addr())
-		byKey[key] = &countingListener{listen.NewBackoff(ln, opts.AcceptBackoffMax, p.acceptError), &p.open}
+		byKey[key] = &countingListener{listen.NewBackoff(ln, opts.AcceptBackoffMax, p.acceptError), p}
 		p.tp.AddRoute(key, p)
 	}
 	if err := p.tp.Start(); err != nil {
@@ -213,12 +214,6 @@ func (p *Proxy) setup(c net.Conn) {
 		return
 	}
 	opts := p.opts.Load()
-	open := p.open.Load() // counted at accept: see countingListener
-	if opts.MaxConnections > 0 && open > int64(opts.MaxConnections) {
-		p.counters.RejectedLimit.Inc()
-		p.refuse(client)
-		return
-	}
 	b, backend, backendRaw := p.dial(opts, nil)
 	if backend == nil {
 		p.refuse(client)
@@ -341,16 +336,27 @@ var _ io.Closer = (*net.TCPConn)(nil)
 
 // countingListener counts a connection as open the moment it is accepted,
 // before tcpproxy's goroutine reaches HandleConn: a drain that starts in
-// between must wait for it, not exit under it.
+// between must wait for it, not exit under it. Past MaxConnections it
+// closes the connection at once, in the accept loop: refused later, on
+// the goroutines of a flood, every accepted one would hold its descriptor
+// meanwhile, and the descriptors the cap keeps for health checks and the
+// admin endpoint would be gone.
 type countingListener struct {
 	net.Listener
-	open *atomic.Int64
+	p *Proxy
 }
 
 func (l *countingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err == nil {
-		l.open.Add(1)
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return c, err
+		}
+		max := int64(l.p.opts.Load().MaxConnections)
+		if open := l.p.open.Add(1); max <= 0 || open <= max {
+			return c, nil
+		}
+		l.p.counters.RejectedLimit.Inc()
+		l.p.refuse(c)
 	}
-	return c, err
 }
