@@ -74,6 +74,12 @@ func testCounters() Counters {
 // startProxy serves a proxy over the given backend addresses on loopback.
 func startProxy(t testing.TB, addrs ...string) (*Proxy, *balance.Pool, string) {
 	t.Helper()
+	return startProxyLog(t, slog.New(slog.DiscardHandler), addrs...)
+}
+
+// startProxyLog is startProxy logging to log.
+func startProxyLog(t testing.TB, log *slog.Logger, addrs ...string) (*Proxy, *balance.Pool, string) {
+	t.Helper()
 	var bs []config.Backend
 	for _, a := range addrs {
 		bs = append(bs, config.Backend{Name: a, Address: a})
@@ -83,7 +89,7 @@ func startProxy(t testing.TB, addrs ...string) (*Proxy, *balance.Pool, string) {
 		t.Fatal(err)
 	}
 	p := New(pool, Options{DialTimeout: time.Second, DialAttempts: 3, KeepAlive: 15 * time.Second,
-		UserTimeout: 10 * time.Second, AcceptBackoffMax: 100 * time.Millisecond}, testCounters(), slog.New(slog.DiscardHandler))
+		UserTimeout: 10 * time.Second, AcceptBackoffMax: 100 * time.Millisecond}, testCounters(), log)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -387,6 +393,16 @@ func BenchmarkConnectionSetup(b *testing.B) {
 		_, _, addr := startProxy(b, echoBackend(b))
 		benchSetup(b, addr)
 	})
+	// Debug lines cost nothing when the level is higher: allocs/op of
+	// "log=info" equal "proxy" (no logger at all). "log=debug" shows what
+	// they cost when asked for.
+	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
+		b.Run("log="+strings.ToLower(level.String()), func(b *testing.B) {
+			log := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: level}))
+			_, _, addr := startProxyLog(b, log, echoBackend(b))
+			benchSetup(b, addr)
+		})
+	}
 }
 
 func benchSetup(b *testing.B, addr string) {
@@ -550,5 +566,65 @@ func TestEvacuateReplaysUnanswered(t *testing.T) {
 	}
 	if _, err := c.Read(buf); err == nil {
 		t.Error("an answered connection survived the evacuation of its backend")
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// At log.level = debug each connection's decisions are logged: the
+// backend picked, the evacuation and replay when it goes down before
+// answering, the close when it goes down after. At info, none of them.
+func TestDebugLogsEachDecision(t *testing.T) {
+	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
+		var logged lockedBuffer
+		log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: level}))
+		silent := silentBackend(t)
+		_, pool, addr := startProxyLog(t, log, silent, echoBackend(t))
+		c, err := net.Dial("tcp", addr) // round-robin: the silent one first
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.Write([]byte("ping"))
+		b := pool.Lookup(silent)
+		for i := 0; i < 500 && b.Open() == 0; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		pool.Observe(b, balance.CheckDown)
+		b.EvacuateAll()
+		buf := make([]byte, 4)
+		if _, err := io.ReadFull(c, buf); err != nil {
+			t.Fatalf("after evacuation: %v", err)
+		}
+		echo := pool.Backends()[1]
+		echo.EvacuateAll()
+		c.Read(buf) // returns once the proxy closed it: the line is written
+		c.Close()
+		want := []string{
+			"msg=connection client=" + c.LocalAddr().String() + " backend=" + silent,
+			"msg=\"evacuating: the backend went down before answering; replaying elsewhere\" client=" + c.LocalAddr().String() + " backend=" + silent,
+			"from=" + silent + " backend=" + echo.Name + " bytes=", // 4, or 0 if the evacuation came first
+			"msg=\"closing: the backend went down; the client reconnects\" client=" + c.LocalAddr().String() + " backend=" + echo.Name,
+		}
+		for _, w := range want {
+			if got := strings.Contains(logged.String(), w); got != (level == slog.LevelDebug) {
+				t.Errorf("level %v: %q logged: %v\n%s", level, w, got, logged.String())
+			}
+		}
 	}
 }

@@ -155,6 +155,10 @@ func (s *session) failover() *net.TCPConn {
 	if conn == nil {
 		return nil
 	}
+	if s.p.debug() {
+		s.p.log.Debug("replaying the client's first bytes on another backend", "client", s.client.RemoteAddr(),
+			"from", dead.Name, "backend", b.Name, "bytes", len(s.replay))
+	}
 	if len(s.replay) > 0 {
 		if _, err := conn.Write(s.replay); err != nil {
 			conn.Close()
@@ -208,9 +212,15 @@ func (s *session) Evacuate() {
 	conn, reader := s.conn, s.dirs[1]
 	s.mu.Unlock()
 	if replayable {
+		if s.p.debug() {
+			s.p.log.Debug("evacuating: the backend went down before answering; replaying elsewhere", "client", s.client.RemoteAddr(), "backend", s.backend.Name)
+		}
 		reader.stopParking() // it must see the close to replay
 		conn.Close()
 		return
+	}
+	if s.p.debug() {
+		s.p.log.Debug("closing: the backend went down; the client reconnects", "client", s.client.RemoteAddr(), "backend", s.backend.Name)
 	}
 	s.Close()
 }
