@@ -158,7 +158,34 @@ func checkBackends(ctx context.Context, h Host, cfg *config.Config) Result {
 		}
 	}
 	if len(bad) > 0 {
-		return fail("check those apiservers (systemctl status, firewall: they must accept this node on their port)", "%d of %d backends unreachable: %s", len(bad), len(cfg.Backends), strings.Join(bad, "; "))
+		fix := "check those apiservers (systemctl status, firewall: they must accept this node on their port)"
+		if localDown(cfg, errs) {
+			fix += "; this node's own apiserver is down: if its log says \"address already in use\", it tried to bind *:" +
+				fmt.Sprint(cfg.VIP.Port) + " after vipproxy took the VIP: bind it to the node's IP (README: \"Port 6443 and the local apiserver\")"
+		}
+		return fail(fix, "%d of %d backends unreachable: %s", len(bad), len(cfg.Backends), strings.Join(bad, "; "))
 	}
 	return pass("all %d backends accept TCP connections", len(cfg.Backends))
+}
+
+// localDown reports whether an unreachable backend is on one of this
+// host's addresses on the VIP port: this node's own apiserver.
+func localDown(cfg *config.Config, errs []error) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	local := map[string]bool{}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			local[n.IP.String()] = true
+		}
+	}
+	for i, b := range cfg.Backends {
+		host, port, err := net.SplitHostPort(b.Address)
+		if errs[i] != nil && err == nil && local[host] && port == fmt.Sprint(cfg.VIP.Port) {
+			return true
+		}
+	}
+	return false
 }

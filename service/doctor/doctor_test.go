@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vipproxy/vipproxy/service/config"
 )
@@ -63,5 +64,16 @@ func TestRunOnlyAndUnknown(t *testing.T) {
 	rs, err := Run(context.Background(), Host{Proc: "/proc"}, cfg, []string{"vip-link"})
 	if err != nil || len(rs) != 1 || rs[0].Check != "vip-link" || rs[0].Status != Skip || Failed(rs) {
 		t.Errorf("--only vip-link without netlink: %+v, %v", rs, err)
+	}
+}
+
+// A backend on this host's own address and the VIP port that refuses is
+// this node's apiserver: the fix names the likely cause.
+func TestBackendsLocalApiserverDown(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.VIP.Port = 1 // nothing listens on 127.0.0.1:1
+	r := checkBackends(context.Background(), Host{DialTimeout: time.Second}, cfg)
+	if r.Status != Fail || !strings.Contains(r.Fix, "this node's own apiserver is down") {
+		t.Errorf("%+v", r)
 	}
 }
