@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"syscall"
 
 	"github.com/BurntSushi/toml"
 )
@@ -68,6 +69,9 @@ func withLine(err error, src string) {
 // Parse decodes and validates data as if read from the file name. Every
 // error is an *Error.
 func Parse(name string, data []byte) (*Config, error) {
+	if err := checkNesting(name, data); err != nil {
+		return nil, err
+	}
 	src := string(data)
 	var tree map[string]any
 	if _, err := toml.Decode(src, &tree); err != nil {
@@ -113,9 +117,11 @@ func (c *Config) Encode(w io.Writer) error {
 }
 
 // readSmallFile reads a regular file of at most limit bytes; it refuses
-// devices and FIFOs, which could block or never end.
+// devices and FIFOs, which could block or never end. The file is opened
+// non-blocking, so that opening a FIFO does not wait for a writer (it
+// did: reload and `vipproxy check` hung), and refused after fstat.
 func readSmallFile(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}

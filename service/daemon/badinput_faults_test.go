@@ -37,6 +37,8 @@ func TestBadReloadsUnderLoad(t *testing.T) {
 		{"empty file", "", ""},
 		{"file removed", "", ""},
 		{"over 1 MiB", good + "\n#" + strings.Repeat("x", 1<<20) + "\n", ""},
+		// 36 KB of nested inline tables took the daemon to 1.5 GB before.
+		{"nested 9,000 deep", good + "x = " + strings.Repeat("{a=", 9000) + "1" + strings.Repeat("}", 9000) + "\n", "nested deeper"},
 	} {
 		if tc.name == "file removed" {
 			if err := os.Remove(p.cfgPath); err != nil {
@@ -62,7 +64,7 @@ func TestBadReloadsUnderLoad(t *testing.T) {
 		p.waitFor(func() bool { return p.status().ConfigError == "" }, tc.name+": good reload clears the error")
 	}
 	got := count(l.finish(), time.Time{})
-	t.Logf("8 bad reloads, each followed by a good one, under load: %v", got)
+	t.Logf("9 bad reloads, each followed by a good one, under load: %v", got)
 	if got.failed > 0 {
 		t.Errorf("%d client connections failed (first: %v)", got.failed, got.firstErr)
 	}
@@ -166,4 +168,28 @@ func statusLine(t *testing.T, addr, req string) string {
 		return "no answer: " + err.Error()
 	}
 	return strings.TrimSpace(line)
+}
+
+// A FIFO at the config path wedged reload, and with it SIGTERM: the
+// signal loop blocked in open(2). It is refused at once now, and the loop
+// never reads the config itself.
+func TestFIFOConfigDoesNotWedge(t *testing.T) {
+	p := startVIPProxy(t, newSettings(t, apiservers(t, 1)...), nil)
+	p.waitState("b0", "up")
+	if err := os.Remove(p.cfgPath); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(p.cfgPath, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	// Whatever happens, a writer at the end unblocks an open that hangs.
+	t.Cleanup(func() {
+		if f, err := os.OpenFile(p.cfgPath, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	})
+	p.signal(syscall.SIGHUP)
+	p.waitFor(func() bool { return strings.Contains(p.status().ConfigError, "not a regular file") }, "the FIFO refused in /status")
+	p.signal(syscall.SIGHUP)
+	p.stop()
 }

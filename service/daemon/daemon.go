@@ -132,16 +132,38 @@ func (d *Daemon) loop(ctx context.Context) error {
 	defer signal.Stop(hup)
 	status := time.NewTicker(5 * time.Second)
 	defer status.Stop()
+	// Reloads run on a goroutine of their own: a config read that hangs
+	// must not keep this loop from handling SIGTERM. SIGHUPs that come
+	// during a reload make one more reload after it.
+	reloads := make(chan struct{}, 1)
+	rctx, stopReloads := context.WithCancel(ctx)
+	defer stopReloads()
+	go d.reloader(rctx, reloads)
 	for {
 		select {
 		case <-ctx.Done():
 			return d.shutdown()
 		case <-hup:
-			d.reload()
+			select {
+			case reloads <- struct{}{}:
+			default: // one is pending already
+			}
 		case <-status.C:
 			d.notifier.Status(d.statusLine())
 		case <-d.proxy.Stopped():
 			return fmt.Errorf("accept loop ended: %w", d.proxy.Err())
+		}
+	}
+}
+
+// reloader reloads once per request until ctx is done.
+func (d *Daemon) reloader(ctx context.Context, requests <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-requests:
+			d.reload()
 		}
 	}
 }
