@@ -79,28 +79,82 @@ func WriteSet(files []File, write WriteFunc) (changed []string, err error) {
 	return changed, err
 }
 
+// backup is what was at a path before WriteSetUndo replaced it.
+type backup struct {
+	path    string
+	existed bool
+	link    string // the target, when it was a symbolic link
+	data    []byte
+	perm    fs.FileMode
+}
+
+// takeBackup records what is at path now: nothing, a symbolic link (not
+// followed: put back as a link, not as a copy of its target), or a file.
+func takeBackup(path string) (backup, error) {
+	b := backup{path: path}
+	st, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return b, nil
+	}
+	if err != nil {
+		return b, fmt.Errorf("read %s: %w", path, err)
+	}
+	b.existed = true
+	if st.Mode().Type() == fs.ModeSymlink {
+		b.link, err = os.Readlink(path)
+		if err != nil {
+			return b, fmt.Errorf("read %s: %w", path, err)
+		}
+		return b, nil
+	}
+	b.perm = st.Mode().Perm()
+	if b.data, err = os.ReadFile(path); err != nil {
+		return b, fmt.Errorf("read %s: %w", path, err)
+	}
+	return b, nil
+}
+
+// restore puts back exactly what takeBackup saw.
+func (b backup) restore() error {
+	switch {
+	case !b.existed:
+		if err := os.Remove(b.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	case b.link != "":
+		return symlink(b.link, b.path)
+	default:
+		return Write(b.path, b.data, b.perm)
+	}
+}
+
+// symlink replaces path with a symbolic link to target atomically: the
+// link is made under a temporary name, then renamed over path.
+func symlink(target, path string) error {
+	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".%s.link-%d", filepath.Base(path), os.Getpid()))
+	os.Remove(tmp)
+	if err := os.Symlink(target, tmp); err != nil {
+		return fmt.Errorf("restore link %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("restore link %s: %w", path, err)
+	}
+	return syncDir(filepath.Dir(path))
+}
+
 // WriteSetUndo is WriteSet that also returns undo, which puts back what the
 // call changed: for callers whose later steps can still fail.
 func WriteSetUndo(files []File, write WriteFunc) (changed []string, undo func() error, err error) {
 	if write == nil {
 		write = Write
 	}
-	type backup struct {
-		path    string
-		data    []byte
-		perm    fs.FileMode
-		existed bool
-	}
 	var done []backup
 	restore := func() error {
 		var errs []error
 		for i := len(done) - 1; i >= 0; i-- {
-			b := done[i]
-			if b.existed {
-				errs = append(errs, Write(b.path, b.data, b.perm))
-			} else if err := os.Remove(b.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				errs = append(errs, err)
-			}
+			errs = append(errs, done[i].restore())
 		}
 		return errors.Join(errs...)
 	}
@@ -108,13 +162,9 @@ func WriteSetUndo(files []File, write WriteFunc) (changed []string, undo func() 
 		if unchanged(f.Path, f.Data) {
 			continue
 		}
-		b := backup{path: f.Path}
-		if st, err := os.Stat(f.Path); err == nil {
-			old, err := os.ReadFile(f.Path)
-			if err != nil {
-				return nil, nil, errors.Join(fmt.Errorf("read %s: %w", f.Path, err), restore())
-			}
-			b.data, b.perm, b.existed = old, st.Mode().Perm(), true
+		b, err := takeBackup(f.Path)
+		if err != nil {
+			return nil, nil, errors.Join(err, restore())
 		}
 		if err := os.MkdirAll(filepath.Dir(f.Path), 0o755); err != nil {
 			return nil, nil, errors.Join(fmt.Errorf("create %s: %w", filepath.Dir(f.Path), err), restore())

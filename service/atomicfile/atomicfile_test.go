@@ -69,3 +69,43 @@ func TestWriteSetRestoresOnFailure(t *testing.T) {
 		t.Errorf("the failed file exists: %v", err)
 	}
 }
+
+// A rollback puts back exactly what was there: a symbolic link stays a
+// link to the same target (it became a regular file with the target's
+// content), a dangling one too.
+func TestRollbackRestoresSymlinks(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real.conf")
+	if err := os.WriteFile(real, []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link, dangling := filepath.Join(dir, "link.conf"), filepath.Join(dir, "dangling.conf")
+	if err := os.Symlink("real.conf", link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("nowhere.conf", dangling); err != nil {
+		t.Fatal(err)
+	}
+	fail := func(path string, data []byte, perm fs.FileMode) error {
+		if filepath.Base(path) == "last.conf" {
+			return errors.New("disk full")
+		}
+		return Write(path, data, perm)
+	}
+	_, err := WriteSet([]File{
+		{link, []byte("new\n"), 0o644},
+		{dangling, []byte("new\n"), 0o644},
+		{filepath.Join(dir, "last.conf"), []byte("x\n"), 0o644},
+	}, fail)
+	if err == nil {
+		t.Fatal("WriteSet succeeded with a failing write")
+	}
+	for path, target := range map[string]string{link: "real.conf", dangling: "nowhere.conf"} {
+		if got, err := os.Readlink(path); err != nil || got != target {
+			t.Errorf("%s after rollback: link to %q (%v), want a link to %q", filepath.Base(path), got, err, target)
+		}
+	}
+	if b, _ := os.ReadFile(real); string(b) != "old\n" {
+		t.Errorf("the link's target holds %q, want \"old\\n\"", b)
+	}
+}
