@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vipproxy/vipproxy/service/balance"
+	"github.com/vipproxy/vipproxy/service/discovery"
 	"github.com/vipproxy/vipproxy/service/metrics"
 )
 
@@ -41,12 +42,16 @@ type Status struct {
 	// Reloads counts the reloads done, accepted or refused: `vipproxy
 	// reload` waits for it to move, then reads ConfigError.
 	Reloads uint64 `json:"reloads"`
+	// Discovery is the EndpointSlice watch; nil when discovery is off.
+	Discovery *discovery.Status `json:"discovery,omitempty"`
 }
 
 // BackendStatus is one backend in Status.
 type BackendStatus struct {
 	Name    string `json:"name"`
 	Address string `json:"address"`
+	// Source is where the backend came from: static, discovered or remembered.
+	Source string `json:"source,omitempty"`
 	// State is balance.State.String(): "unknown", "up", "suspect",
 	// "down" or "recovering".
 	State           string    `json:"state"`

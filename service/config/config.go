@@ -27,6 +27,7 @@ type Config struct {
 	Network    Network    `toml:"network"`
 	Keepalived Keepalived `toml:"keepalived"`
 	Log        Log        `toml:"log"`
+	Discovery  Discovery  `toml:"discovery"`
 }
 
 // VIP is the virtual address clients connect to.
@@ -172,6 +173,33 @@ type Keepalived struct {
 	ProbeCommand string `toml:"probe_command"`
 }
 
+// Discovery follows the cluster's `kubernetes` EndpointSlices to find the
+// apiservers beyond the static [[backend]] list, which stays the seed and
+// the fallback.
+type Discovery struct {
+	Enable bool `toml:"enable"`
+	// Kubeconfig, or CAFile with CertFile+KeyFile and/or TokenFile, are the
+	// credentials; the files are read again for each connection (rotation).
+	Kubeconfig string `toml:"kubeconfig"`
+	CAFile     string `toml:"ca_file"`
+	CertFile   string `toml:"cert_file"`
+	KeyFile    string `toml:"key_file"`
+	TokenFile  string `toml:"token_file"`
+	// ServerName is the TLS name the apiservers are verified against; empty:
+	// the kubeconfig's tls-server-name, else "kubernetes".
+	ServerName string `toml:"server_name"`
+	// Resync is how long one watch lasts before the set is listed again.
+	Resync Duration `toml:"resync"`
+	// Grace is how long a backend the cluster no longer lists keeps its
+	// open connections (it takes no new ones).
+	Grace Duration `toml:"grace"`
+	// MaxBackends caps the discovered set; more endpoints are refused.
+	MaxBackends int `toml:"max_backends"`
+	// StateDir keeps the last known set (discovered.json); systemd's
+	// $STATE_DIRECTORY wins when set. Empty keeps nothing.
+	StateDir string `toml:"state_dir"`
+}
+
 // Log sets the log level: debug, info, warn or error.
 type Log struct {
 	Level string `toml:"level"`
@@ -222,6 +250,10 @@ func Default() Config {
 			ProbeCommand: selfProbe(),
 		},
 		Log: Log{Level: "info"},
+		Discovery: Discovery{
+			Resync: Duration{5 * time.Minute}, Grace: Duration{30 * time.Second},
+			MaxBackends: 16, StateDir: "/var/lib/vipproxy",
+		},
 	}
 }
 

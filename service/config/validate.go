@@ -52,7 +52,7 @@ func (c *Config) Validate() error {
 	v := &validator{c: c}
 	for _, check := range []func(){
 		v.vip, v.backends, v.balance, v.health, v.timeouts, v.limits,
-		v.durations, v.admin, v.network, v.keepalived, v.log,
+		v.durations, v.admin, v.network, v.keepalived, v.log, v.discovery,
 	} {
 		check()
 		if v.err != nil {
@@ -514,3 +514,60 @@ func isDNSName(host string) bool {
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 func isSpaceOrControl(r rune) bool { return r == ' ' || isControl(r) }
+
+// Bounds of the [discovery] table.
+const (
+	maxDiscovered = 1000
+	minResync     = time.Second
+)
+
+func (v *validator) discovery() {
+	d := v.c.Discovery
+	if d.Resync.Duration < minResync || d.Resync.Duration > maxDuration {
+		v.bad("discovery.resync", "%s is out of range (%s..%s)", d.Resync, Duration{minResync}, Duration{maxDuration})
+	}
+	if d.Grace.Duration < 0 || d.Grace.Duration > maxDuration {
+		v.bad("discovery.grace", "%s is out of range (0s..%s)", d.Grace, Duration{maxDuration})
+	}
+	if d.MaxBackends < 1 || d.MaxBackends > maxDiscovered {
+		v.bad("discovery.max_backends", "%d is out of range (1..%d)", d.MaxBackends, maxDiscovered)
+	}
+	if d.StateDir != "" && !filepath.IsAbs(d.StateDir) {
+		v.bad("discovery.state_dir", "%q is not an absolute path (empty keeps no last known set)", d.StateDir)
+	}
+	if sn := d.ServerName; sn != "" && !isDNSName(sn) {
+		if _, err := netip.ParseAddr(sn); err != nil {
+			v.bad("discovery.server_name", "%q is neither a DNS name nor an IP address", sn)
+		}
+	}
+	v.discoveryCredentials()
+}
+
+// discoveryCredentials wants one way to authenticate, and its files
+// readable now, so that a typo fails `vipproxy check` and a reload.
+func (v *validator) discoveryCredentials() {
+	d := v.c.Discovery
+	switch {
+	case d.Kubeconfig != "" && (d.CAFile != "" || d.CertFile != "" || d.KeyFile != "" || d.TokenFile != ""):
+		v.bad("discovery.kubeconfig", "set either kubeconfig or ca_file with cert_file/key_file or token_file, not both")
+	case (d.CertFile == "") != (d.KeyFile == ""):
+		v.bad("discovery.cert_file", "cert_file and key_file go together")
+	case !d.Enable:
+		return
+	case d.Kubeconfig == "" && d.CertFile == "" && d.TokenFile == "":
+		v.bad("discovery.enable", "needs credentials: kubeconfig, or ca_file with cert_file + key_file or token_file")
+	case d.Kubeconfig == "" && d.CAFile == "":
+		v.bad("discovery.ca_file", "is required without a kubeconfig: the cluster CA verifies the apiservers")
+	}
+	for _, f := range []struct{ key, path string }{
+		{"discovery.kubeconfig", d.Kubeconfig}, {"discovery.ca_file", d.CAFile}, {"discovery.cert_file", d.CertFile},
+		{"discovery.key_file", d.KeyFile}, {"discovery.token_file", d.TokenFile},
+	} {
+		if f.path == "" || v.err != nil {
+			continue
+		}
+		if _, err := readSmallFile(f.path, maxPEMFile); err != nil {
+			v.bad(f.key, "%v", err)
+		}
+	}
+}

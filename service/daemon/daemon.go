@@ -20,6 +20,7 @@ import (
 	"github.com/vipproxy/vipproxy/service/admin"
 	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/discovery"
 	"github.com/vipproxy/vipproxy/service/health"
 	"github.com/vipproxy/vipproxy/service/listen"
 	"github.com/vipproxy/vipproxy/service/logging"
@@ -49,6 +50,16 @@ type Daemon struct {
 	reloads    uint64 // reloads done, accepted or refused
 	lastReload time.Time
 	retired    []*balance.Backend // removed by a reload, draining
+
+	// Discovery (see discovery.go). setMu serialises changes of the
+	// backend set; members, sources and discoveryErrors are under mu.
+	bg                 context.Context // lives until the daemon returns
+	finder             *finder         // nil when discovery is off; set by the loop, under mu
+	setMu              sync.Mutex
+	members            []discovery.Member
+	sources            map[string]discovery.Source
+	drainedByDiscovery map[string]bool // under setMu
+	discoveryErrors    uint64
 }
 
 // Run loads the config at path and serves until ctx is cancelled, then
@@ -69,7 +80,13 @@ func Run(ctx context.Context, path, version string, stderr io.Writer) error {
 func (d *Daemon) run(ctx context.Context) error {
 	cfg := d.cfg
 	d.metrics = metrics.New()
-	pool, err := balance.NewPool(cfg.Balance.Algorithm, cfg.Backends, d.metrics.Backend)
+	d.drainedByDiscovery = map[string]bool{}
+	d.finder = d.newFinder(cfg)
+	if d.finder != nil {
+		d.members = d.finder.w.Members() // the last known set, until the first list
+	}
+	initial, _, _ := backendSet(cfg.Backends, d.members)
+	pool, err := balance.NewPool(cfg.Balance.Algorithm, initial, d.metrics.Backend)
 	if err != nil {
 		return err
 	}
@@ -87,13 +104,18 @@ func (d *Daemon) run(ctx context.Context) error {
 
 	bg, stopBackground := context.WithCancel(context.Background())
 	defer stopBackground()
+	d.bg = bg
 	// The proxy exists before the first health result arrives: onHealth
 	// reads its connection count.
 	d.proxy = proxy.New(pool, proxyOptions(cfg, d.applyMaxConnections(cfg)), d.proxyCounters(), d.log)
 	d.checker = health.New(cfg.Health, prober, d.onHealth)
 	d.checker.SetLogger(d.log)
-	d.checker.SetTargets(targets(cfg))
+	d.applyBackends()
 	go d.checker.Run(bg)
+	if d.finder != nil {
+		d.finder.start(bg)
+	}
+	defer func() { d.finder.close() }()
 
 	if err := d.proxy.Start(listeners.VIP); err != nil {
 		return err
@@ -105,7 +127,7 @@ func (d *Daemon) run(ctx context.Context) error {
 	}
 	d.waitUsable(ctx, cfg)
 	d.log.Info("serving", "listeners", addrs(listeners), "activated", listeners.Activated,
-		"backends", len(cfg.Backends), "algorithm", cfg.Balance.Algorithm, "check", cfg.Health.Type)
+		"backends", len(pool.Backends()), "discovery", cfg.Discovery.Enable, "algorithm", cfg.Balance.Algorithm, "check", cfg.Health.Type)
 	d.ready.Store(true)
 	d.notifier.Ready(d.statusLine())
 	go d.notifier.Watchdog(bg, d.alive)
@@ -389,14 +411,6 @@ func proxyOptions(cfg *config.Config, maxConnections int) proxy.Options {
 		MaxConnections:   maxConnections,
 		AcceptBackoffMax: cfg.Limits.AcceptBackoffMax.Duration,
 	}
-}
-
-func targets(cfg *config.Config) []health.Target {
-	ts := make([]health.Target, 0, len(cfg.Backends))
-	for _, b := range cfg.Backends {
-		ts = append(ts, health.Target{Name: b.Name, Address: b.Address})
-	}
-	return ts
 }
 
 func addrs(s *listen.Set) []string {

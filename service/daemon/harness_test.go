@@ -278,6 +278,8 @@ type backendStatus struct {
 	State           string `json:"state"`
 	LastError       string `json:"last_error"`
 	OpenConnections int64  `json:"open_connections"`
+	Source          string `json:"source"`
+	Draining        bool   `json:"draining"`
 }
 
 type status struct {

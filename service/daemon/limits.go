@@ -17,7 +17,12 @@ import (
 func maxConnections(cfg *config.Config) (limit int, derived bool, fits int) {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil {
-		fits = proxy.DerivedMaxConnections(rl.Cur, len(cfg.Backends), admin.MaxConns)
+		// Discovery may add up to max_backends more, each with its checks.
+		backends := len(cfg.Backends)
+		if cfg.Discovery.Enable {
+			backends += cfg.Discovery.MaxBackends
+		}
+		fits = proxy.DerivedMaxConnections(rl.Cur, backends, admin.MaxConns)
 	}
 	if cfg.Limits.MaxConnections > 0 || fits == 0 {
 		return cfg.Limits.MaxConnections, false, fits

@@ -61,9 +61,7 @@ func (d *Daemon) apply(next *config.Config, prober health.Prober) {
 		d.log.Warn("admin endpoint settings change on the next restart")
 	}
 	d.pool.SetAlgorithm(next.Balance.Algorithm)
-	added, removed := d.pool.Update(next.Backends)
 	d.checker.SetConfig(next.Health, prober)
-	d.checker.SetTargets(targets(next))
 	d.proxy.SetOptions(proxyOptions(next, d.applyMaxConnections(next)))
 	d.level.Set(parseLevel(next.Log.Level))
 	d.mu.Lock()
@@ -71,12 +69,16 @@ func (d *Daemon) apply(next *config.Config, prober health.Prober) {
 	d.reloadErr = ""
 	d.reloads++
 	d.lastReload = time.Now()
+	d.mu.Unlock()
+	d.restartFinder(prev, next)
+	added, removed := d.applyBackends()
+	d.mu.Lock()
 	d.retired = append(d.retired, removed...)
 	d.mu.Unlock()
 	for _, b := range removed {
 		d.retire(b, next.Timeouts.Drain.Duration)
 	}
-	d.log.Info("reloaded", "backends", len(next.Backends), "added", names(added), "removed", names(removed),
+	d.log.Info("reloaded", "backends", len(d.pool.Backends()), "added", names(added), "removed", names(removed),
 		"algorithm", next.Balance.Algorithm)
 }
 

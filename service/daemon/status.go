@@ -95,15 +95,20 @@ func (d *Daemon) Status() admin.Status {
 		Ready: d.ready.Load(), Version: d.version, ConfigPath: d.cfg.Path, ConfigError: d.reloadErr, LastReload: d.lastReload, Reloads: d.reloads,
 		OpenConnections: d.proxy.Open(),
 	}
+	sources, f := d.sources, d.finder
 	d.mu.Unlock()
 	st.Panic, st.PanicSince = d.pool.Panic()
+	if f != nil {
+		ds := f.w.Status()
+		st.Discovery = &ds
+	}
 	checks := map[string]int{}
 	snap := d.checker.Snapshot()
 	for i, s := range snap {
 		checks[s.Name] = i
 	}
 	for _, b := range d.pool.Backends() {
-		bs := admin.BackendStatus{Name: b.Name, Address: b.Address, State: b.State().String(), OpenConnections: b.Open(),
+		bs := admin.BackendStatus{Name: b.Name, Address: b.Address, Source: string(sources[b.Name]), State: b.State().String(), OpenConnections: b.Open(),
 			Draining: b.Draining(), LastKnownGood: b.Good()}
 		bs.Transitions, bs.LastChange = b.Transitions()
 		if i, ok := checks[b.Name]; ok {

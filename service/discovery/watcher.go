@@ -30,6 +30,9 @@ type Options struct {
 	StatePath string
 	// OnChange receives the members after each change (not concurrently).
 	OnChange func([]Member)
+	// OnStatus receives the status after each change of state, sync or
+	// error (metrics).
+	OnStatus func(Status)
 	Logger   *slog.Logger
 	// Timeout bounds a dial, a TLS handshake and a wait for headers.
 	Timeout time.Duration
@@ -76,6 +79,8 @@ type Watcher struct {
 
 	mu       sync.Mutex
 	members  []Member
+	answer   []netip.AddrPort // the last answer merged: the same again is not merged (nor logged) twice
+	merged   bool             // answer is set
 	status   Status
 	lastGood string
 	notify   sync.Mutex // serialises OnChange
@@ -177,6 +182,7 @@ func (w *Watcher) cycle(ctx context.Context) (progressed bool, err error) {
 	w.status.ResourceVersion = rv
 	w.mu.Unlock()
 	w.commit(v.union())
+	w.tellStatus()
 	w.setState(StateWatching, addr)
 	err = w.client.watch(ctx, addr, v, rv, w.opts.Resync, func(rv string) {
 		w.mu.Lock()
@@ -241,6 +247,11 @@ func (w *Watcher) commit(answer []netip.AddrPort) {
 	w.notify.Lock()
 	defer w.notify.Unlock()
 	w.mu.Lock()
+	if w.merged && slices.Equal(w.answer, answer) {
+		w.mu.Unlock()
+		return
+	}
+	w.answer, w.merged = answer, true
 	prev := w.members
 	next, notes := Merge(prev, answer, time.Now(), w.opts.Policy)
 	w.members = next
@@ -298,10 +309,18 @@ func (w *Watcher) failed(err error) {
 	w.status.Errors++
 	w.mu.Unlock()
 	w.log.Warn("list/watch failed; keeping the last known set", "err", err)
+	w.tellStatus()
 }
 
 func (w *Watcher) setState(state, server string) {
 	w.mu.Lock()
 	w.status.State, w.status.Server = state, server
 	w.mu.Unlock()
+	w.tellStatus()
+}
+
+func (w *Watcher) tellStatus() {
+	if w.opts.OnStatus != nil {
+		w.opts.OnStatus(w.Status())
+	}
 }

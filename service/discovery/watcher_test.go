@@ -202,9 +202,7 @@ func TestAddRemoveDrainFlap(t *testing.T) {
 	// not ready counts as removed
 	a.slices.Set(standin.Endpoint{Addr: x}, standin.Endpoint{Addr: y}, standin.Endpoint{Addr: z, NotReady: true})
 	waitFor(t, ch, []string{"192.0.2.1:6443", "192.0.2.2:6443"}, []string{"192.0.2.3:7443"})
-	if s := w.Status(); s.State != StateWatching || s.Server != a.addr() {
-		t.Errorf("status %+v", s)
-	}
+	waitStatus(t, w, "watching", func(s Status) bool { return s.State == StateWatching && s.Server == a.addr() })
 	_, _, servers := a.seen()
 	for _, s := range servers {
 		if s != DefaultServerName {
@@ -369,9 +367,7 @@ func TestThroughTheNextSeedWhenOneIsDown(t *testing.T) {
 	dead := deadAddr(t)
 	w, ch := run(t, Options{Credentials: certCreds(a), Seeds: []string{dead, a.addr()}, Policy: Policy{Grace: time.Hour}})
 	waitFor(t, ch, []string{"192.0.2.1:6443"}, nil)
-	if s := w.Status(); s.Server != a.addr() {
-		t.Fatalf("watching through %q", s.Server)
-	}
+	waitStatus(t, w, "watching through the live seed", func(s Status) bool { return s.State == StateWatching && s.Server == a.addr() })
 }
 
 func TestLastKnownSetOnDisk(t *testing.T) {

@@ -31,6 +31,10 @@ type Metrics struct {
 	LastReloadSuccess   *Gauge       // vipproxy_config_last_reload_success
 	MaxConnections      *Gauge       // vipproxy_connections_max
 	PanicMode           *Gauge       // vipproxy_panic_mode
+	BackendSource       GaugeVec     // vipproxy_backend_source{backend,source}
+	DiscoveryErrors     *Counter     // vipproxy_discovery_errors_total
+	DiscoveryWatching   *Gauge       // vipproxy_discovery_watching
+	DiscoveryLastSync   *Gauge       // vipproxy_discovery_last_sync_timestamp_seconds
 }
 
 // Label values used across the daemon.
@@ -72,6 +76,7 @@ func (m *Metrics) histograms(name, help string, buckets []float64, labels ...str
 func New() *Metrics {
 	m := &Metrics{}
 	m.AcceptErrors = m.counters("vipproxy_accept_errors_total", "Errors accepting client connections, by reason (e.g. emfile).", "reason")
+	m.BackendSource = m.gauges("vipproxy_backend_source", "1 for where each backend came from: static ([[backend]]), discovered (the kubernetes EndpointSlices) or remembered (the last known set on disk).", "backend", "source")
 	m.BackendUp = m.gauges("vipproxy_backend_up", "1 if the backend passes its health checks, else 0.", "backend")
 	m.Bytes = m.counters("vipproxy_bytes_total", "Bytes copied per backend and direction (to_backend, to_client).", "backend", "direction")
 	m.LastReloadSuccess = m.gauges("vipproxy_config_last_reload_success", "1 if the last config reload succeeded (or none was tried), 0 if it failed.").WithLabelValues()
@@ -81,6 +86,9 @@ func New() *Metrics {
 	m.ConnectionsTotal = m.counters("vipproxy_connections_total", "Client connections proxied to each backend.", "backend")
 	m.DialErrors = m.counters("vipproxy_dial_errors_total", "Failed dials to each backend (the client was retried elsewhere if attempts remained).", "backend")
 	m.DialRetries = m.counters("vipproxy_dial_retries_total", "Client connections moved to another backend after a failed dial.").WithLabelValues()
+	m.DiscoveryErrors = m.counters("vipproxy_discovery_errors_total", "Failed lists and watches of the kubernetes EndpointSlices (the backend set is kept).").WithLabelValues()
+	m.DiscoveryLastSync = m.gauges("vipproxy_discovery_last_sync_timestamp_seconds", "Unix time of the last good list of the kubernetes EndpointSlices.").WithLabelValues()
+	m.DiscoveryWatching = m.gauges("vipproxy_discovery_watching", "1 while a watch of the kubernetes EndpointSlices is open, else 0.").WithLabelValues()
 	m.HealthCheckDuration = m.histograms("vipproxy_health_check_duration_seconds", "Health check latency per backend.", checkBuckets, "backend")
 	m.HealthChecks = m.counters("vipproxy_health_checks_total", "Health checks per backend and result (success, failure, local_error: failed for a reason of this host, not counted against the backend).", "backend", "result")
 	m.PanicMode = m.gauges("vipproxy_panic_mode", "1 while most backends went down at once: open connections are kept and new ones balanced over the last known good backends.").WithLabelValues()
@@ -132,6 +140,12 @@ func (m *Metrics) ObserveCheck(backend string, ok bool, latency time.Duration) {
 // local reason (out of descriptors or memory): not a result about it.
 func (m *Metrics) ObserveLocalCheck(backend string) {
 	m.HealthChecks.WithLabelValues(backend, checkLocal).Inc()
+}
+
+// SetSource records where a backend came from, replacing the previous one.
+func (m *Metrics) SetSource(backend, source string) {
+	m.BackendSource.f.deleteMatching("backend", backend)
+	m.BackendSource.WithLabelValues(backend, source).Set(1)
 }
 
 // Forget deletes every series of a removed backend, so /metrics does not

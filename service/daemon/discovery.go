@@ -1,0 +1,202 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/vipproxy/vipproxy/service/balance"
+	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/discovery"
+	"github.com/vipproxy/vipproxy/service/health"
+)
+
+// finder is a running discovery watcher and how to stop it.
+type finder struct {
+	w    *discovery.Watcher
+	cfg  *config.Config // the config it was started with
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// newFinder builds the watcher for cfg (nil when discovery is off). Its
+// members start as the last known set on disk; Run starts it.
+func (d *Daemon) newFinder(cfg *config.Config) *finder {
+	dc := cfg.Discovery
+	if !dc.Enable {
+		return nil
+	}
+	var seeds []string
+	for _, b := range cfg.Backends {
+		seeds = append(seeds, b.Address)
+	}
+	w := discovery.New(discovery.Options{
+		Credentials: discovery.Credentials{Kubeconfig: dc.Kubeconfig, CAFile: dc.CAFile, CertFile: dc.CertFile,
+			KeyFile: dc.KeyFile, TokenFile: dc.TokenFile, ServerName: dc.ServerName},
+		Policy:    discovery.Policy{VIPs: cfg.VIP.Addresses, Max: dc.MaxBackends, Grace: dc.Grace.Duration},
+		Seeds:     seeds,
+		Resync:    dc.Resync.Duration,
+		StatePath: statePath(dc.StateDir, os.Getenv),
+		OnChange:  d.onDiscovered,
+		OnStatus:  d.onDiscoveryStatus,
+		Logger:    d.log,
+		Timeout:   cfg.Timeouts.Dial.Duration,
+	})
+	return &finder{w: w, cfg: cfg, done: make(chan struct{})}
+}
+
+// statePath is where the last known set lives: systemd's StateDirectory=
+// ($STATE_DIRECTORY, the first of a colon-separated list) wins over
+// discovery.state_dir; neither keeps nothing.
+func statePath(dir string, getenv func(string) string) string {
+	if s := getenv("STATE_DIRECTORY"); s != "" {
+		dir, _, _ = strings.Cut(s, ":")
+	}
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, discovery.StateFile)
+}
+
+// restartFinder replaces the watcher when a reload changed what it uses;
+// the new one starts from the last known set on disk.
+func (d *Daemon) restartFinder(prev, next *config.Config) {
+	if sameDiscovery(prev, next) {
+		return
+	}
+	d.finder.close()
+	f := d.newFinder(next)
+	var members []discovery.Member
+	if f != nil {
+		members = f.w.Members()
+		f.start(d.bg)
+	}
+	d.mu.Lock()
+	d.finder, d.members = f, members
+	d.mu.Unlock()
+}
+
+func (f *finder) start(ctx context.Context) {
+	ctx, f.stop = context.WithCancel(ctx)
+	go func() {
+		defer close(f.done)
+		f.w.Run(ctx)
+	}()
+}
+
+func (f *finder) close() {
+	if f != nil && f.stop != nil {
+		f.stop()
+		<-f.done
+	}
+}
+
+// sameDiscovery says whether a reload leaves the watcher as it is.
+func sameDiscovery(a, b *config.Config) bool {
+	return reflect.DeepEqual(a.Discovery, b.Discovery) && slices.Equal(a.VIP.Addresses, b.VIP.Addresses) &&
+		reflect.DeepEqual(a.Backends, b.Backends) && a.Timeouts.Dial == b.Timeouts.Dial
+}
+
+// onDiscovered applies a new discovered set to the pool.
+func (d *Daemon) onDiscovered(members []discovery.Member) {
+	d.mu.Lock()
+	d.members = members
+	d.mu.Unlock()
+	_, removed := d.applyBackends()
+	for _, b := range removed {
+		// The grace is over (the member drained): close what is left now.
+		if n := b.CloseAll(); n > 0 {
+			d.log.Info("closed connections to a backend the cluster no longer lists, after its grace", "backend", b.Name, "closed", n)
+		}
+		d.metrics.Forget(b.Name)
+	}
+	d.notifier.Status(d.statusLine())
+}
+
+func (d *Daemon) onDiscoveryStatus(s discovery.Status) {
+	watching := 0.0
+	if s.State == discovery.StateWatching {
+		watching = 1
+	}
+	d.metrics.DiscoveryWatching.Set(watching)
+	if !s.LastSync.IsZero() {
+		d.metrics.DiscoveryLastSync.Set(float64(s.LastSync.UnixMilli()) / 1000)
+	}
+	d.mu.Lock()
+	seen := d.discoveryErrors
+	d.discoveryErrors = s.Errors
+	d.mu.Unlock()
+	if s.Errors > seen {
+		d.metrics.DiscoveryErrors.Add(s.Errors - seen)
+	}
+}
+
+// backendSet is the static list followed by the discovered members that
+// are not already in it (same address or name), each with its source; a
+// draining member stays in the set so its connections are kept.
+func backendSet(static []config.Backend, members []discovery.Member) (list []config.Backend, sources map[string]discovery.Source, draining map[string]bool) {
+	sources = map[string]discovery.Source{}
+	draining = map[string]bool{}
+	list = slices.Clone(static)
+	for _, b := range static {
+		sources[b.Name] = discovery.Static
+	}
+	for _, m := range members {
+		addr := m.Addr.String()
+		if slices.ContainsFunc(static, func(b config.Backend) bool { return b.Address == addr || b.Name == addr }) {
+			continue
+		}
+		list = append(list, config.Backend{Name: addr, Address: addr})
+		sources[addr] = m.Source
+		draining[addr] = m.Draining()
+	}
+	return list, sources, draining
+}
+
+// applyBackends makes the pool and the health checks follow the static
+// list of the current config and the discovered members. Reloads and
+// discovery both come through here, one at a time, each reading both.
+func (d *Daemon) applyBackends() (added, removed []*balance.Backend) {
+	d.setMu.Lock()
+	defer d.setMu.Unlock()
+	d.mu.Lock()
+	members, cfg := d.members, d.cfg
+	d.mu.Unlock()
+	list, sources, draining := backendSet(cfg.Backends, members)
+	added, removed = d.pool.Update(list)
+	for _, b := range d.pool.Backends() {
+		src := sources[b.Name]
+		if d.sources[b.Name] != src {
+			d.metrics.SetSource(b.Name, string(src))
+		}
+		// Only the drains discovery started are ended by it: an operator's
+		// drain through the admin endpoint stays.
+		switch {
+		case draining[b.Name] && !b.Draining():
+			d.pool.SetDraining(b, true)
+			d.drainedByDiscovery[b.Name] = true
+		case !draining[b.Name] && d.drainedByDiscovery[b.Name]:
+			d.pool.SetDraining(b, false)
+			delete(d.drainedByDiscovery, b.Name)
+		}
+	}
+	for _, b := range removed {
+		delete(d.drainedByDiscovery, b.Name)
+	}
+	d.checker.SetTargets(targetsOf(list))
+	d.mu.Lock()
+	d.sources = sources
+	d.mu.Unlock()
+	return added, removed
+}
+
+func targetsOf(list []config.Backend) []health.Target {
+	ts := make([]health.Target, 0, len(list))
+	for _, b := range list {
+		ts = append(ts, health.Target{Name: b.Name, Address: b.Address})
+	}
+	return ts
+}
