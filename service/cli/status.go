@@ -15,6 +15,7 @@ import (
 
 	"github.com/vipproxy/vipproxy/service/admin"
 	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/discovery"
 )
 
 // statusReport is what `vipproxy status` shows: the daemon's /status and
@@ -134,16 +135,33 @@ func printDaemon(w io.Writer, st admin.Status, ready bool, now time.Time) {
 	default:
 		fmt.Fprintf(w, "config %s; last reload %s: ok\n", st.ConfigPath, ago(st.LastReload, now))
 	}
+	printDiscovery(w, st.Discovery, now)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "BACKEND\tADDRESS\tSTATE\tSINCE\tCONNS\tLAST CHECK ERROR")
+	fmt.Fprintln(tw, "BACKEND\tADDRESS\tSOURCE\tSTATE\tSINCE\tCONNS\tLAST CHECK ERROR")
 	for _, b := range st.Backends {
 		s := b.State
 		if b.Draining {
 			s += " (draining)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", b.Name, b.Address, s, ago(b.LastChange, now), b.OpenConnections, b.LastError)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", b.Name, b.Address, b.Source, s, ago(b.LastChange, now), b.OpenConnections, b.LastError)
 	}
 	tw.Flush()
+}
+
+// printDiscovery says how the EndpointSlice watch stands, if it runs.
+func printDiscovery(w io.Writer, d *discovery.Status, now time.Time) {
+	if d == nil {
+		return
+	}
+	fmt.Fprintf(w, "discovery: %s", d.State)
+	if d.Server != "" {
+		fmt.Fprintf(w, " through %s", d.Server)
+	}
+	fmt.Fprintf(w, ", last list %s", ago(d.LastSync, now))
+	if d.LastError != "" {
+		fmt.Fprintf(w, "; last error %s: %s", ago(d.LastErrorAt, now), d.LastError)
+	}
+	fmt.Fprintln(w)
 }
 
 // ago is "15:04:05 (3m ago)", or "-" for a zero time.

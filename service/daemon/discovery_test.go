@@ -152,6 +152,21 @@ func TestDiscoveryKeepsTheSetOnBadAnswers(t *testing.T) {
 	p := startVIPProxy(t, s, nil)
 	all := map[string]string{a0: "static", a1: "discovered", a2: "discovered"}
 	p.waitSources(all)
+	p.waitFor(func() bool {
+		body, _ := p.get("/status")
+		var st struct{ Discovery struct{ State string } }
+		return json.Unmarshal([]byte(body), &st) == nil && st.Discovery.State == "watching"
+	}, "/status: discovery watching")
+	metrics, _ := p.get("/metrics")
+	for _, want := range []string{
+		`vipproxy_backend_source{backend="b0",source="static"} 1`,
+		fmt.Sprintf(`vipproxy_backend_source{backend=%q,source="discovered"} 1`, a1),
+		"vipproxy_discovery_watching 1", "vipproxy_discovery_errors_total 0",
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 	lists, _ := c.slices.Requests()
 	c.slices.SetAddrs()
 	c.slices.Expire()
