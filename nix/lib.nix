@@ -166,6 +166,8 @@ rec {
     PrivateMounts = "yes";
     RuntimeDirectory = "vipproxy";
     RuntimeDirectoryMode = "0700";
+    StateDirectory = "vipproxy";
+    StateDirectoryMode = "0700";
     UMask = "0077";
     # Kernel.
     ProtectKernelTunables = "yes";
