@@ -24,6 +24,15 @@ let
   exe = lib.getExe cfg.package;
 
   s = cfg.settings;
+  discoveryCreds = cfg.discoveryCredentials or { };
+  # The settings.discovery keys services.vipproxy.discoveryCredentials fills.
+  discoveryKeys = [
+    "kubeconfig"
+    "ca_file"
+    "cert_file"
+    "key_file"
+    "token_file"
+  ];
   vips = s.vip.addresses;
   iface = s.network.interface;
   vrrpInterface = vlib.vrrpInterface s;
@@ -171,6 +180,29 @@ in
         {option}`networking.firewall.extraInputRules` respectively, never
         through {option}`services.keepalived.openFirewall`, which writes
         iptables commands the nftables firewall refuses.
+      '';
+    };
+
+    discoveryCredentials = lib.mkOption {
+      type = lib.types.attrsOf lib.types.str;
+      default = { };
+      example = {
+        ca_file = "/etc/kubernetes/pki/ca.crt";
+        cert_file = "/var/lib/kubelet/pki/kubelet-client-current.pem";
+        key_file = "/var/lib/kubelet/pki/kubelet-client-current.pem";
+      };
+      description = ''
+        Credential files for `settings.discovery` (set
+        `settings.discovery.enable = true`), keyed by the setting they
+        fill: `kubeconfig`, `ca_file`, `cert_file`, `key_file`,
+        `token_file`. The service's dynamic user cannot read root's files,
+        so each one is passed with systemd's `LoadCredential=` and the
+        setting points at `/run/credentials/vipproxy.service/NAME`. A
+        credential is copied when the service starts: a rotated file
+        reaches vipproxy at its next restart. A kubeconfig passed this way
+        must hold its certificates inline (`*-data`). The RBAC it needs is
+        in `examples/rbac-discovery.yaml` (the group `system:nodes` lets
+        the kubelet's client certificate, as in the example, do).
       '';
     };
 
@@ -330,6 +362,24 @@ in
         networking.firewall.extraInputRules = ''
           meta l4proto ${vrrpProtocol} accept comment "services.vipproxy.openFirewall: VRRP"
         '';
+      })
+
+      (lib.mkIf (discoveryCreds != { }) {
+        assertions = [
+          {
+            assertion = builtins.all (n: builtins.elem n discoveryKeys) (builtins.attrNames discoveryCreds);
+            message = ''
+              services.vipproxy.discoveryCredentials may name only ${lib.concatStringsSep ", " discoveryKeys}
+              (the settings.discovery keys they fill), not ${lib.concatStringsSep ", " (builtins.attrNames discoveryCreds)}.
+            '';
+          }
+        ];
+        services.vipproxy.settings.discovery = builtins.mapAttrs (
+          n: _: "/run/credentials/vipproxy.service/${n}"
+        ) discoveryCreds;
+        systemd.services.vipproxy.serviceConfig.LoadCredential = builtins.attrValues (
+          builtins.mapAttrs (n: path: "${n}:${path}") discoveryCreds
+        );
       })
 
       (lib.mkIf cfg.keepalived.enable {

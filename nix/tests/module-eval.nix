@@ -95,6 +95,7 @@ let
       openFirewall ? false,
       nftables ? false,
       kubeApiserver ? { enable = false; },
+      discoveryCredentials ? { },
     }:
     let
       module = import ../module.nix {
@@ -105,7 +106,7 @@ let
             enable = true;
             package = fakePkgs.vipproxy;
             settings = withOptionDefaults settings;
-            inherit openFirewall;
+            inherit openFirewall discoveryCredentials;
             keepalived.enable = true;
           };
           services.keepalived.extraConfig = keepalivedExtraConfig;
@@ -230,6 +231,16 @@ let
       settings = good // { backend = [ { address = "192.168.1.100:6443"; } ]; };
     } "connect to itself";
     assertNoBackends = firesOnce { settings = good // { backend = [ ]; }; } "backend is empty";
+    discoveryCredentialsLoaded =
+      let
+        dc = (evalWith { settings = good; discoveryCredentials = { ca_file = "/etc/kubernetes/pki/ca.crt"; }; }).config;
+      in
+      dc.systemd.services.vipproxy.serviceConfig.LoadCredential == [ "ca_file:/etc/kubernetes/pki/ca.crt" ]
+      && dc.services.vipproxy.settings.discovery.ca_file == "/run/credentials/vipproxy.service/ca_file";
+    assertDiscoveryCredentialName = firesOnce {
+      settings = good;
+      discoveryCredentials = { ca = "/etc/kubernetes/pki/ca.crt"; };
+    } "may name only";
     assertUplinkAll = firesOnce { settings = good // { network.uplinks = [ "all" ]; }; } "hairpin";
   };
 in
