@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sort"
 	"time"
 )
 
@@ -85,7 +86,7 @@ func Merge(members []Member, answer []netip.AddrPort, now time.Time, p Policy) (
 		next = append(next, m)
 	}
 	next = expire(next, now, &notes)
-	slices.SortFunc(next, func(a, b Member) int { return compareAddrPort(a.Addr, b.Addr) })
+	sort.Slice(next, func(i, j int) bool { return compareAddrPort(next[i].Addr, next[j].Addr) < 0 })
 	return next, notes
 }
 
@@ -121,7 +122,7 @@ func filter(answer []netip.AddrPort, p Policy) ([]netip.AddrPort, []Note) {
 			ok = append(ok, a)
 		}
 	}
-	slices.SortFunc(ok, compareAddrPort)
+	sortAddrs(ok)
 	if p.Max > 0 && len(ok) > p.Max {
 		for _, a := range ok[p.Max:] {
 			notes = append(notes, Note{Addr: a, Event: "refused", Reason: fmt.Sprintf("more than discovery.max_backends = %d endpoints", p.Max)})
@@ -144,6 +145,12 @@ func refuse(a netip.AddrPort, vips []netip.Addr) string {
 		return "not a unicast address"
 	}
 	return ""
+}
+
+// sortAddrs sorts in address order. sort.Slice rather than slices.SortFunc:
+// each type slices sorts costs the binary about 12 KB of generic code.
+func sortAddrs(as []netip.AddrPort) {
+	sort.Slice(as, func(i, j int) bool { return compareAddrPort(as[i], as[j]) < 0 })
 }
 
 func compareAddrPort(a, b netip.AddrPort) int {

@@ -103,7 +103,7 @@ func (v view) union() []netip.AddrPort {
 			}
 		}
 	}
-	slices.SortFunc(out, compareAddrPort)
+	sortAddrs(out)
 	return out
 }
 

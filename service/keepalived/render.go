@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/vipproxy/vipproxy/service/config"
@@ -111,7 +110,21 @@ func configPath(cfg *config.Config) string {
 	return cfg.Path
 }
 
-var wordRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]+$`)
+// isWord says s is one word of letters, digits, _ . : - (what keepalived
+// takes unquoted). A loop, not a regexp: this was the binary's only
+// regexp, and the package cost it about 150 KB.
+func isWord(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_.:-", r)
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
 
 func validate(cfg *config.Config) error {
 	k := cfg.Keepalived
@@ -119,11 +132,11 @@ func validate(cfg *config.Config) error {
 		return &config.Error{File: cfg.Path, Key: "keepalived." + key, Reason: fmt.Sprintf(format, args...)}
 	}
 	switch {
-	case !wordRE.MatchString(k.Instance):
+	case !isWord(k.Instance):
 		return bad("instance", "%q must be one word of letters, digits, _ . : -", k.Instance)
 	case k.Interface == "":
 		return bad("interface", "no interface: set keepalived.interface or network.uplinks")
-	case !wordRE.MatchString(k.Interface):
+	case !isWord(k.Interface):
 		return bad("interface", "%q is not an interface name", k.Interface)
 	case k.RouterID < 1 || k.RouterID > 255:
 		return bad("router_id", "%d is not between 1 and 255", k.RouterID)
