@@ -181,7 +181,7 @@ rec {
     PrivateIPC = "yes";
     KeyringMode = "private";
     # Network.
-    RestrictAddressFamilies = "AF_INET AF_INET6 AF_UNIX";
+    RestrictAddressFamilies = "AF_INET AF_INET6 AF_UNIX AF_NETLINK"; # netlink: vipproxy_vip_held
     # Process.
     RestrictNamespaces = "yes";
     RestrictRealtime = "yes";

@@ -46,6 +46,15 @@ func (s State) String() string {
 	return "invalid"
 }
 
+// States lists every state, in order (for metrics labels).
+func States() []State {
+	all := make([]State, numStates)
+	for i := range all {
+		all[i] = State(i)
+	}
+	return all
+}
+
 // Healthy says the backend's checks pass (Up or Suspect).
 func (s State) Healthy() bool { return s == Up || s == Suspect }
 

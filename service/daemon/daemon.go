@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/vipproxy/vipproxy/service/admin"
 	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/config"
@@ -25,6 +27,7 @@ import (
 	"github.com/vipproxy/vipproxy/service/listen"
 	"github.com/vipproxy/vipproxy/service/logging"
 	"github.com/vipproxy/vipproxy/service/metrics"
+	"github.com/vipproxy/vipproxy/service/netcfg"
 	"github.com/vipproxy/vipproxy/service/notify"
 	"github.com/vipproxy/vipproxy/service/portowner"
 	"github.com/vipproxy/vipproxy/service/proxy"
@@ -80,13 +83,18 @@ func Run(ctx context.Context, path, version string, stderr io.Writer) error {
 func (d *Daemon) run(ctx context.Context) error {
 	cfg := d.cfg
 	d.metrics = metrics.New()
+	d.metrics.SetBuild(d.version)
+	d.metrics.SetVIPHeld(d.heldVIPs)
+	for _, r := range listen.Reasons() {
+		d.metrics.AcceptErrors.WithLabelValues(r) // at 0 before the first error
+	}
 	d.drainedByDiscovery = map[string]bool{}
 	d.finder = d.newFinder(cfg)
 	if d.finder != nil {
 		d.members = d.finder.w.Members() // the last known set, until the first list
 	}
 	initial, _, _ := backendSet(cfg.Backends, d.members)
-	pool, err := balance.NewPool(cfg.Balance.Algorithm, initial, d.metrics.Backend)
+	pool, err := balance.NewPool(cfg.Balance.Algorithm, initial, d.backendMetrics)
 	if err != nil {
 		return err
 	}
@@ -351,6 +359,45 @@ func (d *Daemon) evacuateLater(b *balance.Backend) {
 	})
 }
 
+// heldVIPs says, at scrape time, which VIPs this node holds (netlink).
+// Nothing when netlink cannot answer: the alert on a VIP held by no node
+// then says so.
+func (d *Daemon) heldVIPs() map[string]bool {
+	d.mu.Lock()
+	dummy, vips := d.cfg.Network.Interface, d.cfg.VIP.Addresses
+	d.mu.Unlock()
+	h, err := netlink.NewHandle()
+	if err != nil {
+		return nil
+	}
+	defer h.Close()
+	held, err := netcfg.HeldVIPs(h, dummy, vips)
+	if err != nil {
+		return nil
+	}
+	out := make(map[string]bool, len(held))
+	for a, on := range held {
+		out[a.String()] = on
+	}
+	return out
+}
+
+// backendMetrics makes a new backend's series, its state starting as the
+// pool's (unknown).
+func (d *Daemon) backendMetrics(name string) *metrics.BackendMetrics {
+	m := d.metrics.Backend(name)
+	d.metrics.BackendChanged(name, stateNames(), balance.Unknown.String(), time.Now(), false)
+	return m
+}
+
+func stateNames() []string {
+	var names []string
+	for _, s := range balance.States() {
+		names = append(names, s.String())
+	}
+	return names
+}
+
 // onTransition is the pool's observer: the per-backend gauge, and panic
 // mode said loudly. It runs under the pool's lock.
 func (d *Daemon) onTransition(tr balance.Transition) {
@@ -360,6 +407,7 @@ func (d *Daemon) onTransition(tr balance.Transition) {
 			up = 1
 		}
 		tr.Backend.Stats.Up.Set(up)
+		d.metrics.BackendChanged(tr.Backend.Name, stateNames(), tr.To.String(), tr.At, true)
 	}
 	if !tr.PanicChanged {
 		return

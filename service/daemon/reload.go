@@ -8,7 +8,6 @@ import (
 	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/health"
-	"github.com/vipproxy/vipproxy/service/metrics"
 )
 
 // reload re-reads the config file and applies it live. An invalid file
@@ -26,15 +25,13 @@ func (d *Daemon) reload() {
 		d.reloadErr = err.Error()
 		d.reloads++
 		d.mu.Unlock()
-		d.metrics.Reloads.WithLabelValues(metrics.ResultError).Inc()
-		d.metrics.LastReloadSuccess.Set(0)
+		d.metrics.ReloadDone(false, time.Now())
 		d.log.Error("reload failed; keeping the running config", "err", err)
 		d.notifier.Ready(d.statusLine())
 		return
 	}
 	d.apply(next, prober)
-	d.metrics.Reloads.WithLabelValues(metrics.ResultOK).Inc()
-	d.metrics.LastReloadSuccess.Set(1)
+	d.metrics.ReloadDone(true, time.Now())
 	d.notifier.Ready(d.statusLine())
 }
 

@@ -75,6 +75,9 @@ func FDShortage(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
+// Reasons lists every name Reason gives, so the metrics start at 0.
+func Reasons() []string { return []string{"emfile", "enfile", "nomem", "aborted", "other"} }
+
 // Reason names a transient error for metrics labels.
 func Reason(err error) string {
 	switch {

@@ -55,7 +55,15 @@ func (f *family) write(w *textWriter) {
 	for _, e := range f.series {
 		entries = append(entries, e)
 	}
+	collect := f.collect
 	f.mu.Unlock()
+	if collect != nil {
+		collect(func(v float64, values ...string) {
+			g := new(Gauge)
+			g.Set(v)
+			entries = append(entries, entry{values: values, s: g})
+		})
+	}
 	if len(entries) == 0 {
 		return // a family with no series is not exposed (as client_golang)
 	}

@@ -10,6 +10,8 @@
 package metrics
 
 import (
+	"runtime"
+	"runtime/debug"
 	"time"
 )
 
@@ -35,6 +37,15 @@ type Metrics struct {
 	DiscoveryErrors     *Counter     // vipproxy_discovery_errors_total
 	DiscoveryWatching   *Gauge       // vipproxy_discovery_watching
 	DiscoveryLastSync   *Gauge       // vipproxy_discovery_last_sync_timestamp_seconds
+
+	BuildInfo              GaugeVec     // vipproxy_build_info{version,goversion,revision}
+	ReloadSuccessful       *Gauge       // vipproxy_config_last_reload_successful
+	ReloadSuccessTimestamp *Gauge       // vipproxy_config_last_reload_success_timestamp_seconds
+	BackendState           GaugeVec     // vipproxy_backend_state{backend,state}
+	BackendTransitions     CounterVec   // vipproxy_backend_transitions_total{backend}
+	BackendLastTransition  GaugeVec     // vipproxy_backend_last_transition_timestamp_seconds{backend}
+	DialDuration           HistogramVec // vipproxy_dial_duration_seconds{backend}
+	VIPHeld                *family      // vipproxy_vip_held{address}, read at scrape time
 }
 
 // Label values used across the daemon.
@@ -52,6 +63,10 @@ const (
 
 // checkBuckets are the health check latency bounds: 0.5 ms .. ~4 s.
 var checkBuckets = ExponentialBuckets(0.0005, 2, 14)
+
+// dialBuckets are the connect latency bounds: 0.1 ms (loopback) .. ~3.3 s
+// (dial timeouts are seconds).
+var dialBuckets = ExponentialBuckets(0.0001, 2, 16)
 
 func (m *Metrics) add(name, kind, help string, labels ...string) *family {
 	f := newFamily(name, kind, help, labels...)
@@ -93,6 +108,7 @@ func New() *Metrics {
 	m.HealthChecks = m.counters("vipproxy_health_checks_total", "Health checks per backend and result (success, failure, local_error: failed for a reason of this host, not counted against the backend).", "backend", "result")
 	m.PanicMode = m.gauges("vipproxy_panic_mode", "1 while most backends went down at once: open connections are kept and new ones balanced over the last known good backends.").WithLabelValues()
 	m.Reloads = m.counters("vipproxy_reloads_total", "Config reloads by result (ok, error).", "result")
+	m.newSeries()
 
 	// Known label values start at 0 so rate() and alerts see them at once.
 	m.Rejected.WithLabelValues(RejectNoBackend)
@@ -100,7 +116,64 @@ func New() *Metrics {
 	m.Reloads.WithLabelValues(ResultOK)
 	m.Reloads.WithLabelValues(ResultError)
 	m.LastReloadSuccess.Set(1) // the config the daemon started with loaded fine
+	m.ReloadSuccessful.Set(1)
+	m.ReloadSuccessTimestamp.Set(float64(time.Now().UnixNano()) / 1e9)
 	return m
+}
+
+// newSeries makes the series added for issue 14 (what Prometheus users
+// and the alert rules in monitoring/ look for).
+func (m *Metrics) newSeries() {
+	m.BuildInfo = m.gauges("vipproxy_build_info", "Always 1; the labels say which vipproxy runs.", "version", "goversion", "revision")
+	m.ReloadSuccessful = m.gauges("vipproxy_config_last_reload_successful", "1 if the last config reload succeeded (or none was tried), 0 if it failed (Prometheus' own name).").WithLabelValues()
+	m.ReloadSuccessTimestamp = m.gauges("vipproxy_config_last_reload_success_timestamp_seconds", "When the config in force was loaded (start or last good reload), in seconds since the epoch.").WithLabelValues()
+	m.BackendState = m.gauges("vipproxy_backend_state", "1 for the backend's current availability state, 0 for the others (unknown, up, suspect, down, recovering).", "backend", "state")
+	m.BackendTransitions = m.counters("vipproxy_backend_transitions_total", "Changes of the backend's availability state.", "backend")
+	m.BackendLastTransition = m.gauges("vipproxy_backend_last_transition_timestamp_seconds", "When the backend's state last changed (or it was added), in seconds since the epoch.", "backend")
+	m.DialDuration = m.histograms("vipproxy_dial_duration_seconds", "Time to connect to the backend, successful dials only.", dialBuckets, "backend")
+	m.VIPHeld = m.add("vipproxy_vip_held", "gauge", "1 if this node holds the VIP on an interface other than the dummy link (the VRRP master), else 0.", "address")
+}
+
+// SetBuild sets vipproxy_build_info from the version and the build's
+// VCS revision.
+func (m *Metrics) SetBuild(version string) {
+	revision := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				revision = s.Value
+			}
+		}
+	}
+	m.BuildInfo.WithLabelValues(version, runtime.Version(), revision).Set(1)
+}
+
+// SetVIPHeld makes vipproxy_vip_held read held at every scrape: it
+// returns whether this node holds each VIP address.
+func (m *Metrics) SetVIPHeld(held func() map[string]bool) {
+	m.VIPHeld.mu.Lock()
+	defer m.VIPHeld.mu.Unlock()
+	m.VIPHeld.collect = func(emit func(v float64, values ...string)) {
+		for addr, on := range held() {
+			v := 0.0
+			if on {
+				v = 1
+			}
+			emit(v, addr)
+		}
+	}
+}
+
+// ReloadDone records a reload's result.
+func (m *Metrics) ReloadDone(ok bool, at time.Time) {
+	result, v := ResultError, 0.0
+	if ok {
+		result, v = ResultOK, 1
+		m.ReloadSuccessTimestamp.Set(float64(at.UnixNano()) / 1e9)
+	}
+	m.Reloads.WithLabelValues(result).Inc()
+	m.LastReloadSuccess.Set(v)
+	m.ReloadSuccessful.Set(v)
 }
 
 // BackendMetrics are one backend's series, resolved once so the proxy's
@@ -112,10 +185,12 @@ type BackendMetrics struct {
 	BytesToBackend   *Counter
 	BytesToClient    *Counter
 	Up               *Gauge
+	DialDuration     *Histogram
 }
 
 // Backend returns the series of the backend name, creating them at 0.
 func (m *Metrics) Backend(name string) *BackendMetrics {
+	m.zeroBackend(name)
 	return &BackendMetrics{
 		ConnectionsTotal: m.ConnectionsTotal.WithLabelValues(name),
 		ConnectionsOpen:  m.ConnectionsOpen.WithLabelValues(name),
@@ -123,7 +198,35 @@ func (m *Metrics) Backend(name string) *BackendMetrics {
 		BytesToBackend:   m.Bytes.WithLabelValues(name, ToBackend),
 		BytesToClient:    m.Bytes.WithLabelValues(name, ToClient),
 		Up:               m.BackendUp.WithLabelValues(name),
+		DialDuration:     m.DialDuration.WithLabelValues(name),
 	}
+}
+
+// zeroBackend creates a backend's check and state series at 0, so that
+// rate() and alerts see the first failure.
+func (m *Metrics) zeroBackend(name string) {
+	for _, r := range []string{checkSuccess, checkFailure, checkLocal} {
+		m.HealthChecks.WithLabelValues(name, r)
+	}
+	m.HealthCheckDuration.WithLabelValues(name)
+	m.BackendTransitions.WithLabelValues(name)
+}
+
+// BackendChanged records that backend moved to state (one of states) at
+// at. The first call for a backend (its initial state) is not counted as
+// a transition.
+func (m *Metrics) BackendChanged(backend string, states []string, state string, at time.Time, transition bool) {
+	for _, s := range states {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		m.BackendState.WithLabelValues(backend, s).Set(v)
+	}
+	if transition {
+		m.BackendTransitions.WithLabelValues(backend).Inc()
+	}
+	m.BackendLastTransition.WithLabelValues(backend).Set(float64(at.UnixNano()) / 1e9)
 }
 
 // ObserveCheck counts one health check result of backend and its latency.

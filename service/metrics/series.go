@@ -125,6 +125,8 @@ type family struct {
 
 	mu     sync.Mutex
 	series map[string]entry // by label values joined with 0xff
+	// collect, if set, gives the family's gauges at scrape time instead.
+	collect func(emit func(v float64, values ...string))
 }
 
 type entry struct {

@@ -1,0 +1,124 @@
+package daemon_test
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// scrape reads the running daemon's /metrics with Prometheus' own parser.
+func (p *proc) scrape() map[string]*dto.MetricFamily {
+	p.t.Helper()
+	body, err := p.get("/metrics")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		p.t.Fatalf("/metrics is not Prometheus text: %v", err)
+	}
+	return fams
+}
+
+// seriesValue finds the value of the series of name whose labels include want
+// (a histogram's sample count).
+func seriesValue(fams map[string]*dto.MetricFamily, name string, want ...string) (float64, bool) {
+next:
+	for _, m := range fams[name].GetMetric() {
+		have := map[string]string{}
+		for _, l := range m.Label {
+			have[l.GetName()] = l.GetValue()
+		}
+		for i := 0; i+1 < len(want); i += 2 {
+			if have[want[i]] != want[i+1] {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+// The series issue 14 asked for, from a running daemon: build info,
+// reload result and time, backend state, transitions and last change,
+// dial latency, the VIP, and labelled series that start at 0.
+func TestMetricsOfARunningDaemon(t *testing.T) {
+	a := backend(t, "a")
+	s := newSettings(t, a.Addr())
+	s.Check = "https" // so that SetReady(false) fails it
+	p := startVIPProxy(t, s, nil)
+	p.waitState("b0", "up")
+	if _, err := name(mtlsClient(t, true), p.vip); err != nil {
+		t.Fatal(err)
+	}
+	fams := p.scrape()
+	type want struct {
+		name   string
+		labels []string
+		check  func(float64) bool
+		what   string
+	}
+	one, zero := func(v float64) bool { return v == 1 }, func(v float64) bool { return v == 0 }
+	positive := func(v float64) bool { return v > 0 }
+	wants := []want{
+		{"vipproxy_build_info", []string{"version", "dev"}, one, "1 with version"},
+		{"vipproxy_config_last_reload_successful", nil, one, "1"},
+		{"vipproxy_config_last_reload_success_timestamp_seconds", nil, positive, "> 0"},
+		{"vipproxy_backend_state", []string{"backend", "b0", "state", "up"}, one, "1"},
+		{"vipproxy_backend_state", []string{"backend", "b0", "state", "down"}, zero, "0"},
+		{"vipproxy_backend_state", []string{"backend", "b0", "state", "unknown"}, zero, "0"},
+		{"vipproxy_backend_transitions_total", []string{"backend", "b0"}, one, "1 (unknown to up)"},
+		{"vipproxy_backend_last_transition_timestamp_seconds", []string{"backend", "b0"}, positive, "> 0"},
+		{"vipproxy_dial_duration_seconds", []string{"backend", "b0"}, positive, "a dial observed"},
+		{"vipproxy_health_checks_total", []string{"backend", "b0", "result", "failure"}, zero, "0 before any failure"},
+		{"vipproxy_accept_errors_total", []string{"reason", "emfile"}, zero, "0 before any error"},
+		{"vipproxy_vip_held", []string{"address", "127.0.0.1"}, one, "1: 127.0.0.1 is on lo, not on the dummy link"},
+		{"vipproxy_panic_mode", nil, zero, "0"},
+	}
+	for _, w := range wants {
+		if v, ok := seriesValue(fams, w.name, w.labels...); !ok || !w.check(v) {
+			t.Errorf("%s%v = %v (present: %v), want %s", w.name, w.labels, v, ok, w.what)
+		}
+	}
+	if bi := fams["vipproxy_build_info"].GetMetric(); len(bi) == 1 {
+		for _, l := range bi[0].Label {
+			if l.GetValue() == "" {
+				t.Errorf("vipproxy_build_info label %s is empty", l.GetName())
+			}
+		}
+	}
+
+	before, _ := seriesValue(fams, "vipproxy_config_last_reload_success_timestamp_seconds")
+	p.rewrite("[vip]\naddresses = [\"127.0.0.1\"]\nport = \"not a number\"\n")
+	p.signal(syscall.SIGHUP)
+	p.waitFor(func() bool { return p.status().ConfigError != "" }, "reload error reported in /status")
+	fams = p.scrape()
+	if v, _ := seriesValue(fams, "vipproxy_config_last_reload_successful"); v != 0 {
+		t.Errorf("vipproxy_config_last_reload_successful = %v after a failed reload, want 0", v)
+	}
+	if v, _ := seriesValue(fams, "vipproxy_config_last_reload_success_timestamp_seconds"); v != before {
+		t.Errorf("a failed reload moved the success timestamp: %v -> %v", before, v)
+	}
+
+	a.SetReady(false)
+	p.waitState("b0", "down")
+	fams = p.scrape()
+	if v, _ := seriesValue(fams, "vipproxy_backend_state", "backend", "b0", "state", "down"); v != 1 {
+		t.Errorf("vipproxy_backend_state{state=down} = %v with the backend down", v)
+	}
+	if v, _ := seriesValue(fams, "vipproxy_backend_transitions_total", "backend", "b0"); v < 2 {
+		t.Errorf("vipproxy_backend_transitions_total = %v after up and down, want >= 2", v)
+	}
+}
