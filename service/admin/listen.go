@@ -8,10 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,9 +17,9 @@ import (
 )
 
 // Listen returns the admin listener: the systemd-activated one if given,
-// else one opened from cfg.Listen ("host:port", loopback only unless
-// AllowRemote, or "unix:/path"). It returns nil, nil when cfg.Listen is
-// empty and nothing was activated: no admin endpoint.
+// else one opened from cfg.Listen ("host:port" or "unix:/path", judged by
+// config.Validate: loopback only unless AllowRemote). It returns nil, nil
+// when cfg.Listen is empty and nothing was activated: no admin endpoint.
 func Listen(cfg config.Admin, activated net.Listener) (net.Listener, error) {
 	if activated != nil {
 		return activated, nil
@@ -33,9 +30,6 @@ func Listen(cfg config.Admin, activated net.Listener) (net.Listener, error) {
 	if path, ok := strings.CutPrefix(cfg.Listen, "unix:"); ok {
 		return listenUnix(path)
 	}
-	if err := checkTCPAddress(cfg); err != nil {
-		return nil, err
-	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("admin: listen on %s: %w", cfg.Listen, err)
@@ -43,37 +37,10 @@ func Listen(cfg config.Admin, activated net.Listener) (net.Listener, error) {
 	return ln, nil
 }
 
-func listenError(reason string, args ...any) error {
-	return &config.Error{Key: "admin.listen", Reason: fmt.Sprintf(reason, args...)}
-}
-
-// checkTCPAddress refuses an address reachable from other hosts unless
-// the operator asked for it: the endpoint has no authentication.
-func checkTCPAddress(cfg config.Admin) error {
-	host, port, err := net.SplitHostPort(cfg.Listen)
-	if err != nil {
-		return listenError("%q is not host:port or unix:/path: %v", cfg.Listen, err)
-	}
-	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
-		return listenError("%q has no valid port", cfg.Listen)
-	}
-	if cfg.AllowRemote || host == "localhost" {
-		return nil
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil || !ip.IsLoopback() {
-		return listenError("%q is not a loopback address (127.0.0.0/8, ::1, localhost); set admin.allow_remote = true to serve the admin endpoint beyond this host", cfg.Listen)
-	}
-	return nil
-}
-
 // listenUnix creates the socket at path with mode 0660. A stale socket
 // file left by a crash is removed first; a live one, or any other kind of
 // file, is an error rather than something to delete.
 func listenUnix(path string) (net.Listener, error) {
-	if !filepath.IsAbs(path) {
-		return nil, listenError("unix socket path %q must be absolute", path)
-	}
 	if err := removeStaleSocket(path); err != nil {
 		return nil, err
 	}

@@ -135,10 +135,13 @@ func flagUsage(w io.Writer, fs *flag.FlagSet) {
 
 // loadConfig loads the config and reports an error on stderr; ok is false
 // when the caller should exit with ExitUsage.
-func loadConfig(env Env, path string) (*config.Config, bool) {
+func loadConfig(env Env, path string) (*config.Valid, bool) {
 	cfg, err := config.Load(path)
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "vipproxy: %v\n", err)
+		// One line per problem: config.Validate reports every one.
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(env.Stderr, "vipproxy: %s\n", line)
+		}
 		return nil, false
 	}
 	return cfg, true

@@ -23,11 +23,7 @@ func runKeepalived(_ context.Context, env Env, args []string) int {
 	if !ok {
 		return ExitUsage
 	}
-	data, err := keepalived.Render(cfg)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "vipproxy keepalived: %v\n", err)
-		return ExitUsage
-	}
+	data := keepalived.Render(cfg)
 	if out == "" {
 		env.Stdout.Write(data)
 		return ExitOK

@@ -84,12 +84,8 @@ func runNetwork(ctx context.Context, env Env, args []string) int {
 
 // networkFiles prints (render), diffs (--diff) or writes (write) the
 // drop-ins; a dry run of apply also lists the sysctls it would set.
-func networkFiles(env Env, cfg *config.Config, sub, root string, diff bool) int {
-	files, err := netcfg.Render(cfg, root)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "vipproxy network %s: %v\n", sub, err)
-		return ExitUsage
-	}
+func networkFiles(env Env, cfg *config.Valid, sub, root string, diff bool) int {
+	files := netcfg.Render(cfg, root)
 	switch {
 	case sub == "render":
 		printFiles(env.Stdout, files.List())
@@ -116,7 +112,7 @@ func networkFiles(env Env, cfg *config.Config, sub, root string, diff bool) int 
 }
 
 // printSysctlDiff lists the uplink sysctls apply would set.
-func printSysctlDiff(env Env, cfg *config.Config) {
+func printSysctlDiff(env Env, cfg *config.Valid) {
 	var sys netcfg.Sysctl
 	for _, up := range cfg.Network.Uplinks {
 		for _, sc := range []struct {
@@ -131,7 +127,7 @@ func printSysctlDiff(env Env, cfg *config.Config) {
 	}
 }
 
-func networkApply(ctx context.Context, env Env, host netcfg.Host, cfg *config.Config, opts netcfg.Options) int {
+func networkApply(ctx context.Context, env Env, host netcfg.Host, cfg *config.Valid, opts netcfg.Options) int {
 	res, err := host.Apply(ctx, cfg, opts)
 	for _, f := range res.Changed {
 		fmt.Fprintf(env.Stdout, "wrote %s\n", f)
@@ -155,7 +151,7 @@ func networkApply(ctx context.Context, env Env, host netcfg.Host, cfg *config.Co
 	return reportProblems(env, "apply", res.Problems)
 }
 
-func networkRemove(ctx context.Context, env Env, host netcfg.Host, cfg *config.Config, opts netcfg.Options) int {
+func networkRemove(ctx context.Context, env Env, host netcfg.Host, cfg *config.Valid, opts netcfg.Options) int {
 	res, err := host.Remove(ctx, cfg, opts)
 	for _, f := range res.Removed {
 		fmt.Fprintf(env.Stdout, "removed %s\n", f)

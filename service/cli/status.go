@@ -75,7 +75,7 @@ func runStatus(ctx context.Context, env Env, args []string) int {
 	return ExitOK
 }
 
-func vipHoldings(cfg *config.Config) []vipHolding {
+func vipHoldings(cfg *config.Valid) []vipHolding {
 	iface := cfg.Keepalived.Interface
 	if iface == "" && len(cfg.Network.Uplinks) > 0 {
 		iface = cfg.Network.Uplinks[0]

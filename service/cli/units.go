@@ -42,11 +42,7 @@ func runUnits(_ context.Context, env Env, args []string) int {
 	if !ok {
 		return ExitUsage
 	}
-	f, err := units.SocketDropIn(cfg, root)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "vipproxy units %s: %v\n", sub, err)
-		return ExitUsage
-	}
+	f := units.SocketDropIn(cfg, root)
 	switch {
 	case sub == "render":
 		printFiles(env.Stdout, []atomicfile.File{f})

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -70,6 +72,9 @@ address = "cp2.example.org:6443"
 type = "https"
 interval = "500ms"
 timeout = "250ms"
+
+[keepalived]
+interface = "eth0" # an IPv6 VIP needs no uplink (no ARP to fix), VRRP an interface
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -84,31 +89,21 @@ timeout = "250ms"
 	if cfg.VIP.Port != def.VIP.Port || cfg.Health.Rise != def.Health.Rise || cfg.Admin.Listen != def.Admin.Listen {
 		t.Errorf("defaults not applied: %+v", cfg)
 	}
-	// An IPv6 VIP needs no uplink: there is no ARP to fix.
-	if err := cfg.ValidateNetwork(); err != nil {
-		t.Errorf("ValidateNetwork on an IPv6-only config: %v", err)
-	}
 }
 
-// TestValidateNetworkNeedsUplink: an IPv4 VIP without uplinks serves, but
-// the network and keepalived commands refuse it.
-func TestValidateNetworkNeedsUplink(t *testing.T) {
+// TestIPv4NeedsUplink: an IPv4 VIP needs an uplink, whose ARP sysctls
+// are set; the first uplink is then the VRRP interface.
+func TestIPv4NeedsUplink(t *testing.T) {
 	src := "[vip]\naddresses = [\"10.0.0.10\"]\n[[backend]]\naddress = \"10.0.0.1:6443\"\n"
-	cfg, err := Parse("v4.toml", []byte(src))
-	if err != nil {
-		t.Fatalf("serve must accept an IPv4 VIP without uplinks: %v", err)
-	}
-	err = cfg.ValidateNetwork()
-	want := "v4.toml: network.uplinks: the IPv4 VIP 10.0.0.10 needs at least one uplink interface (its ARP sysctls are set there)"
+	_, err := Parse("v4.toml", []byte(src))
+	want := "v4.toml: network.uplinks: the IPv4 VIP 10.0.0.10 needs at least one uplink interface (its ARP sysctls are set there)\n" +
+		"v4.toml: keepalived.interface: no VRRP interface: set keepalived.interface or network.uplinks"
 	if err == nil || err.Error() != want {
-		t.Fatalf("ValidateNetwork = %v; want %s", err, want)
+		t.Fatalf("Parse = %v; want\n%s", err, want)
 	}
-	cfg, err = Parse("v4.toml", []byte(src+"[network]\nuplinks = [\"eth0\"]\n"))
+	cfg, err := Parse("v4.toml", []byte(src+"[network]\nuplinks = [\"eth0\"]\n"))
 	if err != nil {
 		t.Fatal(err)
-	}
-	if err := cfg.ValidateNetwork(); err != nil {
-		t.Fatalf("ValidateNetwork with an uplink: %v", err)
 	}
 	if cfg.Keepalived.Interface != "eth0" {
 		t.Errorf("keepalived.interface = %q; want the first uplink", cfg.Keepalived.Interface)
@@ -117,12 +112,8 @@ func TestValidateNetworkNeedsUplink(t *testing.T) {
 
 func TestExampleLoadsAndCoversEveryKey(t *testing.T) {
 	const path = "../../examples/vipproxy.toml"
-	cfg, err := Load(path)
-	if err != nil {
+	if _, err := Load(path); err != nil {
 		t.Fatal(err)
-	}
-	if err := cfg.ValidateNetwork(); err != nil {
-		t.Fatalf("the example must also suit the host commands: %v", err)
 	}
 	src, err := os.ReadFile(path)
 	if err != nil {
@@ -167,12 +158,11 @@ func TestEncodeRoundTrip(t *testing.T) {
 	}
 	cfg.Health.ServerName = "kubernetes.default.svc"
 	cfg.Backends[0].Name = "cp \"one\" #1"
-	cfg.Network.Uplinks = nil
-	cfg.Keepalived.UnicastPeers = []string{"192.0.2.2", "2001:db8::2"}
+	cfg.Keepalived.UnicastPeers = []string{"192.0.2.2", "192.0.2.3"}
 	assertRoundTrip(t, cfg)
 }
 
-func assertRoundTrip(t *testing.T, cfg *Config) {
+func assertRoundTrip(t *testing.T, cfg *Valid) {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := cfg.Encode(&buf); err != nil {
@@ -248,5 +238,106 @@ func TestDefaultProbeIsThisBinary(t *testing.T) {
 	}
 	if got, want := Default().Keepalived.ProbeCommand, exe+" probe"; got != want {
 		t.Errorf("default probe_command = %q; want %q", got, want)
+	}
+}
+
+// TestAdminListen: the admin endpoint has no authentication, so it listens
+// on loopback unless admin.allow_remote says otherwise (admin.Listen takes
+// what passes here without looking again).
+func TestAdminListen(t *testing.T) {
+	parse := func(listen string, remote bool) error {
+		src := fmt.Sprintf("[vip]\naddresses = [\"192.0.2.10\"]\n[[backend]]\naddress = \"192.0.2.1:6443\"\n"+
+			"[network]\nuplinks = [\"eth0\"]\n[admin]\nlisten = %q\nallow_remote = %t\n", listen, remote)
+		_, err := Parse("admin.toml", []byte(src))
+		return err
+	}
+	for _, addr := range []string{"0.0.0.0:6444", ":6444", "[::]:6444", "192.0.2.10:6444", "admin.example:6444"} {
+		if err := parse(addr, false); err == nil || !strings.Contains(err.Error(), "admin.listen") || !strings.Contains(err.Error(), "allow_remote") {
+			t.Errorf("listen %q = %v; want an admin.listen error naming allow_remote", addr, err)
+		}
+		if err := parse(addr, true); err != nil && addr != "admin.example:6444" {
+			t.Errorf("listen %q with allow_remote: %v", addr, err)
+		}
+	}
+	for _, addr := range []string{"127.0.0.1", "127.0.0.1:99999", "127.0.0.1:http", "unix:relative"} {
+		if err := parse(addr, false); err == nil {
+			t.Errorf("listen %q accepted", addr)
+		}
+	}
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:6444", "localhost:6444", "127.1.2.3:6444", "unix:/run/vipproxy/admin.sock", ""} {
+		if err := parse(addr, false); err != nil {
+			t.Errorf("loopback %q refused: %v", addr, err)
+		}
+	}
+}
+
+// TestHostRules: the rules the renderers (netcfg, keepalived, units) once
+// checked again on their own, each with the key and reason check reports.
+func TestHostRules(t *testing.T) {
+	base, err := Parse("/etc/vipproxy/vipproxy.toml", []byte("[vip]\naddresses = [\"10.0.0.100\"]\n"+
+		"[[backend]]\naddress = \"192.0.2.1:6443\"\n[network]\nuplinks = [\"eth0\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		edit       func(c *Config)
+		key, cause string
+	}{
+		"all as uplink":    {func(c *Config) { c.Network.Uplinks = []string{"all"} }, "network.uplinks[0]", "never on all"},
+		"default uplink":   {func(c *Config) { c.Network.Uplinks = []string{"eth0", "default"} }, "network.uplinks[1]", "never on all"},
+		"no uplinks":       {func(c *Config) { c.Network.Uplinks = nil }, "network.uplinks", "needs at least one uplink"},
+		"long name":        {func(c *Config) { c.Network.Interface = "averyveryverylongname" }, "network.interface", "longer than 15"},
+		"slash in name":    {func(c *Config) { c.Network.Uplinks = []string{"eth/0"} }, "network.uplinks[0]", "not an interface name"},
+		"uplink is VIP if": {func(c *Config) { c.Network.Uplinks = []string{"dummyvip0"} }, "network.uplinks[0]", "VIP interface"},
+		"duplicate":        {func(c *Config) { c.Network.Uplinks = []string{"eth0", "eth0"} }, "network.uplinks[1]", "twice"},
+		"relative dir":     {func(c *Config) { c.Network.NetworkdDir = "network" }, "network.networkd_dir", "absolute"},
+		"netdev ext":       {func(c *Config) { c.Network.NetdevFile = "60-x.conf" }, "network.netdev_file", ".netdev"},
+		"sysctl ext":       {func(c *Config) { c.Network.SysctlFile = "/etc/sysctl.d/x" }, "network.sysctl_file", ".conf"},
+		"socket dir":       {func(c *Config) { c.Network.SocketDropIn = "/etc/systemd/system/other.socket.d/x.conf" }, "network.socket_dropin", "vipproxy.socket.d"},
+		"socket relative":  {func(c *Config) { c.Network.SocketDropIn = "vipproxy.socket.d/x.conf" }, "network.socket_dropin", "absolute"},
+		"router id":        {func(c *Config) { c.Keepalived.RouterID = 256 }, "keepalived.router_id", "1..255"},
+		"priority":         {func(c *Config) { c.Keepalived.Priority = 255 }, "keepalived.priority", "address owner"},
+		"state":            {func(c *Config) { c.Keepalived.State = "master" }, "keepalived.state", "MASTER or BACKUP"},
+		"long pass":        {func(c *Config) { c.Keepalived.AuthPass = "123456789" }, "keepalived.auth_pass", "truncate"},
+		"pass brace":       {func(c *Config) { c.Keepalived.AuthPass = "a{b" }, "keepalived.auth_pass", "# ! { or }"},
+		"pass on IPv6": {func(c *Config) {
+			c.VIP.Addresses = []netip.Addr{netip.MustParseAddr("2001:db8::1")}
+			c.Keepalived.AuthPass = "x"
+		}, "keepalived.auth_pass", "VRRPv2"},
+		"peer family":    {func(c *Config) { c.Keepalived.UnicastPeers = []string{"2001:db8::2"} }, "keepalived.unicast_peers[0]", "same family"},
+		"source family":  {func(c *Config) { c.Keepalived.UnicastSrcIP = "2001:db8::2" }, "keepalived.unicast_src_ip", "same family"},
+		"bad peer":       {func(c *Config) { c.Keepalived.UnicastPeers = []string{"node2"} }, "keepalived.unicast_peers[0]", "not an IP"},
+		"quote":          {func(c *Config) { c.Keepalived.ProbeCommand = `vipproxy "probe"` }, "keepalived.probe_command", "without double quotes"},
+		"config path":    {func(c *Config) { c.Path = "/etc/my vipproxy.toml" }, "keepalived.probe_command", "config path"},
+		"instance slash": {func(c *Config) { c.Keepalived.Instance = "vip/proxy" }, "keepalived.instance", "one word"},
+		"no iface": {func(c *Config) {
+			c.Network.Uplinks = nil
+			c.VIP.Addresses = []netip.Addr{netip.MustParseAddr("2001:db8::1")}
+			c.Keepalived.Interface = ""
+		}, "keepalived.interface", "no VRRP interface"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := base.Config()
+			tc.edit(&c)
+			_, err := Validate(c)
+			var cerr *Error
+			if !errors.As(err, &cerr) || cerr.Key != tc.key || !strings.Contains(cerr.Reason, tc.cause) {
+				t.Errorf("got %v, want key %s with %q", err, tc.key, tc.cause)
+			}
+		})
+	}
+}
+
+// keepalivedWord is what keepalived takes unquoted: ^[A-Za-z0-9_.:-]+$,
+// written as a loop (a regexp cost the binary about 150 KB).
+func TestKeepalivedWord(t *testing.T) {
+	for s, want := range map[string]bool{
+		"vipproxy": true, "eth0.100": true, "VI_1": true, "a:b-c": true, "0": true,
+		"": false, "a b": false, "x$": false, "é": false, "a\n": false, `a"`: false, "a{": false, "vip/proxy": false,
+	} {
+		if got := keepalivedWord(s); got != want {
+			t.Errorf("keepalivedWord(%q) = %v, want %v", s, got, want)
+		}
 	}
 }

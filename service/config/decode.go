@@ -110,7 +110,7 @@ func decodeTable(key string, table map[string]any, rv reflect.Value) error {
 	sort.Strings(names)
 	for _, name := range names {
 		if _, ok := fields[name]; !ok {
-			return &decodeError{joinKey(key, name), "unknown key"}
+			return &decodeError{joinKey(key, name), "unknown key" + didYouMean(name, fields)}
 		}
 	}
 	for i := range t.NumField() {
@@ -138,10 +138,7 @@ func decodeSlice(key string, v any, rv reflect.Value) error {
 			items = append(items, m)
 		}
 	default:
-		if rv.Type().Elem().Kind() == reflect.Struct {
-			return typeError(key, v, fmt.Sprintf("an array of tables ([[%s]])", key))
-		}
-		return typeError(key, v, "an array")
+		return typeError(key, v, arrayOf(key, rv.Type().Elem(), v))
 	}
 	if len(items) == 0 {
 		rv.SetZero() // [] and a left-out key decode the same: nil
@@ -157,9 +154,29 @@ func decodeSlice(key string, v any, rv reflect.Value) error {
 	return nil
 }
 
+// arrayOf names the array a slice field wants, with how to write it when
+// a single value stands where the array should: addresses = "192.0.2.10"
+// wants ["192.0.2.10"].
+func arrayOf(key string, elem reflect.Type, v any) string {
+	text := elem.Kind() == reflect.String || reflect.PointerTo(elem).Implements(textUnmarshalerType)
+	switch {
+	case text:
+		if s, ok := v.(string); ok {
+			return fmt.Sprintf("an array of strings (write [%q])", s)
+		}
+		return "an array of strings"
+	case elem.Kind() == reflect.Struct:
+		return fmt.Sprintf("an array of tables ([[%s]])", key)
+	}
+	return "an array"
+}
+
 // decodeText feeds a string to an encoding.TextUnmarshaler (Duration, netip.Addr).
 func decodeText(key string, v any, rv reflect.Value) error {
 	s, ok := v.(string)
+	if !ok && rv.Type() == durationType {
+		return typeError(key, v, "a duration string"+durationHint(v))
+	}
 	if !ok {
 		return typeError(key, v, "a string")
 	}
@@ -173,6 +190,27 @@ func decodeText(key string, v any, rv reflect.Value) error {
 		return &decodeError{key, fmt.Sprintf("%q: %v", s, err)}
 	}
 	return nil
+}
+
+// durationHint suggests the string for a bare number, read as seconds:
+// interval = 1 wants "1s".
+func durationHint(v any) string {
+	var d time.Duration
+	switch n := v.(type) {
+	case int64:
+		if n < 0 || n > int64(maxDuration/time.Second) {
+			return ` such as "1s"`
+		}
+		d = time.Duration(n) * time.Second
+	case float64:
+		if n < 0 || n > maxDuration.Seconds() {
+			return ` such as "1s"`
+		}
+		d = time.Duration(n * float64(time.Second))
+	default:
+		return ` such as "1s"`
+	}
+	return fmt.Sprintf(" (write %q if seconds are meant)", Duration{d}.String())
 }
 
 func typeError(key string, v any, want string) error {
@@ -221,4 +259,40 @@ func needsQuotes(name string) bool {
 		}
 	}
 	return false
+}
+
+// didYouMean names the known key closest to a mistyped one ([[backends]]
+// for [[backend]], intreval for interval), if one is close.
+func didYouMean(name string, fields map[string]int) string {
+	best, bestDist := "", 3 // more than two edits is another word
+	for known := range fields {
+		if d := editDistance(strings.ToLower(name), known); d < bestDist || d == bestDist && known < best {
+			best, bestDist = known, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s?)", best)
+}
+
+// editDistance is the Levenshtein distance of two short keys.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }

@@ -38,7 +38,9 @@ func keyLine(src, key string) int {
 			path = append(append([]string(nil), table...), splitDotted(k)...)
 		}
 		n := commonPrefix(path, want)
-		if n == len(path) && n > bestLen {
+		// A line matches when it writes the key's parent (a default broke a
+		// rule) or the key itself, also as a table header ([[backends]]).
+		if (n == len(path) || n == len(want)) && n > bestLen {
 			best, bestLen = i+1, n
 			if n == len(want) {
 				return best

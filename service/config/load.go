@@ -1,12 +1,15 @@
 package config
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"reflect"
+	"slices"
 	"syscall"
 
 	"github.com/BurntSushi/toml"
@@ -37,7 +40,7 @@ const maxFileSize = 1 << 20
 
 // Load reads, decodes and validates the file at path, then resolves the
 // backend names that could loop into our own listeners (see CheckNames).
-func Load(path string) (*Config, error) {
+func Load(path string) (*Valid, error) {
 	data, err := readSmallFile(path, maxFileSize)
 	if err != nil {
 		var perr *os.PathError
@@ -58,17 +61,38 @@ func Load(path string) (*Config, error) {
 	return cfg, nil
 }
 
-// withLine fills in the line of err's key in src when it is unknown.
+// withLine fills in the line of each error's key in src when it is unknown.
 func withLine(err error, src string) {
-	var ce *Error
-	if errors.As(err, &ce) && ce.Line == 0 && ce.Key != "" {
-		ce.Line = keyLine(src, ce.Key)
+	errs, ok := err.(Errors)
+	if !ok {
+		var ce *Error
+		if !errors.As(err, &ce) {
+			return
+		}
+		errs = Errors{ce}
 	}
+	for _, ce := range errs {
+		if ce.Line == 0 && ce.Key != "" {
+			ce.Line = keyLine(src, ce.Key)
+		}
+	}
+	// In the order of the file; those with no line (a default broke a rule) last.
+	slices.SortStableFunc(errs, func(a, b *Error) int {
+		return cmp.Compare(lineOrLast(a.Line), lineOrLast(b.Line))
+	})
 }
 
-// Parse decodes and validates data as if read from the file name. Every
-// error is an *Error.
-func Parse(name string, data []byte) (*Config, error) {
+func lineOrLast(line int) int {
+	if line == 0 {
+		return math.MaxInt
+	}
+	return line
+}
+
+// Parse decodes data over the defaults as if read from the file name and
+// validates it. It resolves no names (see Load). The error is an *Error
+// (syntax, type) or Errors (every rule broken).
+func Parse(name string, data []byte) (*Valid, error) {
 	if err := checkNesting(name, data); err != nil {
 		return nil, err
 	}
@@ -86,11 +110,12 @@ func Parse(name string, data []byte) (*Config, error) {
 		return nil, &Error{File: name, Reason: err.Error()}
 	}
 	cfg.Path = name
-	if err := cfg.Validate(); err != nil {
+	valid, err := Validate(cfg)
+	if err != nil {
 		withLine(err, src)
 		return nil, err
 	}
-	return &cfg, nil
+	return valid, nil
 }
 
 // syntaxError turns a TOML parse error into an Error with key and line.

@@ -85,7 +85,7 @@ const resolveTimeout = 3 * time.Second
 // CheckNames resolves the backend names whose port is one of our listeners'
 // and refuses a name that resolves to such a listener. A name that does not
 // resolve is not an error: it is a backend that is down until it does.
-func (c *Config) CheckNames(ctx context.Context, lookup LookupFunc) error {
+func (c *Valid) CheckNames(ctx context.Context, lookup LookupFunc) error {
 	ports := map[uint16]bool{}
 	for _, l := range c.Listeners() {
 		ports[l.Addr.Port()] = true

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,54 +33,38 @@ const (
 	maxUserTimeout = math.MaxInt32 * time.Millisecond
 )
 
-// validator collects the first problem; each check is one short method.
+// validator collects every problem; each rule is one short method and
+// changes nothing.
 type validator struct {
-	c   *Config
-	err error
+	c    *Config
+	errs Errors
 }
 
 func (v *validator) bad(key, format string, args ...any) {
-	if v.err == nil {
-		v.err = &Error{File: v.c.Path, Key: key, Reason: fmt.Sprintf(format, args...)}
-	}
+	v.errs = append(v.errs, &Error{File: v.c.Path, Key: key, Reason: fmt.Sprintf(format, args...)})
 }
 
-// Validate checks the whole config and fills derived defaults (backend
-// names, the keepalived interface). The first problem found is returned as
-// an *Error. It does not require what only the host-side commands need:
-// see ValidateNetwork.
-func (c *Config) Validate() error {
-	v := &validator{c: c}
-	for _, check := range []func(){
+// rules are every check, in the order of the file's tables.
+func (v *validator) rules() []func() {
+	return []func(){
 		v.vip, v.backends, v.balance, v.health, v.timeouts, v.limits,
-		v.durations, v.admin, v.network, v.keepalived, v.log, v.discovery,
-	} {
-		check()
-		if v.err != nil {
-			return v.err
-		}
+		v.durations, v.admin, v.network, v.uplinks, v.keepalived, v.vrrp, v.log, v.discovery,
 	}
-	if c.Keepalived.Interface == "" && len(c.Network.Uplinks) > 0 {
-		c.Keepalived.Interface = c.Network.Uplinks[0]
-	}
-	return nil
 }
 
-// ValidateNetwork adds what the network and keepalived commands need on
-// top of Validate: an IPv4 VIP needs an uplink whose ARP sysctls are fixed
-// (IPv6 neighbour discovery has no ARP flux). The keepalived renderer checks
-// that it has a VRRP interface.
-func (c *Config) ValidateNetwork() error {
-	if err := c.Validate(); err != nil {
-		return err
+// uplinks: an IPv4 VIP needs an uplink whose ARP sysctls are fixed (IPv6
+// neighbour discovery has no ARP flux), or every node answers ARP for it.
+// A loopback VIP never leaves the host.
+func (v *validator) uplinks() {
+	if len(v.c.Network.Uplinks) > 0 {
+		return
 	}
-	for _, a := range c.VIP.Addresses {
-		if a.Is4() && len(c.Network.Uplinks) == 0 {
-			return &Error{File: c.Path, Key: "network.uplinks",
-				Reason: fmt.Sprintf("the IPv4 VIP %s needs at least one uplink interface (its ARP sysctls are set there)", a)}
+	for _, a := range v.c.VIP.Addresses {
+		if a.Is4() && !a.IsLoopback() {
+			v.bad("network.uplinks", "the IPv4 VIP %s needs at least one uplink interface (its ARP sysctls are set there)", a)
+			return
 		}
 	}
-	return nil
 }
 
 func (v *validator) vip() {
@@ -123,30 +108,22 @@ func (v *validator) backends() {
 	}
 	addrs := map[string]int{}
 	names := map[string]int{}
-	for i := range bs {
-		b := &bs[i]
+	for i, b := range bs {
 		key := fmt.Sprintf("backend[%d]", i)
-		canon, ok := v.backendAddress(key+".address", b.Address)
-		if !ok {
-			return
+		if canon, ok := v.backendAddress(key+".address", b.Address); ok {
+			if j, dup := addrs[canon]; dup {
+				v.bad(key+".address", "%q is the same backend as backend[%d]", b.Address, j)
+			} else {
+				addrs[canon] = i
+			}
 		}
-		if j, dup := addrs[canon]; dup {
-			v.bad(key+".address", "%q is the same backend as backend[%d]", b.Address, j)
-			return
-		}
-		addrs[canon] = i
-		if b.Name == "" {
-			b.Name = b.Address
-		}
-		if strings.TrimSpace(b.Name) != b.Name || strings.ContainsFunc(b.Name, isControl) {
-			v.bad(key+".name", "%q has surrounding spaces or control characters", b.Name)
-			return
-		}
-		if j, dup := names[b.Name]; dup {
+		if b.Name == "" || strings.TrimSpace(b.Name) != b.Name || strings.ContainsFunc(b.Name, isControl) {
+			v.bad(key+".name", "%q is empty or has surrounding spaces or control characters", b.Name)
+		} else if j, dup := names[b.Name]; dup {
 			v.bad(key+".name", "%q is already the name of backend[%d]", b.Name, j)
-			return
+		} else {
+			names[b.Name] = i
 		}
-		names[b.Name] = i
 	}
 }
 
@@ -398,7 +375,9 @@ func (v *validator) network() {
 	v.fileName("network.netdev_file", n.NetdevFile, ".netdev")
 	v.fileName("network.network_file", n.NetworkFile, ".network")
 	v.absConf("network.sysctl_file", n.SysctlFile)
-	v.absConf("network.socket_dropin", n.SocketDropIn)
+	if d := n.SocketDropIn; !filepath.IsAbs(d) || filepath.Ext(d) != ".conf" || filepath.Base(filepath.Dir(d)) != "vipproxy.socket.d" {
+		v.bad("network.socket_dropin", "%q must be an absolute path to a .conf file in a vipproxy.socket.d directory", d)
+	}
 }
 
 // fileName checks a bare file name inside networkd_dir with its suffix.
@@ -440,21 +419,24 @@ func notIfNameRune(r rune) bool {
 	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
 }
 
+// keepalivedWord is what keepalived.conf reads as one word (an instance
+// name, an interface): "vip/proxy" or "a{b" would end or break the block.
+func keepalivedWord(s string) bool {
+	return s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_.:-", r))
+	})
+}
+
 func (v *validator) keepalived() {
 	k := v.c.Keepalived
-	if k.Instance == "" || strings.ContainsFunc(k.Instance, isSpaceOrControl) || strings.ContainsAny(k.Instance, `{}"#!`) {
-		v.bad("keepalived.instance", "%q must be a non-empty word", k.Instance)
-	}
-	if k.Interface != "" {
-		if err := checkInterfaceName(k.Interface); err != nil {
-			v.bad("keepalived.interface", "%v", err)
-		}
+	if !keepalivedWord(k.Instance) {
+		v.bad("keepalived.instance", "%q must be one word of letters, digits, _ . : -", k.Instance)
 	}
 	if k.RouterID < 1 || k.RouterID > 255 {
 		v.bad("keepalived.router_id", "%d is out of range (1..255)", k.RouterID)
 	}
 	if k.Priority < 1 || k.Priority > 254 {
-		v.bad("keepalived.priority", "%d is out of range (1..254)", k.Priority)
+		v.bad("keepalived.priority", "%d is out of range (1..254; 255 is reserved for the address owner)", k.Priority)
 	}
 	if k.State != "MASTER" && k.State != "BACKUP" {
 		v.bad("keepalived.state", "%q is not MASTER or BACKUP", k.State)
@@ -462,22 +444,61 @@ func (v *validator) keepalived() {
 	if k.AdvertInt < 1 || k.AdvertInt > 255 {
 		v.bad("keepalived.advert_int", "%d is out of range (1..255 seconds)", k.AdvertInt)
 	}
-	if k.UnicastSrcIP != "" {
-		if _, err := netip.ParseAddr(k.UnicastSrcIP); err != nil {
-			v.bad("keepalived.unicast_src_ip", "%q is not an IP address", k.UnicastSrcIP)
-		}
-	}
-	for i, p := range k.UnicastPeers {
-		if _, err := netip.ParseAddr(p); err != nil {
-			v.bad(fmt.Sprintf("keepalived.unicast_peers[%d]", i), "%q is not an IP address", p)
-		}
-	}
-	if len(k.AuthPass) > 8 || strings.ContainsFunc(k.AuthPass, isSpaceOrControl) || strings.Contains(k.AuthPass, `"`) {
-		v.bad("keepalived.auth_pass", "must be at most 8 characters without spaces or quotes (VRRP PASS auth)")
+	if len(k.AuthPass) > 8 || strings.ContainsFunc(k.AuthPass, isSpaceOrControl) || strings.ContainsAny(k.AuthPass, `"#!{}`) {
+		v.bad("keepalived.auth_pass", "must be at most 8 characters without spaces, quotes, # ! { or } (VRRP PASS auth; keepalived would truncate a longer one)")
 	}
 	if strings.TrimSpace(k.ProbeCommand) == "" || strings.ContainsAny(k.ProbeCommand, "\n\r\"") {
 		v.bad("keepalived.probe_command", "%q must be a non-empty single line without double quotes", k.ProbeCommand)
 	}
+	if p := ProbeConfigPath(v.c.Path); strings.ContainsAny(p, " \"\n\r") {
+		v.bad("keepalived.probe_command", "the config path %q contains a space or quote; the vrrp_script line cannot carry it", p)
+	}
+}
+
+// vrrp checks the VRRP instance against the VIPs: it needs an interface,
+// and speaks the first VIP's family (VRRPv2 for IPv4, VRRPv3 for IPv6).
+func (v *validator) vrrp() {
+	k := v.c.Keepalived
+	if k.Interface == "" {
+		v.bad("keepalived.interface", "no VRRP interface: set keepalived.interface or network.uplinks")
+	} else if slices.Contains(v.c.Network.Uplinks, k.Interface) {
+		// an uplink, judged as one
+	} else if err := checkInterfaceName(k.Interface); err != nil {
+		v.bad("keepalived.interface", "%v", err)
+	}
+	if len(v.c.VIP.Addresses) == 0 {
+		return
+	}
+	first := v.c.VIP.Addresses[0]
+	sameFamily := func(key, s string) {
+		switch ip, err := netip.ParseAddr(s); {
+		case err != nil:
+			v.bad(key, "%q is not an IP address", s)
+		case ip.Is4() != first.Is4():
+			v.bad(key, "%s is not of the same family as the first VIP %s", ip, first)
+		}
+	}
+	if k.UnicastSrcIP != "" {
+		sameFamily("keepalived.unicast_src_ip", k.UnicastSrcIP)
+	}
+	for i, p := range k.UnicastPeers {
+		sameFamily(fmt.Sprintf("keepalived.unicast_peers[%d]", i), p)
+	}
+	if k.AuthPass != "" && !first.Is4() {
+		v.bad("keepalived.auth_pass", "authentication exists only in VRRPv2 (IPv4); an IPv6 instance speaks VRRPv3")
+	}
+}
+
+// ProbeConfigPath is the config file keepalived's probe reads: absolute,
+// so keepalived's working directory does not matter.
+func ProbeConfigPath(path string) string {
+	if path == "" {
+		return DefaultPath
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }
 
 func (v *validator) log() {
@@ -547,6 +568,7 @@ func (v *validator) discovery() {
 // readable now, so that a typo fails `vipproxy check` and a reload.
 func (v *validator) discoveryCredentials() {
 	d := v.c.Discovery
+	before := len(v.errs)
 	switch {
 	case d.Kubeconfig != "" && (d.CAFile != "" || d.CertFile != "" || d.KeyFile != "" || d.TokenFile != ""):
 		v.bad("discovery.kubeconfig", "set either kubeconfig or ca_file with cert_file/key_file or token_file, not both")
@@ -563,7 +585,7 @@ func (v *validator) discoveryCredentials() {
 		{"discovery.kubeconfig", d.Kubeconfig}, {"discovery.ca_file", d.CAFile}, {"discovery.cert_file", d.CertFile},
 		{"discovery.key_file", d.KeyFile}, {"discovery.token_file", d.TokenFile},
 	} {
-		if f.path == "" || v.err != nil {
+		if f.path == "" || len(v.errs) > before {
 			continue
 		}
 		if _, err := readSmallFile(f.path, maxPEMFile); err != nil {

@@ -47,7 +47,7 @@ type Daemon struct {
 	control  string      // control socket path ("" : none), see admin.ControlSocketName
 
 	mu         sync.Mutex
-	cfg        *config.Config
+	cfg        *config.Valid
 	reloadErr  string
 	adminErr   string // why admin.listen does not serve; "" when it does
 	reloads    uint64 // reloads done, accepted or refused
@@ -145,7 +145,7 @@ func (d *Daemon) run(ctx context.Context) error {
 // bindFailed names who holds the VIP port and the fix when the listener
 // cannot bind (a local apiserver on *:6443, most often), in the error, the
 // log and STATUS=.
-func (d *Daemon) bindFailed(err error, cfg *config.Config) error {
+func (d *Daemon) bindFailed(err error, cfg *config.Valid) error {
 	if errors.Is(err, syscall.EADDRINUSE) {
 		if why := portowner.Explain("/proc", cfg.VIP.Addresses, cfg.VIP.Port); why != "" {
 			err = fmt.Errorf("%w: %s", err, why)
@@ -202,7 +202,7 @@ func (d *Daemon) reloader(ctx context.Context, requests <-chan struct{}) {
 // backend has a check result, bounded so a slow check cannot hold the start
 // forever. A dead backend's check timeout must not hold up a restart: the
 // listener is serving already, and keepalived's probe reads /readyz.
-func (d *Daemon) waitUsable(ctx context.Context, cfg *config.Config) {
+func (d *Daemon) waitUsable(ctx context.Context, cfg *config.Valid) {
 	wctx, cancel := context.WithTimeout(ctx, cfg.Health.Timeout.Duration+cfg.Health.Interval.Duration+time.Second)
 	defer cancel()
 	if err := d.checker.WaitUsable(wctx); err != nil {
@@ -450,7 +450,7 @@ func (d *Daemon) proxyCounters() proxy.Counters {
 	}
 }
 
-func proxyOptions(cfg *config.Config, maxConnections int) proxy.Options {
+func proxyOptions(cfg *config.Valid, maxConnections int) proxy.Options {
 	return proxy.Options{
 		DialTimeout:      cfg.Timeouts.Dial.Duration,
 		DialAttempts:     cfg.Balance.DialAttempts,

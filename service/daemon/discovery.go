@@ -17,14 +17,14 @@ import (
 // finder is a running discovery watcher and how to stop it.
 type finder struct {
 	w    *discovery.Watcher
-	cfg  *config.Config // the config it was started with
+	cfg  *config.Valid // the config it was started with
 	stop context.CancelFunc
 	done chan struct{}
 }
 
 // newFinder builds the watcher for cfg (nil when discovery is off). Its
 // members start as the last known set on disk; Run starts it.
-func (d *Daemon) newFinder(cfg *config.Config) *finder {
+func (d *Daemon) newFinder(cfg *config.Valid) *finder {
 	dc := cfg.Discovery
 	if !dc.Enable {
 		return nil
@@ -63,7 +63,7 @@ func statePath(dir string, getenv func(string) string) string {
 
 // restartFinder replaces the watcher when a reload changed what it uses;
 // the new one starts from the last known set on disk.
-func (d *Daemon) restartFinder(prev, next *config.Config) {
+func (d *Daemon) restartFinder(prev, next *config.Valid) {
 	if sameDiscovery(prev, next) {
 		return
 	}
@@ -95,7 +95,7 @@ func (f *finder) close() {
 }
 
 // sameDiscovery says whether a reload leaves the watcher as it is.
-func sameDiscovery(a, b *config.Config) bool {
+func sameDiscovery(a, b *config.Valid) bool {
 	return reflect.DeepEqual(a.Discovery, b.Discovery) && slices.Equal(a.VIP.Addresses, b.VIP.Addresses) &&
 		reflect.DeepEqual(a.Backends, b.Backends) && a.Timeouts.Dial == b.Timeouts.Dial
 }

@@ -416,7 +416,8 @@ func TestSocketActivationWrongName(t *testing.T) {
 // (IP_FREEBIND). TEST-NET-1: bound, never sent to.
 func TestFreeBindFallback(t *testing.T) {
 	s := newSettings(t, backend(t, "a").Addr())
-	cfg := strings.Replace(s.toml(), `addresses = ["127.0.0.1"]`, `addresses = ["192.0.2.99"]`, 1)
+	cfg := strings.Replace(s.toml(), `addresses = ["127.0.0.1"]`, `addresses = ["192.0.2.99"]`, 1) +
+		"\n[network]\nuplinks = [\"eth0\"] # an IPv4 VIP off loopback needs one (its ARP sysctls)\n"
 	s.Extra = ""
 	path := filepath.Join(t.TempDir(), "v.toml")
 	os.WriteFile(path, []byte(cfg), 0o644)

@@ -14,7 +14,7 @@ import (
 // the health checks and the admin endpoint. derived tells which, and
 // fits is the derived value (for a warning when the configured one is
 // larger).
-func maxConnections(cfg *config.Config) (limit int, derived bool, fits int) {
+func maxConnections(cfg *config.Valid) (limit int, derived bool, fits int) {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil {
 		// Discovery may add up to max_backends more, each with its checks.
@@ -31,7 +31,7 @@ func maxConnections(cfg *config.Config) (limit int, derived bool, fits int) {
 }
 
 // applyMaxConnections logs and exports the cap for cfg and returns it.
-func (d *Daemon) applyMaxConnections(cfg *config.Config) int {
+func (d *Daemon) applyMaxConnections(cfg *config.Valid) int {
 	limit, derived, fits := maxConnections(cfg)
 	d.metrics.MaxConnections.Set(float64(limit))
 	switch {

@@ -35,7 +35,7 @@ func (d *Daemon) reload() {
 	d.notifier.Ready(d.statusLine())
 }
 
-func loadForReload(path string) (*config.Config, health.Prober, error) {
+func loadForReload(path string) (*config.Valid, health.Prober, error) {
 	next, err := config.Load(path)
 	if err != nil {
 		return nil, nil, err
@@ -47,7 +47,7 @@ func loadForReload(path string) (*config.Config, health.Prober, error) {
 	return next, prober, nil
 }
 
-func (d *Daemon) apply(next *config.Config, prober health.Prober) {
+func (d *Daemon) apply(next *config.Valid, prober health.Prober) {
 	d.mu.Lock()
 	prev := d.cfg
 	d.mu.Unlock()

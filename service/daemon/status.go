@@ -16,7 +16,7 @@ import (
 // admin.listen (or the activated "admin" socket) and on the control socket.
 // When admin.listen cannot bind, the proxy serves on without it, says so
 // in the log and STATUS=, and retries, unless admin.strict asks to fail.
-func (d *Daemon) startAdmin(ctx context.Context, cfg *config.Config, activated net.Listener) error {
+func (d *Daemon) startAdmin(ctx context.Context, cfg *config.Valid, activated net.Listener) error {
 	h := admin.Handler(d, d.metrics, admin.Options{EnableMutations: cfg.Admin.EnableMutations, Drain: d.drainBackend})
 	if err := d.startControl(ctx, h); err != nil {
 		return err

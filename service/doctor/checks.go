@@ -20,7 +20,7 @@ import (
 
 // checkVIPPort: the VIP port is free or held by vipproxy alone; whoever
 // else listens on it is named (a local apiserver on *:6443, most often).
-func checkVIPPort(_ context.Context, h Host, cfg *config.Config) Result {
+func checkVIPPort(_ context.Context, h Host, cfg *config.Valid) Result {
 	port := cfg.VIP.Port
 	ls, err := portowner.Listeners(h.Proc, port)
 	if err != nil {
@@ -57,7 +57,7 @@ func names(ls []portowner.Listener) string {
 
 const networkFix = "vipproxy network apply (or systemctl restart vipproxy-network)"
 
-func checkVIPLink(_ context.Context, h Host, cfg *config.Config) Result {
+func checkVIPLink(_ context.Context, h Host, cfg *config.Valid) Result {
 	if h.Netlink == nil {
 		return skip("no netlink here")
 	}
@@ -67,7 +67,7 @@ func checkVIPLink(_ context.Context, h Host, cfg *config.Config) Result {
 	return pass("%s up with %s", cfg.Network.Interface, addrs(cfg))
 }
 
-func addrs(cfg *config.Config) string {
+func addrs(cfg *config.Valid) string {
 	s := make([]string, 0, len(cfg.VIP.Addresses))
 	for _, a := range cfg.VIP.Addresses {
 		s = append(s, a.String())
@@ -75,7 +75,7 @@ func addrs(cfg *config.Config) string {
 	return strings.Join(s, ", ")
 }
 
-func checkARP(_ context.Context, h Host, cfg *config.Config) Result {
+func checkARP(_ context.Context, h Host, cfg *config.Valid) Result {
 	p := netcfg.VerifyARP(h.Sysctl, cfg)
 	if len(p) == 0 {
 		return pass("arp_ignore=1 arp_announce=2 on %s; all/default arp_ignore untouched (0)", strings.Join(cfg.Network.Uplinks, ", "))
@@ -86,19 +86,15 @@ func checkARP(_ context.Context, h Host, cfg *config.Config) Result {
 
 // checkDropIns: the networkd, sysctl and socket drop-ins on disk are what
 // the config renders today.
-func checkDropIns(_ context.Context, h Host, cfg *config.Config) Result {
-	files, err := netcfg.Render(cfg, h.Root)
-	if err != nil {
-		return fail("fix the config", "%v", err)
-	}
+func checkDropIns(_ context.Context, h Host, cfg *config.Valid) Result {
+	files := netcfg.Render(cfg, h.Root)
 	var stale []string
 	for _, f := range files.List() {
 		if !same(f.Path, f.Data) {
 			stale = append(stale, f.Path)
 		}
 	}
-	sock, err := units.SocketDropIn(cfg, h.Root)
-	if err == nil && !same(sock.Path, sock.Data) {
+	if sock := units.SocketDropIn(cfg, h.Root); !same(sock.Path, sock.Data) {
 		return fail("vipproxy units write, then systemctl daemon-reload && systemctl restart vipproxy.socket (the socket binds the VIP only when it starts)",
 			"%s missing or not what the config renders", sock.Path)
 	}
@@ -115,7 +111,7 @@ func same(path string, want []byte) bool {
 
 // checkKeepalived: keepalived runs, reads vipproxy's instance with the
 // probe as track script, and has no IPVS virtual_server for the VIP.
-func checkKeepalived(ctx context.Context, h Host, cfg *config.Config) Result {
+func checkKeepalived(ctx context.Context, h Host, cfg *config.Valid) Result {
 	info, err := os.Stat(h.KeepalivedConf)
 	if errors.Is(err, fs.ErrNotExist) || err == nil && info.Size() == 0 {
 		return fail("create it with `include /etc/keepalived/conf.d/*.conf` (Debian's unit has ConditionFileNotEmpty= on it and ships only a sample), then systemctl restart keepalived",
@@ -137,7 +133,7 @@ func checkKeepalived(ctx context.Context, h Host, cfg *config.Config) Result {
 }
 
 // checkBackends dials every backend at once, each bounded by DialTimeout.
-func checkBackends(ctx context.Context, h Host, cfg *config.Config) Result {
+func checkBackends(ctx context.Context, h Host, cfg *config.Valid) Result {
 	errs := make([]error, len(cfg.Backends))
 	var wg sync.WaitGroup
 	for i, b := range cfg.Backends {
@@ -158,34 +154,7 @@ func checkBackends(ctx context.Context, h Host, cfg *config.Config) Result {
 		}
 	}
 	if len(bad) > 0 {
-		fix := "check those apiservers (systemctl status, firewall: they must accept this node on their port)"
-		if localDown(cfg, errs) {
-			fix += "; this node's own apiserver is down: if its log says \"address already in use\", it tried to bind *:" +
-				fmt.Sprint(cfg.VIP.Port) + " after vipproxy took the VIP: bind it to the node's IP (README: \"Port 6443 and the local apiserver\")"
-		}
-		return fail(fix, "%d of %d backends unreachable: %s", len(bad), len(cfg.Backends), strings.Join(bad, "; "))
+		return fail("check those apiservers (systemctl status, firewall: they must accept this node on their port)", "%d of %d backends unreachable: %s", len(bad), len(cfg.Backends), strings.Join(bad, "; "))
 	}
 	return pass("all %d backends accept TCP connections", len(cfg.Backends))
-}
-
-// localDown reports whether an unreachable backend is on one of this
-// host's addresses on the VIP port: this node's own apiserver.
-func localDown(cfg *config.Config, errs []error) bool {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return false
-	}
-	local := map[string]bool{}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok {
-			local[n.IP.String()] = true
-		}
-	}
-	for i, b := range cfg.Backends {
-		host, port, err := net.SplitHostPort(b.Address)
-		if errs[i] != nil && err == nil && local[host] && port == fmt.Sprint(cfg.VIP.Port) {
-			return true
-		}
-	}
-	return false
 }

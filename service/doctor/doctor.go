@@ -50,7 +50,7 @@ type Host struct {
 
 type check struct {
 	name string
-	run  func(ctx context.Context, h Host, cfg *config.Config) Result
+	run  func(ctx context.Context, h Host, cfg *config.Valid) Result
 }
 
 // Checks are the names of every check, in the order they run.
@@ -74,7 +74,7 @@ func checks() []check {
 }
 
 // Run runs the checks named in only (all when empty) against cfg.
-func Run(ctx context.Context, h Host, cfg *config.Config, only []string) ([]Result, error) {
+func Run(ctx context.Context, h Host, cfg *config.Valid, only []string) ([]Result, error) {
 	for _, name := range only {
 		if !slices.Contains(Checks(), name) {
 			return nil, fmt.Errorf("unknown check %q (checks: %s)", name, strings.Join(Checks(), ", "))

@@ -21,20 +21,14 @@ type Prober interface {
 	Probe(ctx context.Context, addr string) error
 }
 
-// NewProber builds the probe configured by cfg.Type. Files (CA, client
-// certificate) are read now, so a bad file is an error at start or
-// reload, not a backend that mysteriously fails its checks.
+// NewProber builds the probe configured by cfg.Type, which config.Validate
+// has judged (kind, timeout, files in pairs). Files (CA, client
+// certificate) are read now, so a file changed since is an error at start
+// or reload, not a backend that mysteriously fails its checks.
 func NewProber(cfg config.Health) (Prober, error) {
 	timeout := cfg.Timeout.Duration
-	if timeout <= 0 {
-		return nil, &config.Error{Key: "health.timeout", Reason: "must be positive"}
-	}
-	switch cfg.Type {
-	case config.CheckTCP:
+	if cfg.Type == config.CheckTCP {
 		return &tcpProber{timeout: timeout}, nil
-	case config.CheckTLS, config.CheckHTTPS:
-	default:
-		return nil, &config.Error{Key: "health.type", Reason: fmt.Sprintf("%q is not one of tcp, tls, https", cfg.Type)}
 	}
 	tlsConf, err := clientTLSConfig(cfg)
 	if err != nil {
@@ -55,25 +49,20 @@ func clientTLSConfig(cfg config.Health) (*tls.Config, error) {
 	} else {
 		pem, err := os.ReadFile(cfg.CAFile)
 		if err != nil {
-			return nil, &config.Error{Key: "health.ca_file", Reason: err.Error()}
+			return nil, fmt.Errorf("health: read CA: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, &config.Error{Key: "health.ca_file", Reason: fmt.Sprintf("%s holds no PEM certificate", cfg.CAFile)}
+			return nil, fmt.Errorf("health: %s holds no PEM certificate", cfg.CAFile)
 		}
 		conf.RootCAs = pool
 	}
-	switch {
-	case cfg.CertFile != "" && cfg.KeyFile != "":
+	if cfg.CertFile != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
 		if err != nil {
-			return nil, &config.Error{Key: "health.cert_file", Reason: fmt.Sprintf("load client certificate: %v", err)}
+			return nil, fmt.Errorf("health: load client certificate: %w", err)
 		}
 		conf.Certificates = []tls.Certificate{cert}
-	case cfg.CertFile != "":
-		return nil, &config.Error{Key: "health.key_file", Reason: "cert_file is set but key_file is not"}
-	case cfg.KeyFile != "":
-		return nil, &config.Error{Key: "health.cert_file", Reason: "key_file is set but cert_file is not"}
 	}
 	return conf, nil
 }

@@ -22,7 +22,7 @@ const maxIncludeDepth = 8
 // virtual_server_group that contains it. IPVS must not balance the VIP:
 // vipproxy replaces it, and IPVS together with arp_ignore breaks pod hairpin
 // on nodes that are both controller and worker.
-func CheckConf(cfg *config.Config, path string) error {
+func CheckConf(cfg *config.Valid, path string) error {
 	lines, err := readLines(path, 0)
 	if err != nil {
 		return err
@@ -196,7 +196,7 @@ func readIncludes(from, pattern string, depth int) ([]line, error) {
 // track_script naming it: without them keepalived holds the VIP whatever
 // the local proxy's state, or (Debian: no include of conf.d) never reads
 // vipproxy's instance at all.
-func CheckTracksProbe(cfg *config.Config, path string) error {
+func CheckTracksProbe(cfg *config.Valid, path string) error {
 	lines, err := readLines(path, 0)
 	if err != nil {
 		return err

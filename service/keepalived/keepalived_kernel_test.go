@@ -45,10 +45,7 @@ func TestGoldenPassesKeepalivedConfigTest(t *testing.T) {
 		// keepalived disables a track script whose program does not exist,
 		// and /usr/bin/vipproxy is not installed here.
 		cfg.Keepalived.ProbeCommand = "/bin/true"
-		data, err := Render(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		data := Render(cfg)
 		dir := t.TempDir()
 		writeConf(t, dir, "vipproxy.conf", string(data))
 		conf := writeConf(t, dir, "keepalived.conf", mainConf)

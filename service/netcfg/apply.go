@@ -52,12 +52,9 @@ type Result struct {
 // file changed or the live state is wrong, sets the uplink sysctls at once
 // and verifies, polling up to opts.Wait. Bad input returns an error before
 // anything is written.
-func (h Host) Apply(ctx context.Context, cfg *config.Config, opts Options) (Result, error) {
+func (h Host) Apply(ctx context.Context, cfg *config.Valid, opts Options) (Result, error) {
 	var res Result
-	files, err := Render(cfg, opts.Root)
-	if err != nil {
-		return res, err
-	}
+	files := Render(cfg, opts.Root)
 	if err := h.preflight(ctx, cfg, opts); err != nil {
 		return res, err
 	}
@@ -107,7 +104,7 @@ func (h Host) Apply(ctx context.Context, cfg *config.Config, opts Options) (Resu
 
 // preflight rejects what would leave the host half-configured: a missing
 // uplink, a VIP already held by an unrelated interface, networkd not running.
-func (h Host) preflight(ctx context.Context, cfg *config.Config, opts Options) error {
+func (h Host) preflight(ctx context.Context, cfg *config.Valid, opts Options) error {
 	for i, up := range cfg.Network.Uplinks {
 		if _, err := h.Netlink.LinkByName(up); err != nil {
 			return &config.Error{File: cfg.Path, Key: fmt.Sprintf("network.uplinks[%d]", i), Reason: fmt.Sprintf("uplink %s does not exist on this host: %v", up, err)}
@@ -125,7 +122,7 @@ func (h Host) preflight(ctx context.Context, cfg *config.Config, opts Options) e
 // checkVIPHolders allows the VIP on the VIP link and on an uplink (where
 // keepalived puts it on the VRRP master) and rejects it anywhere else: a
 // second copy elsewhere would answer ARP or steal the address.
-func (h Host) checkVIPHolders(cfg *config.Config) error {
+func (h Host) checkVIPHolders(cfg *config.Valid) error {
 	allowed := map[string]bool{cfg.Network.Interface: true}
 	for _, up := range cfg.Network.Uplinks {
 		allowed[up] = true
@@ -156,7 +153,7 @@ func (h Host) checkVIPHolders(cfg *config.Config) error {
 // ensureLink creates the dummy link if missing, brings it up and adds each
 // VIP as a host address (IPv6 without DAD). An existing link of another
 // kind is used as is: tests stand in a veth where the kernel has no dummy.
-func (h Host) ensureLink(cfg *config.Config) error {
+func (h Host) ensureLink(cfg *config.Valid) error {
 	name := cfg.Network.Interface
 	link, err := h.Netlink.LinkByName(name)
 	switch {
@@ -249,7 +246,7 @@ func (h Host) setUplinkSysctls(uplinks []string) ([]string, error) {
 }
 
 // waitVerified polls Verify until it passes or wait (at least one check) ends.
-func (h Host) waitVerified(ctx context.Context, cfg *config.Config, wait time.Duration) []string {
+func (h Host) waitVerified(ctx context.Context, cfg *config.Valid, wait time.Duration) []string {
 	deadline := time.Now().Add(wait)
 	for {
 		problems := Verify(h.Netlink, h.Sysctl, cfg)
@@ -276,12 +273,9 @@ type RemoveResult struct {
 // file went away (networkd never deletes a netdev itself), then deletes the
 // dummy link; a link of another kind (a test stand-in) only loses the VIPs.
 // The uplink sysctls keep their values until reboot: harmless without a VIP.
-func (h Host) Remove(ctx context.Context, cfg *config.Config, opts Options) (RemoveResult, error) {
+func (h Host) Remove(ctx context.Context, cfg *config.Valid, opts Options) (RemoveResult, error) {
 	var res RemoveResult
-	files, err := Render(cfg, opts.Root)
-	if err != nil {
-		return res, err
-	}
+	files := Render(cfg, opts.Root)
 	for _, f := range files.List() {
 		err := os.Remove(f.Path)
 		if err == nil {
@@ -299,7 +293,7 @@ func (h Host) Remove(ctx context.Context, cfg *config.Config, opts Options) (Rem
 	return res, h.removeLink(cfg, &res)
 }
 
-func (h Host) removeLink(cfg *config.Config, res *RemoveResult) error {
+func (h Host) removeLink(cfg *config.Valid, res *RemoveResult) error {
 	name := cfg.Network.Interface
 	link, err := h.Netlink.LinkByName(name)
 	if errors.As(err, new(netlink.LinkNotFoundError)) {

@@ -19,7 +19,7 @@ import (
 // reload (on a veth stand-in, since this kernel has no dummy module).
 type fakeNetworkd struct {
 	host    *Host
-	cfg     *config.Config
+	cfg     *config.Valid
 	reloads int
 	down    bool
 }
@@ -37,7 +37,7 @@ func (f *fakeNetworkd) Reload(context.Context) error {
 }
 
 // hostIn sets up a namespace with uplink up0 and a stand-in VIP link.
-func hostIn(t *testing.T, cfg *config.Config) (*testNS, *Host, *fakeNetworkd) {
+func hostIn(t *testing.T, cfg *config.Valid) (*testNS, *Host, *fakeNetworkd) {
 	n := newTestNS(t)
 	n.veth(t, "up0", "up0-peer")
 	n.veth(t, cfg.Network.Interface, "vip-peer")
@@ -47,7 +47,7 @@ func hostIn(t *testing.T, cfg *config.Config) (*testNS, *Host, *fakeNetworkd) {
 	return n, h, fake
 }
 
-func testConfig(t *testing.T) *config.Config {
+func testConfig(t *testing.T) *config.Valid {
 	return parseConfig(t, `[vip]`, `addresses = ["10.0.0.100", "2001:db8:1::100"]`, `[network]`, `uplinks = ["up0"]`)
 }
 
@@ -112,10 +112,7 @@ func TestApplyFailureLeavesOldFiles(t *testing.T) {
 	cfg := testConfig(t)
 	_, h, fake := hostIn(t, cfg)
 	root := t.TempDir()
-	files, err := Render(cfg, root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := Render(cfg, root)
 	old := map[string][]byte{}
 	for i, f := range files.List() {
 		old[f.Path] = []byte("# old content " + string(rune('a'+i)) + "\n")
@@ -133,7 +130,7 @@ func TestApplyFailureLeavesOldFiles(t *testing.T) {
 		}
 		return atomicfile.Write(path, data, perm)
 	}
-	_, err = h.Apply(context.Background(), cfg, Options{Root: root})
+	_, err := h.Apply(context.Background(), cfg, Options{Root: root})
 	if err == nil || !strings.Contains(err.Error(), "injected: disk full") || !strings.Contains(err.Error(), "restored") {
 		t.Fatalf("apply: %v, want the injected error and a note that files were restored", err)
 	}
@@ -189,7 +186,7 @@ func TestApplyRejectsBadInputBeforeWriting(t *testing.T) {
 
 	cases := []struct {
 		name string
-		cfg  *config.Config
+		cfg  *config.Valid
 		opts Options
 		want string
 	}{

@@ -77,20 +77,3 @@ uplinks = ["eth0"]
 		t.Errorf("doctor on the fixed host: exit %d, want 0 and 6 PASS:\n%s", code, out)
 	}
 }
-
-// `vipproxy status` tells from netlink whether this node holds the VIP on
-// the VRRP interface (keepalived's master) or not; without a daemon it
-// says so and exits 1.
-func TestStatusVIPHolding(t *testing.T) {
-	n, bin, cfg := cliHost(t)
-	ctl := filepath.Join(t.TempDir(), "none.sock")
-	out, code := exitCode(n, bin, "status", "--config", cfg, "--control", ctl, "--admin", "127.0.0.1:1")
-	if code != 1 || !strings.Contains(out, "daemon: not reachable") || !strings.Contains(out, "VIP 10.9.0.100:6443: not on eth0 (this node is not the VRRP master)") {
-		t.Errorf("status on a backup: exit %d\n%s", code, out)
-	}
-	n.ip(t, "addr", "add", "10.9.0.100/32", "dev", "eth0")
-	out, _ = exitCode(n, bin, "status", "--config", cfg, "--control", ctl, "--admin", "127.0.0.1:1")
-	if !strings.Contains(out, "VIP 10.9.0.100:6443: held by this node on eth0 (VRRP master)") || !strings.Contains(out, "VIP [2001:db8:9::100]:6443: not on eth0") {
-		t.Errorf("status on the master:\n%s", out)
-	}
-}

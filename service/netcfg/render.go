@@ -44,17 +44,15 @@ func (f Files) List() []atomicfile.File { return []atomicfile.File{f.Netdev, f.N
 
 // Render builds the networkd .netdev and .network drop-ins and the sysctl.d
 // file from cfg, with paths under root ("" or "/" for the real system).
-func Render(cfg *config.Config, root string) (Files, error) {
-	if err := validate(cfg); err != nil {
-		return Files{}, err
-	}
+// config.Validate has judged every name and path.
+func Render(cfg *config.Valid, root string) Files {
 	n := cfg.Network
 	under := func(p string) string { return filepath.Join(rootOr(root), p) }
 	return Files{
 		Netdev:  atomicfile.File{Path: under(filepath.Join(n.NetworkdDir, n.NetdevFile)), Data: netdev(n), Perm: 0o644},
 		Network: atomicfile.File{Path: under(filepath.Join(n.NetworkdDir, n.NetworkFile)), Data: network(n, cfg.VIP.Addresses), Perm: 0o644},
 		Sysctl:  atomicfile.File{Path: under(n.SysctlFile), Data: sysctl(n.Uplinks), Perm: 0o644},
-	}, nil
+	}
 }
 
 func rootOr(root string) string {
@@ -125,70 +123,4 @@ func section(name string, kv ...string) *unit.UnitSection {
 func serialize(secs []*unit.UnitSection) []byte {
 	body, _ := io.ReadAll(unit.SerializeSections(secs)) // reads a bytes.Buffer: cannot fail
 	return append([]byte(header), body...)
-}
-
-// validate checks what config.Validate leaves to the host side: interface
-// names the kernel accepts and a sane set of uplinks.
-func validate(cfg *config.Config) error {
-	bad := func(key, format string, args ...any) error {
-		return &config.Error{File: cfg.Path, Key: key, Reason: fmt.Sprintf(format, args...)}
-	}
-	n := cfg.Network
-	if err := checkIfName(n.Interface); err != nil {
-		return bad("network.interface", "%v", err)
-	}
-	if len(n.Uplinks) == 0 {
-		return bad("network.uplinks", "at least one uplink is required: ARP for the VIP is tightened there")
-	}
-	seen := map[string]bool{}
-	for i, up := range n.Uplinks {
-		key := fmt.Sprintf("network.uplinks[%d]", i)
-		if err := checkIfName(up); err != nil {
-			return bad(key, "%v", err)
-		}
-		switch {
-		case up == "all" || up == "default":
-			return bad(key, "%q is not an interface: arp_ignore on all/default reaches pod veths and breaks hairpin", up)
-		case up == "lo":
-			return bad(key, "lo is not an uplink")
-		case up == n.Interface:
-			return bad(key, "%q is the VIP link itself (network.interface)", up)
-		case seen[up]:
-			return bad(key, "%q is listed twice", up)
-		}
-		seen[up] = true
-	}
-	for _, k := range []struct{ key, val string }{
-		{"network.networkd_dir", n.NetworkdDir}, {"network.sysctl_file", n.SysctlFile},
-	} {
-		if !filepath.IsAbs(k.val) {
-			return bad(k.key, "%q must be an absolute path", k.val)
-		}
-	}
-	for _, k := range []struct{ key, val, ext string }{
-		{"network.netdev_file", n.NetdevFile, ".netdev"}, {"network.network_file", n.NetworkFile, ".network"},
-	} {
-		if k.val == "" || strings.Contains(k.val, "/") || !strings.HasSuffix(k.val, k.ext) {
-			return bad(k.key, "%q must be a plain file name ending in %s", k.val, k.ext)
-		}
-	}
-	if !strings.HasSuffix(n.SysctlFile, ".conf") {
-		return bad("network.sysctl_file", "%q must end in .conf or systemd-sysctl ignores it", n.SysctlFile)
-	}
-	return nil
-}
-
-// checkIfName applies the kernel's rules for interface names.
-func checkIfName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("empty interface name")
-	case len(name) > 15:
-		return fmt.Errorf("interface name %q is longer than 15 bytes", name)
-	case name == "." || name == "..":
-		return fmt.Errorf("%q is not a valid interface name", name)
-	case strings.ContainsAny(name, "/: \t\n="):
-		return fmt.Errorf("interface name %q contains '/', ':', '=' or whitespace", name)
-	}
-	return nil
 }

@@ -21,16 +21,16 @@ import (
 // each VIP; each uplink exists and has arp_ignore=1, arp_announce=2; and
 // all/default arp_ignore are 0, since the kernel uses the maximum of "all"
 // and the interface value, which breaks pod -> VIP hairpin traffic.
-func Verify(h *netlink.Handle, sys Sysctl, cfg *config.Config) []string {
+func Verify(h *netlink.Handle, sys Sysctl, cfg *config.Valid) []string {
 	return append(VerifyLink(h, cfg), VerifyARP(sys, cfg)...)
 }
 
 // VerifyLink is Verify's part about the VIP link and its addresses.
-func VerifyLink(h *netlink.Handle, cfg *config.Config) []string { return verifyLink(h, cfg) }
+func VerifyLink(h *netlink.Handle, cfg *config.Valid) []string { return verifyLink(h, cfg) }
 
 // VerifyARP is Verify's part about the ARP sysctls: per uplink, and
 // all/default untouched.
-func VerifyARP(sys Sysctl, cfg *config.Config) []string {
+func VerifyARP(sys Sysctl, cfg *config.Valid) []string {
 	var problems []string
 	for _, up := range cfg.Network.Uplinks {
 		problems = append(problems, verifyUplink(sys, up)...)
@@ -46,7 +46,7 @@ func VerifyARP(sys Sysctl, cfg *config.Config) []string {
 	return problems
 }
 
-func verifyLink(h *netlink.Handle, cfg *config.Config) []string {
+func verifyLink(h *netlink.Handle, cfg *config.Valid) []string {
 	name := cfg.Network.Interface
 	link, err := h.LinkByName(name)
 	if err != nil {
