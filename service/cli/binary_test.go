@@ -177,7 +177,7 @@ func backendListener(t *testing.T) string {
 
 func TestProbeOfRealDaemonSaysReadyOnce(t *testing.T) {
 	admin := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
-	cfg := fmt.Sprintf("[vip]\naddresses = [\"127.0.0.1\"]\nport = %d\n[[backend]]\naddress = %q\n[admin]\nlisten = %q\n[health]\ninterval = \"100ms\"\ntimeout = \"100ms\"\nrise = 1\n",
+	cfg := fmt.Sprintf("[vip]\naddresses = [\"127.0.0.1\"]\nport = %d\n[[backend]]\naddress = %q\n[admin]\nlisten = %q\n[health]\ntype = \"tcp\"\ninterval = \"100ms\"\ntimeout = \"100ms\"\nrise = 1\n",
 		freeLoopbackPort(t), backendListener(t), admin)
 	path, logs, _ := startDaemon(t, cfg)
 	var stdout string
@@ -231,7 +231,7 @@ func squatter(t *testing.T, addr string) net.Listener {
 }
 
 func adminConfig(vipPort int, backend, adminAddr string, strict bool) string {
-	return fmt.Sprintf("[vip]\naddresses = [\"127.0.0.1\"]\nport = %d\n[[backend]]\naddress = %q\n[admin]\nlisten = %q\nstrict = %v\n[health]\ninterval = \"100ms\"\ntimeout = \"100ms\"\nrise = 1\n",
+	return fmt.Sprintf("[vip]\naddresses = [\"127.0.0.1\"]\nport = %d\n[[backend]]\naddress = %q\n[admin]\nlisten = %q\nstrict = %v\n[health]\ntype = \"tcp\"\ninterval = \"100ms\"\ntimeout = \"100ms\"\nrise = 1\n",
 		vipPort, backend, adminAddr, strict)
 }
 

@@ -227,7 +227,7 @@ func Default() Config {
 		VIP:     VIP{Port: 6443},
 		Balance: Balance{Algorithm: RoundRobin, DialAttempts: 3, CloseOnDown: true},
 		Health: Health{
-			Type: CheckTCP, Interval: Duration{time.Second}, Timeout: Duration{time.Second},
+			Type: CheckHTTPS, Interval: Duration{time.Second}, Timeout: Duration{time.Second},
 			Rise: 2, Fall: 2, Path: "/readyz", ExpectStatus: 200,
 		},
 		Timeouts: Timeouts{

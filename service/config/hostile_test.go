@@ -65,3 +65,15 @@ func TestNestingBoundedBeforeParsing(t *testing.T) {
 		}
 	}
 }
+
+// The default check asks the apiserver itself (GET /readyz, 200): a
+// wedged one that accepts and never answers passed the old tcp default.
+func TestDefaultCheckIsHTTPSReadyz(t *testing.T) {
+	cfg, err := Parse("min.toml", []byte("[vip]\naddresses = [\"10.0.0.10\"]\n[[backend]]\naddress = \"10.0.0.1:6443\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := cfg.Health; h.Type != CheckHTTPS || h.Path != "/readyz" || h.ExpectStatus != 200 {
+		t.Errorf("default check %s %s expecting %d, want https /readyz expecting 200", h.Type, h.Path, h.ExpectStatus)
+	}
+}
