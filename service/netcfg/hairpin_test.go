@@ -55,6 +55,8 @@ addresses = ["`+vip+`"]
 port = 6443
 [[backend]]
 address = "`+backend+`"
+[health]
+type = "tcp"
 [network]
 uplinks = ["eth0"]
 `)
