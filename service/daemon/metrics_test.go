@@ -1,6 +1,12 @@
 package daemon_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -120,5 +126,94 @@ func TestMetricsOfARunningDaemon(t *testing.T) {
 	}
 	if v, _ := seriesValue(fams, "vipproxy_backend_transitions_total", "backend", "b0"); v < 2 {
 		t.Errorf("vipproxy_backend_transitions_total = %v after up and down, want >= 2", v)
+	}
+}
+
+var metricName = regexp.MustCompile(`\b(?:vipproxy|process|go)_[a-z0-9_]+\b`)
+
+// monitoringExprs returns the PromQL of monitoring/: the alert rules
+// file as a whole and each dashboard query.
+func monitoringExprs(t *testing.T) (rules string, dashboard []string) {
+	t.Helper()
+	b, err := os.ReadFile("../../monitoring/vipproxy-alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules = string(b)
+	b, err = os.ReadFile("../../monitoring/vipproxy-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("monitoring/vipproxy-dashboard.json: %v", err)
+	}
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("dashboard panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			dashboard = append(dashboard, tg.Expr)
+		}
+	}
+	return rules, dashboard
+}
+
+// Every metric the alert rules and the dashboard use is one a running
+// daemon exports (a renamed metric would leave an alert that never fires),
+// and the dashboard's queries are valid PromQL (promtool, when installed,
+// checks them as rules with the Grafana variables filled in).
+func TestMonitoringUsesExportedMetrics(t *testing.T) {
+	rules, dashboard := monitoringExprs(t)
+	a := backend(t, "a")
+	p := startVIPProxy(t, newSettings(t, a.Addr()), nil)
+	p.waitState("b0", "up")
+	fams := p.scrape()
+	used := map[string]string{}
+	for _, n := range metricName.FindAllString(rules, -1) {
+		used[n] = "monitoring/vipproxy-alerts.yml"
+	}
+	for _, e := range dashboard {
+		for _, n := range metricName.FindAllString(e, -1) {
+			used[n] = "monitoring/vipproxy-dashboard.json"
+		}
+	}
+	if len(used) < 10 {
+		t.Fatalf("only %d metric names found in monitoring/: %v", len(used), used)
+	}
+	for n, where := range used {
+		base := n
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if b, ok := strings.CutSuffix(n, suffix); ok && fams[b].GetType() == dto.MetricType_HISTOGRAM {
+				base = b
+			}
+		}
+		if fams[base] == nil {
+			t.Errorf("%s uses %s, which the daemon does not export", where, n)
+		}
+	}
+
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Log("promtool not installed: dashboard PromQL not checked")
+		return
+	}
+	var b strings.Builder
+	b.WriteString("groups:\n  - name: dashboard\n    rules:\n")
+	fill := strings.NewReplacer("$instance", ".*", "$backend", ".*", "$__rate_interval", "5m")
+	for i, e := range dashboard {
+		fmt.Fprintf(&b, "      - record: dashboard:query%d\n        expr: %q\n", i, fill.Replace(e))
+	}
+	file := filepath.Join(t.TempDir(), "dashboard-rules.yml")
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(promtool, "check", "rules", file).CombinedOutput(); err != nil {
+		t.Errorf("dashboard queries are not valid PromQL: %v\n%s", err, out)
 	}
 }

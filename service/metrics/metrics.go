@@ -11,6 +11,8 @@ package metrics
 
 import (
 	"runtime"
+	"slices"
+	"strings"
 	"runtime/debug"
 	"time"
 )
@@ -86,8 +88,7 @@ func (m *Metrics) histograms(name, help string, buckets []float64, labels ...str
 	return HistogramVec{f: m.add(name, "histogram", help, labels...), mk: func() *Histogram { return newHistogram(buckets) }}
 }
 
-// New creates the series. Families are written in the order they are
-// made here, so keep it sorted by name for a reader of /metrics.
+// New creates the series. /metrics lists the families sorted by name.
 func New() *Metrics {
 	m := &Metrics{}
 	m.AcceptErrors = m.counters("vipproxy_accept_errors_total", "Errors accepting client connections, by reason (e.g. emfile).", "reason")
@@ -109,6 +110,7 @@ func New() *Metrics {
 	m.PanicMode = m.gauges("vipproxy_panic_mode", "1 while most backends went down at once: open connections are kept and new ones balanced over the last known good backends.").WithLabelValues()
 	m.Reloads = m.counters("vipproxy_reloads_total", "Config reloads by result (ok, error).", "result")
 	m.newSeries()
+	slices.SortFunc(m.families, func(a, b *family) int { return strings.Compare(a.name, b.name) })
 
 	// Known label values start at 0 so rate() and alerts see them at once.
 	m.Rejected.WithLabelValues(RejectNoBackend)

@@ -1,0 +1,13 @@
+# monitoring/: the Prometheus alert rules are checked and unit-tested with
+# promtool (Debian's prometheus package ships it). The Go test
+# TestMonitoringUsesExportedMetrics (service/daemon, in test-go) checks that
+# every metric the rules and the dashboard use is exported by a running
+# daemon, and the dashboard's queries parse.
+APT_PACKAGES += prometheus
+TEST_TARGETS += test-monitoring
+
+.PHONY: test-monitoring
+test-monitoring:
+	promtool check rules monitoring/vipproxy-alerts.yml
+	cd monitoring && promtool test rules vipproxy-alerts.test.yml
+	python3 -m json.tool monitoring/vipproxy-dashboard.json >/dev/null
