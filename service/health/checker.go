@@ -250,6 +250,8 @@ func (c *Checker) check(ctx context.Context, t *target) {
 		}
 		log.Log(ctx, level, "backend "+ev.To.String(), "backend", t.Name, "address", t.Address,
 			"from", ev.From.String(), "to", ev.To.String(), "reason", ev.Reason)
+	} else if log.Enabled(ctx, slog.LevelDebug) {
+		log.Debug("check", "backend", t.Name, "ok", ev.OK, "state", ev.To.String(), "latency", latency, "err", err)
 	}
 	if c.onEvent != nil {
 		c.onEvent(ev)

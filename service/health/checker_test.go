@@ -655,3 +655,33 @@ func TestLocalFailureKeepsState(t *testing.T) {
 	ln.Close()
 	waitFor(t, "a down", func() bool { return lastTransition(rec.of("a"), Down) >= 0 })
 }
+
+// At debug every check that changes nothing is one line too.
+func TestDebugLogsEachCheck(t *testing.T) {
+	ln := listen(t, "127.0.0.1:0")
+	cfg := healthConfig(config.CheckTCP)
+	prober, err := NewProber(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &events{}
+	c := New(cfg, prober, rec.add)
+	out := &lockedBuffer{}
+	c.SetLogger(slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	c.SetTargets([]Target{{"a", ln.Addr().String()}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	waitFor(t, "three checks", func() bool { return len(rec.of("a")) >= 3 })
+	cancel()
+	<-done
+	var checks int
+	for _, l := range out.lines() {
+		if strings.Contains(l, "level=DEBUG msg=check backend=a ok=true state=up") {
+			checks++
+		}
+	}
+	if checks < 2 {
+		t.Fatalf("%d debug lines for %d checks:\n%s", checks, len(rec.of("a")), strings.Join(out.lines(), "\n"))
+	}
+}
