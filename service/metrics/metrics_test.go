@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -217,5 +218,36 @@ func TestRuntimeAndProcessSeries(t *testing.T) {
 	start := time.Unix(int64(fams["process_start_time_seconds"].Metric[0].Gauge.GetValue()), 0)
 	if since := time.Since(start); since < 0 || since > time.Hour {
 		t.Errorf("process started %v ago: not this test process", since)
+	}
+}
+
+// Scrapes run while the proxy counts and reloads add and forget backends:
+// each scrape parses, and nothing is lost (run under -race: make test-race).
+func TestScrapeWhileCounting(t *testing.T) {
+	m := New()
+	b := m.Backend("a")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 2000 {
+			b.ConnectionsTotal.Inc()
+			b.ConnectionsOpen.Inc()
+			b.BytesToClient.Add(10)
+			b.DialDuration.Observe(0.001)
+			m.ObserveCheck("a", i%2 == 0, time.Millisecond)
+			name := fmt.Sprint("tmp", i%3)
+			m.Backend(name)
+			m.Forget(name)
+		}
+	}()
+	for range 20 {
+		scrape(t, m)
+	}
+	<-done
+	if v, _ := value(t, scrape(t, m), "vipproxy_connections_total", map[string]string{"backend": "a"}); v != 2000 {
+		t.Errorf("counted %v connections, want 2000", v)
+	}
+	if v, _ := value(t, scrape(t, m), "vipproxy_connections_open", map[string]string{"backend": "a"}); v != 2000 {
+		t.Errorf("gauge at %v, want 2000", v)
 	}
 }
