@@ -23,6 +23,8 @@ buildGo126Module {
       ../internal
       (lib.fileset.maybeMissing ../examples)
       (lib.fileset.maybeMissing ../systemd)
+      # Read by service/daemon's TestMonitoringUsesExportedMetrics.
+      (lib.fileset.maybeMissing ../monitoring)
     ];
   };
 
