@@ -52,13 +52,13 @@ type BackendStatus struct {
 	Address string `json:"address"`
 	// Source is where the backend came from: static, discovered or remembered.
 	Source string `json:"source,omitempty"`
-	// State is balance.State.String(): "unknown", "up", "suspect",
-	// "down" or "recovering".
-	State           string    `json:"state"`
-	LastError       string    `json:"last_error,omitempty"`
-	LastCheck       time.Time `json:"last_check,omitzero"`
-	OpenConnections int64     `json:"open_connections"`
-	Draining        bool      `json:"draining,omitempty"`
+	// State is written by name: "unknown", "up", "suspect", "down" or
+	// "recovering".
+	State           balance.State `json:"state"`
+	LastError       string        `json:"last_error,omitempty"`
+	LastCheck       time.Time     `json:"last_check,omitzero"`
+	OpenConnections int64         `json:"open_connections"`
+	Draining        bool          `json:"draining,omitempty"`
 	// LastKnownGood marks the backends panic mode balances over.
 	LastKnownGood bool `json:"last_known_good,omitempty"`
 	// Transitions counts the state changes; LastChange is the latest.
@@ -118,7 +118,7 @@ func withHeaders(next http.Handler) http.Handler {
 // draining. Ready needs the daemon ready and at least one of them.
 func readiness(st Status) (ready bool, healthy, total int) {
 	for _, b := range st.Backends {
-		if (b.State == balance.Up.String() || b.State == balance.Suspect.String()) && !b.Draining {
+		if b.State.Healthy() && !b.Draining {
 			healthy++
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"github.com/vipproxy/vipproxy/service/balance"
 	"io"
 	"log/slog"
 	"net"
@@ -109,7 +110,11 @@ func do(t *testing.T, method, url string, header ...string) (int, string) {
 
 func backends(states ...string) []BackendStatus {
 	var out []BackendStatus
-	for i, s := range states {
+	for i, name := range states {
+		var s balance.State
+		if err := s.UnmarshalText([]byte(name)); err != nil {
+			panic(err)
+		}
 		out = append(out, BackendStatus{Name: string(rune('a' + i)), Address: "127.0.0.1:1", State: s})
 	}
 	return out
@@ -128,7 +133,7 @@ func TestReadyzFollowsBackendHealth(t *testing.T) {
 		{"none up", Status{Ready: true, Backends: backends("down", "down", "unknown")}, 503, "not ready: 0/3 backends healthy\n"},
 		{"one up", Status{Ready: true, Backends: backends("down", "up", "down")}, 200, "ready: 1/3 backends healthy\n"},
 		{"all up", Status{Ready: true, Backends: backends("up", "up")}, 200, "ready: 2/2 backends healthy\n"},
-		{"only up one draining", Status{Ready: true, Backends: []BackendStatus{{Name: "a", State: "up", Draining: true}}}, 503, "not ready: 0/1 backends healthy\n"},
+		{"only up one draining", Status{Ready: true, Backends: []BackendStatus{{Name: "a", State: balance.Up, Draining: true}}}, 503, "not ready: 0/1 backends healthy\n"},
 		{"no backends", Status{Ready: true}, 503, "not ready: 0/0 backends healthy\n"},
 	} {
 		src.set(tc.st)
@@ -152,8 +157,8 @@ func TestStatusJSON(t *testing.T) {
 		Ready: true, Version: "v1.2.3", OpenConnections: 7, ConfigPath: "/etc/vipproxy/vipproxy.toml",
 		ConfigError: "bad.toml: backend: at least one [[backend]] is required", LastReload: checked,
 		Backends: []BackendStatus{
-			{Name: "api-a", Address: "10.0.0.1:6443", State: "up", LastCheck: checked, OpenConnections: 5},
-			{Name: "api-b", Address: "10.0.0.2:6443", State: "down", LastError: "tcp connect: connection refused", Draining: true},
+			{Name: "api-a", Address: "10.0.0.1:6443", State: balance.Up, LastCheck: checked, OpenConnections: 5},
+			{Name: "api-b", Address: "10.0.0.2:6443", State: balance.Down, LastError: "tcp connect: connection refused", Draining: true},
 		},
 	}}
 	base := startTCP(t, src, metrics.New(), Options{})

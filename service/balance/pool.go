@@ -2,7 +2,6 @@ package balance
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,7 +14,7 @@ import (
 // Pool is the current set of backends and the algorithm that picks among
 // them. Pick is lock-free; Update swaps the set for a reload.
 type Pool struct {
-	algorithm atomic.Pointer[string] // changes on reload while picks run
+	policy    atomic.Pointer[Policy] // changes on reload while picks run
 	backends  atomic.Pointer[[]*Backend]
 	next      atomic.Uint64 // round-robin cursor
 	panicking atomic.Bool   // panic mode: see transition.go
@@ -28,7 +27,7 @@ type Pool struct {
 
 // NewPool builds a pool from the configured backends. stats resolves each
 // backend's metrics; nil gives series on a registry of their own (tests, tools).
-func NewPool(algorithm string, backends []config.Backend, stats func(name string) *metrics.BackendMetrics) (*Pool, error) {
+func NewPool(algorithm config.Algorithm, backends []config.Backend, stats func(name string) *metrics.BackendMetrics) (*Pool, error) {
 	if stats == nil {
 		stats = metrics.New().Backend
 	}
@@ -44,14 +43,14 @@ func NewPool(algorithm string, backends []config.Backend, stats func(name string
 	return p, nil
 }
 
-// SetAlgorithm changes the balancing algorithm (on reload).
-func (p *Pool) SetAlgorithm(algorithm string) error {
-	switch algorithm {
-	case config.RoundRobin, config.LeastConnections, config.RandomTwoChoices:
-	default:
-		return fmt.Errorf("unknown balancing algorithm %q", algorithm)
+// SetAlgorithm changes the balancing algorithm (on reload). An algorithm
+// without a policy is a programming error that policy_test.go catches.
+func (p *Pool) SetAlgorithm(algorithm config.Algorithm) error {
+	pol, ok := policies[algorithm]
+	if !ok {
+		return fmt.Errorf("no balancing policy for algorithm %q", algorithm)
 	}
-	p.algorithm.Store(&algorithm)
+	p.policy.Store(&pol)
 	return nil
 }
 
@@ -137,76 +136,5 @@ var (
 
 func (p *Pool) pick(list, tried []*Backend, ok tier) *Backend {
 	eligible := func(b *Backend) bool { return ok(b.load()) && !slices.Contains(tried, b) }
-	switch *p.algorithm.Load() {
-	case config.LeastConnections:
-		return p.leastConnections(list, eligible)
-	case config.RandomTwoChoices:
-		return randomTwoChoices(list, eligible)
-	default:
-		return p.roundRobin(list, eligible)
-	}
-}
-
-// roundRobin advances the shared cursor once per backend it looks at, so
-// a skipped backend's turns are spread over the others instead of all
-// going to its successor.
-func (p *Pool) roundRobin(list []*Backend, eligible func(*Backend) bool) *Backend {
-	n := uint64(len(list))
-	for i := uint64(0); i < n; i++ {
-		if b := list[(p.next.Add(1)-1)%n]; eligible(b) {
-			return b
-		}
-	}
-	return nil
-}
-
-// leastConnections starts its scan at the round-robin cursor so ties are
-// spread instead of always going to the first backend.
-func (p *Pool) leastConnections(list []*Backend, eligible func(*Backend) bool) *Backend {
-	n := uint64(len(list))
-	if n == 0 {
-		return nil
-	}
-	// The cursor moves only when a backend is found: Pick looks at the
-	// tiers in turn, and a fixed step per empty tier would pin the start.
-	start := p.next.Load()
-	var best *Backend
-	for i := uint64(0); i < n; i++ {
-		b := list[(start+i)%n]
-		if eligible(b) && (best == nil || b.Open() < best.Open()) {
-			best = b
-		}
-	}
-	if best != nil {
-		p.next.Add(1)
-	}
-	return best
-}
-
-// randomTwoChoices samples two eligible backends and keeps the one with
-// fewer open connections: near least-connections balance without a scan
-// of shared counters on every pick.
-func randomTwoChoices(list []*Backend, eligible func(*Backend) bool) *Backend {
-	n := len(list)
-	if n == 0 {
-		return nil
-	}
-	var a, b *Backend
-	for _, off := range []int{rand.IntN(n), rand.IntN(n)} {
-		for i := 0; i < n; i++ {
-			c := list[(off+i)%n]
-			if eligible(c) && c != a {
-				if a == nil {
-					a = c
-				} else {
-					b = c
-				}
-				break
-			}
-		}
-	}
-	if b == nil || (a != nil && a.Open() <= b.Open()) {
-		return a
-	}
-	return b
+	return (*p.policy.Load()).Pick(list, eligible, &p.next)
 }

@@ -14,7 +14,7 @@ func threeBackends() []config.Backend {
 	}
 }
 
-func newPool(t testing.TB, alg string) *Pool {
+func newPool(t testing.TB, alg config.Algorithm) *Pool {
 	t.Helper()
 	p, err := NewPool(alg, threeBackends(), nil)
 	if err != nil {
@@ -61,8 +61,8 @@ func TestRoundRobinSpreadsADownBackendsShare(t *testing.T) {
 }
 
 func TestPickSkipsDownAndTried(t *testing.T) {
-	for _, alg := range []string{config.RoundRobin, config.LeastConnections, config.RandomTwoChoices} {
-		t.Run(alg, func(t *testing.T) {
+	for _, alg := range config.Algorithms {
+		t.Run(alg.String(), func(t *testing.T) {
 			p := newPool(t, alg)
 			apply(p, "b", CheckDown)
 			got := countPicks(p, 200)
@@ -223,8 +223,8 @@ func (c *closeCounter) Evacuate()    { *c.n += 10 }
 var _ Conn = &closeCounter{}
 
 func BenchmarkPick(b *testing.B) {
-	for _, alg := range []string{config.RoundRobin, config.LeastConnections, config.RandomTwoChoices} {
-		b.Run(alg, func(b *testing.B) {
+	for _, alg := range config.Algorithms {
+		b.Run(alg.String(), func(b *testing.B) {
 			p := newPool(b, alg)
 			b.ReportAllocs()
 			for b.Loop() {
@@ -248,7 +248,7 @@ func TestSetAlgorithmWhilePicking(t *testing.T) {
 		}
 	}()
 	for i := 0; i < 100; i++ {
-		p.SetAlgorithm([]string{config.RoundRobin, config.LeastConnections, config.RandomTwoChoices}[i%3])
+		p.SetAlgorithm(config.Algorithms[i%len(config.Algorithms)])
 	}
 	<-done
 }

@@ -3,6 +3,7 @@ package balance
 import (
 	"context"
 	"errors"
+	"fmt"
 	"syscall"
 )
 
@@ -44,6 +45,20 @@ func (s State) String() string {
 		return "recovering"
 	}
 	return "invalid"
+}
+
+// MarshalText writes the name (JSON /status, logs).
+func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText reads a name MarshalText wrote (a /status read by the CLI).
+func (s *State) UnmarshalText(text []byte) error {
+	for _, st := range States() {
+		if st.String() == string(text) {
+			*s = st
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown backend state %q", text)
 }
 
 // States lists every state, in order (for metrics labels).

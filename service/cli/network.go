@@ -115,11 +115,8 @@ func networkFiles(env Env, cfg *config.Valid, sub, root string, diff bool) int {
 func printSysctlDiff(env Env, cfg *config.Valid) {
 	var sys netcfg.Sysctl
 	for _, up := range cfg.Network.Uplinks {
-		for _, sc := range []struct {
-			name string
-			want int
-		}{{"arp_ignore", netcfg.ArpIgnore}, {"arp_announce", netcfg.ArpAnnounce}} {
-			name, want := sc.name, sc.want
+		for _, set := range netcfg.UplinkSettings {
+			name, want := set.Name, set.Value
 			if v, err := sys.Get(up, name); err != nil || v != want {
 				fmt.Fprintf(env.Stdout, "would set net.ipv4.conf.%s.%s=%d\n", up, name, want)
 			}

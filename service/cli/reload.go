@@ -95,7 +95,7 @@ func daemonStatus(ctx context.Context, path, addr, control string) (admin.Status
 func healthyBackends(st admin.Status) int {
 	n := 0
 	for _, b := range st.Backends {
-		if b.State == "up" && !b.Draining {
+		if b.State.Healthy() && !b.Draining {
 			n++
 		}
 	}

@@ -139,7 +139,7 @@ func printDaemon(w io.Writer, st admin.Status, ready bool, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "BACKEND\tADDRESS\tSOURCE\tSTATE\tSINCE\tCONNS\tLAST CHECK ERROR")
 	for _, b := range st.Backends {
-		s := b.State
+		s := b.State.String()
 		if b.Draining {
 			s += " (draining)"
 		}

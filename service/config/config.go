@@ -45,16 +45,9 @@ type Backend struct {
 	Address string `toml:"address"`
 }
 
-// Balancing algorithms.
-const (
-	RoundRobin       = "round-robin"
-	LeastConnections = "least-connections"
-	RandomTwoChoices = "random-two-choices"
-)
-
 // Balance says how a backend is picked and what happens when one fails.
 type Balance struct {
-	Algorithm string `toml:"algorithm"`
+	Algorithm Algorithm `toml:"algorithm"`
 	// DialAttempts bounds how many backends one client connection tries.
 	DialAttempts int `toml:"dial_attempts"`
 	// CloseOnDown closes connections to a backend when it is marked down,
@@ -62,18 +55,11 @@ type Balance struct {
 	CloseOnDown bool `toml:"close_on_down"`
 }
 
-// Health check kinds.
-const (
-	CheckTCP   = "tcp"
-	CheckTLS   = "tls"
-	CheckHTTPS = "https"
-)
-
 // Health configures the active health checks, the same for every backend.
 type Health struct {
-	Type     string   `toml:"type"`
-	Interval Duration `toml:"interval"`
-	Timeout  Duration `toml:"timeout"`
+	Type     CheckKind `toml:"type"`
+	Interval Duration  `toml:"interval"`
+	Timeout  Duration  `toml:"timeout"`
 	// Rise consecutive successes mark a down backend up; Fall consecutive
 	// failures mark an up backend down.
 	Rise int `toml:"rise"`

@@ -187,6 +187,9 @@ func decodeText(key string, v any, rv reflect.Value) error {
 		case addrType:
 			return &decodeError{key, fmt.Sprintf("%q is not an IP address", s)}
 		}
+		if ce, ok := err.(*choiceError); ok {
+			return &decodeError{key, ce.msg}
+		}
 		return &decodeError{key, fmt.Sprintf("%q: %v", s, err)}
 	}
 	return nil

@@ -175,11 +175,6 @@ func parsePort(s string) (uint16, bool) {
 
 func (v *validator) balance() {
 	b := v.c.Balance
-	switch b.Algorithm {
-	case RoundRobin, LeastConnections, RandomTwoChoices:
-	default:
-		v.bad("balance.algorithm", "%q is not one of %s, %s, %s", b.Algorithm, RoundRobin, LeastConnections, RandomTwoChoices)
-	}
 	if b.DialAttempts < 1 || b.DialAttempts > maxDialAttempts {
 		v.bad("balance.dial_attempts", "%d is out of range (1..%d)", b.DialAttempts, maxDialAttempts)
 	}
@@ -187,11 +182,6 @@ func (v *validator) balance() {
 
 func (v *validator) health() {
 	h := v.c.Health
-	switch h.Type {
-	case CheckTCP, CheckTLS, CheckHTTPS:
-	default:
-		v.bad("health.type", "%q is not one of %s, %s, %s", h.Type, CheckTCP, CheckTLS, CheckHTTPS)
-	}
 	if h.Interval.Duration < minInterval {
 		v.bad("health.interval", "%s is shorter than the minimum %s", h.Interval, Duration{minInterval})
 	}

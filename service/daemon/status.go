@@ -108,7 +108,7 @@ func (d *Daemon) Status() admin.Status {
 		checks[s.Name] = i
 	}
 	for _, b := range d.pool.Backends() {
-		bs := admin.BackendStatus{Name: b.Name, Address: b.Address, Source: string(sources[b.Name]), State: b.State().String(), OpenConnections: b.Open(),
+		bs := admin.BackendStatus{Name: b.Name, Address: b.Address, Source: string(sources[b.Name]), State: b.State(), OpenConnections: b.Open(),
 			Draining: b.Draining(), LastKnownGood: b.Good()}
 		bs.Transitions, bs.LastChange = b.Transitions()
 		if i, ok := checks[b.Name]; ok {

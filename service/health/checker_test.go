@@ -58,7 +58,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func healthConfig(kind string) config.Health {
+func healthConfig(kind config.CheckKind) config.Health {
 	cfg := config.Default().Health
 	cfg.Type = kind
 	cfg.Interval = config.Duration{Duration: 20 * time.Millisecond}
@@ -248,7 +248,7 @@ func TestTLSProbes(t *testing.T) {
 	ctx := context.Background()
 	probe := func(mutate func(*config.Health)) error {
 		t.Helper()
-		for _, kind := range []string{config.CheckTLS, config.CheckHTTPS} {
+		for _, kind := range []config.CheckKind{config.CheckTLS, config.CheckHTTPS} {
 			cfg := healthConfig(kind)
 			cfg.CAFile, cfg.CertFile, cfg.KeyFile = pki.CA, pki.ClientCert, pki.ClientKey
 			mutate(&cfg)

@@ -26,18 +26,34 @@ type Prober interface {
 // certificate) are read now, so a file changed since is an error at start
 // or reload, not a backend that mysteriously fails its checks.
 func NewProber(cfg config.Health) (Prober, error) {
-	timeout := cfg.Timeout.Duration
-	if cfg.Type == config.CheckTCP {
-		return &tcpProber{timeout: timeout}, nil
+	build, ok := probers[cfg.Type]
+	if !ok {
+		return nil, fmt.Errorf("health: no prober for check kind %q", cfg.Type)
 	}
-	tlsConf, err := clientTLSConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if cfg.Type == config.CheckTLS {
-		return &tlsProber{timeout: timeout, tls: tlsConf}, nil
-	}
-	return newHTTPSProber(cfg, tlsConf), nil
+	return build(cfg)
+}
+
+// probers builds each check kind's Prober. A new kind is a type here, its
+// entry, and its name in config.CheckKinds; TestEveryCheckKindHasAProber
+// ties the two.
+var probers = map[config.CheckKind]func(config.Health) (Prober, error){
+	config.CheckTCP: func(cfg config.Health) (Prober, error) {
+		return &tcpProber{timeout: cfg.Timeout.Duration}, nil
+	},
+	config.CheckTLS: func(cfg config.Health) (Prober, error) {
+		tlsConf, err := clientTLSConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return &tlsProber{timeout: cfg.Timeout.Duration, tls: tlsConf}, nil
+	},
+	config.CheckHTTPS: func(cfg config.Health) (Prober, error) {
+		tlsConf, err := clientTLSConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return newHTTPSProber(cfg, tlsConf), nil
+	},
 }
 
 // clientTLSConfig is the TLS side of the tls and https checks.

@@ -13,8 +13,8 @@ import (
 func BenchmarkProbe(b *testing.B) {
 	pki := newTestPKI(b)
 	addr := tlsServer(b, pki, http.StatusOK)
-	for _, kind := range []string{config.CheckTCP, config.CheckTLS, config.CheckHTTPS} {
-		b.Run(kind, func(b *testing.B) {
+	for _, kind := range config.CheckKinds {
+		b.Run(kind.String(), func(b *testing.B) {
 			cfg := healthConfig(kind)
 			cfg.CAFile, cfg.CertFile, cfg.KeyFile = pki.CA, pki.ClientCert, pki.ClientKey
 			p, err := NewProber(cfg)

@@ -229,17 +229,14 @@ func ipNet(p netip.Prefix) *net.IPNet {
 func (h Host) setUplinkSysctls(uplinks []string) ([]string, error) {
 	var changed []string
 	for _, up := range uplinks {
-		for _, kv := range []struct {
-			name string
-			val  int
-		}{{"arp_ignore", ArpIgnore}, {"arp_announce", ArpAnnounce}} {
-			if v, err := h.Sysctl.Get(up, kv.name); err == nil && v == kv.val {
+		for _, set := range UplinkSettings {
+			if v, err := h.Sysctl.Get(up, set.Name); err == nil && v == set.Value {
 				continue
 			}
-			if err := h.Sysctl.Set(up, kv.name, kv.val); err != nil {
+			if err := h.Sysctl.Set(up, set.Name, set.Value); err != nil {
 				return changed, err
 			}
-			changed = append(changed, fmt.Sprintf("net.ipv4.conf.%s.%s=%d", up, kv.name, kv.val))
+			changed = append(changed, fmt.Sprintf("net.ipv4.conf.%s.%s=%d", up, set.Name, set.Value))
 		}
 	}
 	return changed, nil

@@ -34,6 +34,17 @@ const (
 	ArpAnnounce = 2
 )
 
+// UplinkSetting is one sysctl under net.ipv4.conf.<uplink>.
+type UplinkSetting struct {
+	Name  string
+	Value int
+}
+
+// UplinkSettings are the sysctls every uplink gets: the one list that
+// render, apply, verify and `network apply --diff` read (nix/lib.nix
+// renders the same, and nix/tests checks that it does).
+var UplinkSettings = []UplinkSetting{{"arp_ignore", ArpIgnore}, {"arp_announce", ArpAnnounce}}
+
 // Files are the three files `network render` and `apply` write.
 type Files struct {
 	Netdev, Network, Sysctl atomicfile.File
@@ -89,7 +100,7 @@ func network(n config.Network, vips []netip.Addr) []byte {
 
 func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
 
-// sysctl writes arp_ignore and arp_announce for each uplink. sysctl.d reads
+// sysctl writes UplinkSettings for each uplink. sysctl.d reads
 // dots as separators, so a name with a dot (eth0.100) is written in the
 // slash form, where dots are kept literally.
 func sysctl(uplinks []string) []byte {
@@ -99,8 +110,9 @@ func sysctl(uplinks []string) []byte {
 	b.WriteString("# (the VRRP master). Set per uplink, never on all/default: those reach pod\n")
 	b.WriteString("# veths too and break pod -> VIP hairpin traffic.\n")
 	for _, up := range uplinks {
-		fmt.Fprintf(&b, "%s = %d\n", sysctlKey(up, "arp_ignore"), ArpIgnore)
-		fmt.Fprintf(&b, "%s = %d\n", sysctlKey(up, "arp_announce"), ArpAnnounce)
+		for _, set := range UplinkSettings {
+			fmt.Fprintf(&b, "%s = %d\n", sysctlKey(up, set.Name), set.Value)
+		}
 	}
 	return b.Bytes()
 }

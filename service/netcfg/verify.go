@@ -77,18 +77,15 @@ func verifyLink(h *netlink.Handle, cfg *config.Valid) []string {
 
 func verifyUplink(sys Sysctl, up string) []string {
 	var problems []string
-	for _, want := range []struct {
-		name string
-		val  int
-	}{{"arp_ignore", ArpIgnore}, {"arp_announce", ArpAnnounce}} {
-		v, err := sys.Get(up, want.name)
+	for _, want := range UplinkSettings {
+		v, err := sys.Get(up, want.Name)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			return []string{fmt.Sprintf("uplink %s does not exist", up)}
 		case err != nil:
 			problems = append(problems, err.Error())
-		case v != want.val:
-			problems = append(problems, fmt.Sprintf("net.ipv4.conf.%s.%s is %d, want %d", up, want.name, v, want.val))
+		case v != want.Value:
+			problems = append(problems, fmt.Sprintf("net.ipv4.conf.%s.%s is %d, want %d", up, want.Name, v, want.Value))
 		}
 	}
 	return problems
