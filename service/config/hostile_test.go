@@ -69,7 +69,7 @@ func TestNestingBoundedBeforeParsing(t *testing.T) {
 // The default check asks the apiserver itself (GET /readyz, 200): a
 // wedged one that accepts and never answers passed the old tcp default.
 func TestDefaultCheckIsHTTPSReadyz(t *testing.T) {
-	cfg, err := Parse("min.toml", []byte("[vip]\naddresses = [\"10.0.0.10\"]\n[[backend]]\naddress = \"10.0.0.1:6443\"\n"))
+	cfg, err := Parse("min.toml", []byte("[vip]\naddresses = [\"10.0.0.10\"]\n[[backend]]\naddress = \"10.0.0.1:6443\"\n[network]\nuplinks = [\"eth0\"]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
