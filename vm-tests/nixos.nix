@@ -98,28 +98,16 @@ let
   # The NixOS module test: three control-plane nodes set up declaratively.
   ip = n: "192.168.1.${toString n}";
   cpNode =
-    index: priority:
+    index: priority: nftables:
     {
-      imports = [ nixosModule ];
+      imports = [
+        nixosModule
+        (import ./nixos-module-node.nix {
+          package = vipproxy;
+          inherit index priority nftables;
+        })
+      ];
       virtualisation.memorySize = 1024;
-      # Scripted networking (the test driver's default): the module asks
-      # which DNS the node keeps instead of letting networkd switch it.
-      services.resolved.enable = false;
-      services.vipproxy = {
-        enable = true;
-        package = vipproxy;
-        openFirewall = true;
-        settings = {
-          vip.addresses = [ "192.168.1.100" ];
-          network.uplinks = [ "eth1" ];
-          keepalived.priority = priority;
-          health.type = "tcp";
-          backend = map (n: {
-            name = "cp${toString (n - 1)}";
-            address = "${ip n}:6443";
-          }) [ 2 3 4 ];
-        };
-      };
       # The stand-in apiserver on the node's own address (plain TCP check
       # from vipproxy; the client speaks mTLS end to end through the VIP).
       systemd.services.apiserver = {
@@ -158,7 +146,7 @@ let
         environment.etc."vipproxy/pki".source = pki;
       };
       cp1 = {
-        imports = [ (cpNode 2 150) ];
+        imports = [ (cpNode 2 150 false) ];
         # A settings change must reload vipproxy, not restart it.
         specialisation.fewer-backends.configuration.services.vipproxy.settings.backend = lib.mkForce [
           {
@@ -171,12 +159,9 @@ let
           }
         ];
       };
-      cp2 = cpNode 3 120;
+      cp2 = cpNode 3 120 false;
       # openFirewall with the nftables firewall (cp1 and cp2: iptables).
-      cp3 = {
-        imports = [ (cpNode 4 90) ];
-        networking.nftables.enable = true;
-      };
+      cp3 = cpNode 4 90 true;
     };
     skipTypeCheck = true;
     testScript = builtins.readFile ./nixos-module.py;

@@ -227,6 +227,28 @@ let
       modules = [ (node ipv4 { services.kubernetes.apiserver.enable = true; }) ];
       fails = [ "services.kubernetes.apiserver.bindAddress" ];
     };
+    # The nodes of the NixOS module VM test (vm-nixos-module), as written.
+    vmTestNodeIptables = case {
+      modules = [
+        (import ../../vm-tests/nixos-module-node.nix {
+          package = pkgs.vipproxy;
+          index = 2;
+          priority = 150;
+        })
+      ];
+      check = c: hasVrrpRule c.networking.firewall.extraCommands;
+    };
+    vmTestNodeNftables = case {
+      modules = [
+        (import ../../vm-tests/nixos-module-node.nix {
+          package = pkgs.vipproxy;
+          index = 4;
+          priority = 90;
+          nftables = true;
+        })
+      ];
+      check = c: hasVrrpRule c.networking.firewall.extraInputRules;
+    };
     kubeApiserverOnNodeAddress = case {
       modules = [
         (node ipv4 {
