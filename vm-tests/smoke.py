@@ -129,6 +129,16 @@ with subtest("network apply --netlink: the dummy link made without networkd, the
     cp1.succeed("vipproxy network remove --netlink --config /run/netlink.toml --root /run/netlink-root")
     cp1.fail("ip link show dummyvip1")
 
+with subtest("metrics: vipproxy_vip_held read by netlink inside the hardened unit"):
+    # On the dummy link only, every node has the VIP: held is 0. On an uplink
+    # (where keepalived puts it on the VRRP master) it is 1.
+    METRICS = "curl -sS --max-time 20 http://127.0.0.1:6449/metrics"
+    cp1.succeed(f"{METRICS} | grep -qx 'vipproxy_vip_held{{address=\"{VIP4}\"}} 0'")
+    cp1.succeed(f"ip addr add {VIP4}/32 dev eth1")
+    cp1.succeed(f"{METRICS} | grep -qx 'vipproxy_vip_held{{address=\"{VIP4}\"}} 1'")
+    cp1.succeed(f"ip addr del {VIP4}/32 dev eth1")
+    cp1.succeed(f"{METRICS} | grep -q '^vipproxy_build_info{{'")
+
 with subtest("journald: a backend going down is a warning with its own fields"):
     # vipproxy speaks journald's native protocol when stderr is the journal:
     # the priority follows the level and BACKEND= is a field of its own.
