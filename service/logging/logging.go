@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,14 +73,11 @@ func (h *journalHandler) Enabled(_ context.Context, l slog.Level) bool {
 }
 
 func (h *journalHandler) Handle(_ context.Context, r slog.Record) error {
-	fields := h.attrs
-	if r.NumAttrs() > 0 {
-		fields = append(fields[:len(fields):len(fields)], make([]field, 0, r.NumAttrs())...)
-		r.Attrs(func(a slog.Attr) bool {
-			fields = appendAttr(fields, h.groups, a)
-			return true
-		})
-	}
+	fields := slices.Clip(h.attrs) // appending copies: h.attrs is shared
+	r.Attrs(func(a slog.Attr) bool {
+		fields = appendAttr(fields, h.groups, a)
+		return true
+	})
 	var msg strings.Builder
 	msg.WriteString(r.Message)
 	vars := make(map[string]string, len(fields)+1)
@@ -103,7 +101,7 @@ func (h *journalHandler) Handle(_ context.Context, r slog.Record) error {
 
 func (h *journalHandler) WithAttrs(as []slog.Attr) slog.Handler {
 	c := *h
-	c.attrs = h.attrs[:len(h.attrs):len(h.attrs)]
+	c.attrs = slices.Clip(h.attrs)
 	for _, a := range as {
 		c.attrs = appendAttr(c.attrs, h.groups, a)
 	}
@@ -115,7 +113,7 @@ func (h *journalHandler) WithGroup(name string) slog.Handler {
 		return h
 	}
 	c := *h
-	c.groups = append(h.groups[:len(h.groups):len(h.groups)], name)
+	c.groups = append(slices.Clip(h.groups), name)
 	return &c
 }
 
@@ -124,7 +122,7 @@ func appendAttr(fs []field, groups []string, a slog.Attr) []field {
 	v := a.Value.Resolve()
 	if v.Kind() == slog.KindGroup {
 		if a.Key != "" {
-			groups = append(groups[:len(groups):len(groups)], a.Key)
+			groups = append(slices.Clip(groups), a.Key)
 		}
 		for _, g := range v.Group() {
 			fs = appendAttr(fs, groups, g)
@@ -134,7 +132,7 @@ func appendAttr(fs []field, groups []string, a slog.Attr) []field {
 	if a.Key == "" {
 		return fs
 	}
-	path := append(groups[:len(groups):len(groups)], a.Key)
+	path := append(slices.Clip(groups), a.Key)
 	key := fieldName(strings.Join(path, "_"))
 	switch key {
 	case "MESSAGE", "PRIORITY", "SYSLOG_IDENTIFIER":
