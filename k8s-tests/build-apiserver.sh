@@ -1,0 +1,33 @@
+#!/bin/bash
+# build-apiserver.sh VERSION CACHE: build a real kube-apiserver from the Go
+# module proxy (no git clone, no container image) into CACHE/vVERSION/.
+# k8s.io/kubernetes cannot be required on its own: its go.mod replaces every
+# k8s.io/<staging> module with ./staging/src/..., so the throw-away module
+# here replaces each of them with the published v0.<minor>.<patch>.
+# Run under `flock /tmp/vipproxy-vm.lock`: about 5 minutes on both cores.
+set -euo pipefail
+version=${1:?usage: build-apiserver.sh VERSION CACHE}
+cache=${2:?usage: build-apiserver.sh VERSION CACHE}
+out=$cache/v$version
+if [ -x "$out/kube-apiserver" ]; then
+	echo "cached: $out/kube-apiserver"
+	exit 0
+fi
+staging=v0.${version#*.}
+mkdir -p "$out/src"
+cd "$out/src"
+rm -f go.mod go.sum
+go mod init vipproxy-k8s-build >/dev/null 2>&1
+# The staging modules are the ones the upstream go.mod replaces with paths.
+upstream=$(go mod download -json "k8s.io/kubernetes@v$version" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
+mods=$(sed -n 's#^\t\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\1#p' "$upstream")
+[ -n "$mods" ] || { echo "no staging modules found in $upstream" >&2; exit 1; }
+for m in $mods; do
+	go mod edit -replace "$m=$m@$staging"
+done
+go mod edit -require "k8s.io/kubernetes@v$version"
+printf 'package main\n\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver/app"\n\nfunc main() {}\n' >keep.go
+GOFLAGS=-mod=mod go mod tidy
+CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$out/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+mv "$out/kube-apiserver.tmp" "$out/kube-apiserver"
+ls -l "$out/kube-apiserver"
