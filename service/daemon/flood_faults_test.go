@@ -58,36 +58,19 @@ func TestFloodKeepsConnections(t *testing.T) {
 	// no more than 4,096 past the connection cap (below).
 	flood := min(nofile+nofile/2, proxyCap(nofile, 3)+4096)
 	raiseOwnNofile(t, 2*flood+1000)
-	a, b, c := backend(t, "a"), backend(t, "b"), backend(t, "c")
-	s := newSettings(t, a.Addr(), b.Addr(), c.Addr())
-	s.Check = "https"
-	// Checks every 200 ms meet the flood often; the timeout is the
-	// interval (the most health.timeout may be).
-	s.Interval = "200ms"
-	p := startVIPProxy(t, s, nil, prlimit, fmt.Sprintf("--nofile=%d:%d", nofile, nofile), "--")
-	for _, n := range []string{"b0", "b1", "b2"} {
-		p.waitState(n, "up")
-	}
+	// Checks every 200 ms (the harness's interval) meet the flood often.
+	p := startVIPProxy(t, threeHTTPS(t), nil, prlimit, fmt.Sprintf("--nofile=%d:%d", nofile, nofile), "--")
 	mc := mtlsClient(t, true)
-	var watches []*watchStream
-	for range 6 {
-		watches = append(watches, openWatch(t, mc, p.vip))
-	}
+	watches := openWatches(t, p, mc, 6)
 
 	conns, refused := floodVIP(t, p.vip, flood)
 	// New clients keep coming while the flood holds: each one accepted
 	// takes the descriptor that the last refused one gave back.
 	stopChurn := churn(p.vip)
-	const probes = 50
 	// Hold the flood for 25 check intervals (fall is 2), probing /readyz
 	// as keepalived would.
-	notReady := 0
-	for range probes {
-		if !readyz(p.admin) {
-			notReady++
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	const probes = 50
+	notReady := probeReadyz(p.admin, probes)
 	churned := stopChurn()
 	const localMetric = `vipproxy_health_checks_total{backend="b0",result="local_error"}`
 	local, _ := p.metricValues(localMetric) // absent until the first one
@@ -100,24 +83,8 @@ func TestFloodKeepsConnections(t *testing.T) {
 	}
 	p.waitFor(func() bool { n, err := name(mc, p.vip); return err == nil && n != "" }, "serving after the flood")
 
-	cut := 0
-	for _, w := range watches {
-		select {
-		case <-w.ended:
-			cut++
-		default:
-		}
-	}
-	downs, localDowns := 0, 0
-	for _, line := range strings.Split(p.log.String(), "\n") {
-		if strings.Contains(line, `msg="backend down"`) {
-			downs++
-			t.Logf("mark-down during the flood: %s", line)
-			if strings.Contains(line, "too many open files") {
-				localDowns++
-			}
-		}
-	}
+	cut := countCut(watches)
+	downs, localDowns := markDowns(t, p.log.String())
 	t.Logf("nofile %d, %d flood connections held (%d refused or timed out), %d more opened and closed meanwhile: /readyz not 200 %d of %d times, %d of %d watches cut, %d backend mark-downs, local check errors on b0: %v, connection cap %v",
 		nofile, len(conns), refused, churned, notReady, probes, cut, len(watches), downs, local[localMetric], capped["vipproxy_connections_max"])
 	if localDowns > 0 {
@@ -138,6 +105,64 @@ func TestFloodKeepsConnections(t *testing.T) {
 // backends (proxy.DerivedMaxConnections: the test does not link it).
 func proxyCap(nofile, backends int) int {
 	return max((nofile-nofile/8-96-2*backends)/2, 1)
+}
+
+// threeHTTPS is the settings of three stand-in apiservers checked with https.
+func threeHTTPS(t *testing.T) settings {
+	s := newSettings(t, backend(t, "a").Addr(), backend(t, "b").Addr(), backend(t, "c").Addr())
+	s.Check = "https"
+	return s
+}
+
+// openWatches waits for b0..b2 to be up and opens n watches through the VIP.
+func openWatches(t *testing.T, p *proc, c *http.Client, n int) []*watchStream {
+	for _, name := range []string{"b0", "b1", "b2"} {
+		p.waitState(name, "up")
+	}
+	var watches []*watchStream
+	for range n {
+		watches = append(watches, openWatch(t, c, p.vip))
+	}
+	return watches
+}
+
+// probeReadyz asks /readyz n times, 100 ms apart, and counts the answers
+// that were not 200.
+func probeReadyz(admin string, n int) (notReady int) {
+	for range n {
+		if !readyz(admin) {
+			notReady++
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return notReady
+}
+
+// countCut counts the watches that ended.
+func countCut(watches []*watchStream) (cut int) {
+	for _, w := range watches {
+		select {
+		case <-w.ended:
+			cut++
+		default:
+		}
+	}
+	return cut
+}
+
+// markDowns counts the mark-downs in the daemon's log, and those whose
+// reason is the daemon's own lack of descriptors.
+func markDowns(t *testing.T, log string) (downs, local int) {
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, `msg="backend down"`) {
+			downs++
+			t.Logf("mark-down during the flood: %s", line)
+			if strings.Contains(line, "too many open files") {
+				local++
+			}
+		}
+	}
+	return downs, local
 }
 
 // raiseOwnNofile lifts the test process's descriptor limit to at least
@@ -185,7 +210,7 @@ func floodVIP(t *testing.T, vip string, n int) (conns []net.Conn, refused int) {
 	return conns, refused
 }
 
-// churn opens and closes connections to vip on 4 workers (at most 20,000
+// churn opens and closes connections to vip on 4 workers (at most 200,000
 // each) until the returned func is called; that returns how many.
 func churn(vip string) (stop func() int) {
 	done := make(chan struct{})
@@ -198,7 +223,7 @@ func churn(vip string) (stop func() int) {
 			defer wg.Done()
 			n := 0
 			defer func() { mu.Lock(); total += n; mu.Unlock() }()
-			for ; n < 20000; n++ {
+			for ; n < 200000; n++ {
 				select {
 				case <-done:
 					return
@@ -236,14 +261,8 @@ func TestPanicModeKeepsConnections(t *testing.T) {
 	s := newSettings(t, apis[0].Addr(), apis[1].Addr(), apis[2].Addr())
 	s.Check = "https"
 	p := startVIPProxy(t, s, nil)
-	for _, n := range []string{"b0", "b1", "b2"} {
-		p.waitState(n, "up")
-	}
 	mc := mtlsClient(t, true)
-	var watches []*watchStream
-	for range 6 {
-		watches = append(watches, openWatch(t, mc, p.vip))
-	}
+	watches := openWatches(t, p, mc, 6)
 	for _, a := range apis {
 		a.SetReady(false)
 	}
@@ -253,14 +272,7 @@ func TestPanicModeKeepsConnections(t *testing.T) {
 	p.waitFor(func() bool { st := p.status(); return st.Panic }, "panic mode in /status")
 	// Give a late evacuation (one interval after a mark-down) its chance.
 	time.Sleep(3 * checkInterval)
-	cut := 0
-	for _, w := range watches {
-		select {
-		case <-w.ended:
-			cut++
-		default:
-		}
-	}
+	cut := countCut(watches)
 	served, err := name(mc, p.vip)
 	gauge, _ := p.metricValues("vipproxy_panic_mode")
 	t.Logf("all 3 backends failing their checks at once: %d of %d watches cut, a new request served by %q (%v), vipproxy_panic_mode %v",
