@@ -8,12 +8,13 @@ import (
 )
 
 // Policy is one balancing algorithm (caddy-l4 calls it a Selector): it
-// picks one backend of list for which eligible is true, or nil. cursor is
+// picks one backend of list that eligible admits, or nil. cursor is
 // the pool's shared round-robin position, for policies that spread ties.
-// A new algorithm is a type here, its entry in policies and its name in
-// config.Algorithms; TestEveryAlgorithmHasAPolicy ties the two.
+// A new algorithm is a type here, its entry in policies, its case in
+// Pool.pick (called by concrete type, see there) and its name in
+// config.Algorithms; TestEveryAlgorithmHasAPolicy ties the last two.
 type Policy interface {
-	Pick(list []*Backend, eligible func(*Backend) bool, cursor *atomic.Uint64) *Backend
+	Pick(list []*Backend, eligible Eligible, cursor *atomic.Uint64) *Backend
 }
 
 // policies maps each configured algorithm to its policy.
@@ -28,10 +29,10 @@ var policies = map[config.Algorithm]Policy{
 // going to its successor.
 type roundRobin struct{}
 
-func (roundRobin) Pick(list []*Backend, eligible func(*Backend) bool, cursor *atomic.Uint64) *Backend {
+func (roundRobin) Pick(list []*Backend, eligible Eligible, cursor *atomic.Uint64) *Backend {
 	n := uint64(len(list))
 	for i := uint64(0); i < n; i++ {
-		if b := list[(cursor.Add(1)-1)%n]; eligible(b) {
+		if b := list[(cursor.Add(1)-1)%n]; eligible.Admits(b) {
 			return b
 		}
 	}
@@ -42,7 +43,7 @@ func (roundRobin) Pick(list []*Backend, eligible func(*Backend) bool, cursor *at
 // spread instead of always going to the first backend.
 type leastConnections struct{}
 
-func (leastConnections) Pick(list []*Backend, eligible func(*Backend) bool, cursor *atomic.Uint64) *Backend {
+func (leastConnections) Pick(list []*Backend, eligible Eligible, cursor *atomic.Uint64) *Backend {
 	n := uint64(len(list))
 	if n == 0 {
 		return nil
@@ -53,7 +54,7 @@ func (leastConnections) Pick(list []*Backend, eligible func(*Backend) bool, curs
 	var best *Backend
 	for i := uint64(0); i < n; i++ {
 		b := list[(start+i)%n]
-		if eligible(b) && (best == nil || b.Open() < best.Open()) {
+		if eligible.Admits(b) && (best == nil || b.Open() < best.Open()) {
 			best = b
 		}
 	}
@@ -68,7 +69,7 @@ func (leastConnections) Pick(list []*Backend, eligible func(*Backend) bool, curs
 // of shared counters on every pick.
 type randomTwoChoices struct{}
 
-func (randomTwoChoices) Pick(list []*Backend, eligible func(*Backend) bool, _ *atomic.Uint64) *Backend {
+func (randomTwoChoices) Pick(list []*Backend, eligible Eligible, _ *atomic.Uint64) *Backend {
 	n := len(list)
 	if n == 0 {
 		return nil
@@ -77,7 +78,7 @@ func (randomTwoChoices) Pick(list []*Backend, eligible func(*Backend) bool, _ *a
 	for _, off := range []int{rand.IntN(n), rand.IntN(n)} {
 		for i := 0; i < n; i++ {
 			c := list[(off+i)%n]
-			if eligible(c) && c != a {
+			if eligible.Admits(c) && c != a {
 				if a == nil {
 					a = c
 				} else {

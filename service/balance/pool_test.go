@@ -226,6 +226,9 @@ func BenchmarkPick(b *testing.B) {
 	for _, alg := range config.Algorithms {
 		b.Run(alg.String(), func(b *testing.B) {
 			p := newPool(b, alg)
+			for _, n := range []string{"a", "b", "c"} {
+				apply(p, n, CheckUp) // the steady state: every backend up
+			}
 			b.ReportAllocs()
 			for b.Loop() {
 				if p.Pick(nil) == nil {
