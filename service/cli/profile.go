@@ -9,8 +9,9 @@ import (
 )
 
 // startCPUProfile writes a CPU profile to path until stop is called; an
-// empty path does nothing. Only in builds with -tags profile (make bench
-// BENCH_PROFILE=1): runtime/pprof would add to every stripped binary.
+// empty path does nothing. Only in builds with -tags profile (make build
+// GO_TAGS='nethttpomithttp2 profile', then vipproxy-bench --cpuprofile-dir
+// DIR): runtime/pprof would add to every stripped binary.
 func startCPUProfile(path string) (stop func(), err error) {
 	if path == "" {
 		return func() {}, nil

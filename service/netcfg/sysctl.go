@@ -49,7 +49,8 @@ func (s Sysctl) Get(iface, name string) (int, error) {
 	return v, nil
 }
 
-// Set writes net.ipv4.conf.<iface>.<name> unless it already holds v.
+// Set writes v to net.ipv4.conf.<iface>.<name>, always: it does not read
+// first (setUplinkSysctls does, to report only what it changed).
 func (s Sysctl) Set(iface, name string, v int) error {
 	err := s.inNS(func() error {
 		p := s.path(iface, name)
