@@ -5,7 +5,8 @@
 #   check.sh module             nix/module.nix evaluates (fake lib) and sets/asserts as expected
 #   check.sh nixos              nix/module.nix with the real nixpkgs lib (../shared) and NixOS'
 #                               option declarations (tests/nixos-eval.nix); planted breaks caught
-#   check.sh agree VIPPROXY     lib.nix and the Go renderer agree (tests/agree.py)
+#   check.sh agree VIPPROXY     lib.nix and the Go renderer agree (tests/agree.py), on
+#                               tests/cases and on random configs that pass check
 #   check.sh units              lib.nix's unit settings ([Unit], [Install], [Socket], [Service])
 #                               equal systemd/vipproxy.{socket,service}
 #   check.sh flake              flake.nix's outputs evaluate against a stub nixpkgs (tests/flake-eval.nix)
@@ -63,8 +64,12 @@ if out["failed"]:
 print("module: nix/module.nix evaluates with a fake lib; %d expectations hold" % out["count"])' "$out"
 }
 
+# The four hand-written cases, and random configs that pass `vipproxy check`
+# drawn by the Go property test's generator (service/cli/agree_test.go).
 check_agree() {
-	python3 nix/tests/agree.py "$1" nix/tests/cases/*.toml
+	mkdir -p "$scratch/random"
+	VIPPROXY_AGREE_DIR="$scratch/random" go test -count=1 -run '^TestWriteAgreeCases$' ./service/cli >/dev/null
+	python3 nix/tests/agree.py "$1" nix/tests/cases/*.toml "$scratch"/random/*.toml
 }
 
 # The real nixpkgs lib: $NIXPKGS_LIB, else ../shared/nixpkgs-lib beside this

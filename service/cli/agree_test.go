@@ -314,3 +314,31 @@ func randomConfig(r *rand.Rand) []byte {
 	fmt.Fprintf(&b, "\n[admin]\nlisten = %q\n", pick("127.0.0.1:6449", "127.0.0.1:+6449", "unix:/run/vipproxy/admin.sock", "0.0.0.0:6449"))
 	return []byte(b.String())
 }
+
+// TestWriteAgreeCases writes agreeCases random configs that pass check to
+// $VIPPROXY_AGREE_DIR, where nix/tests/agree.py holds nix/lib.nix to what
+// the Go renderers make of them (make test-nix). Skipped without it.
+func TestWriteAgreeCases(t *testing.T) {
+	dir := os.Getenv("VIPPROXY_AGREE_DIR")
+	if dir == "" {
+		t.Skip("VIPPROXY_AGREE_DIR not set (make test-nix sets it)")
+	}
+	r := rand.New(rand.NewPCG(12, 17))
+	n := 0
+	for i := 0; n < agreeCases && i < 100*agreeCases; i++ {
+		path := filepath.Join(dir, fmt.Sprintf("random-%02d.toml", n))
+		if err := os.WriteFile(path, randomConfig(r), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := config.Load(path); err != nil {
+			os.Remove(path)
+			continue
+		}
+		n++
+	}
+	if n < agreeCases {
+		t.Fatalf("only %d random configs passed check", n)
+	}
+}
+
+const agreeCases = 24
