@@ -33,19 +33,20 @@ func (d *Daemon) newFinder(cfg *config.Valid) *finder {
 	for _, b := range cfg.Backends {
 		seeds = append(seeds, b.Address)
 	}
-	w := discovery.New(discovery.Options{
+	f := &finder{cfg: cfg, done: make(chan struct{})}
+	f.w = discovery.New(discovery.Options{
 		Credentials: discovery.Credentials{Kubeconfig: dc.Kubeconfig, CAFile: dc.CAFile, CertFile: dc.CertFile,
 			KeyFile: dc.KeyFile, TokenFile: dc.TokenFile, ServerName: dc.ServerName},
 		Policy:    discovery.Policy{VIPs: cfg.VIP.Addresses, Max: dc.MaxBackends, Grace: dc.Grace.Duration},
 		Seeds:     seeds,
 		Resync:    dc.Resync.Duration,
 		StatePath: statePath(dc.StateDir, os.Getenv),
-		OnChange:  d.onDiscovered,
+		OnChange:  func(m []discovery.Member) { d.onDiscovered(f, m) },
 		OnStatus:  d.onDiscoveryStatus,
 		Logger:    d.log,
 		Timeout:   cfg.Timeouts.Dial.Duration,
 	})
-	return &finder{w: w, cfg: cfg, done: make(chan struct{})}
+	return f
 }
 
 // statePath is where the last known set lives: systemd's StateDirectory=
@@ -72,11 +73,13 @@ func (d *Daemon) restartFinder(prev, next *config.Valid) {
 	var members []discovery.Member
 	if f != nil {
 		members = f.w.Members()
-		f.start(d.bg)
 	}
 	d.mu.Lock()
 	d.finder, d.members = f, members
 	d.mu.Unlock()
+	if f != nil {
+		f.start(d.bg)
+	}
 }
 
 func (f *finder) start(ctx context.Context) {
@@ -100,9 +103,14 @@ func sameDiscovery(a, b *config.Valid) bool {
 		reflect.DeepEqual(a.Backends, b.Backends) && a.Timeouts.Dial == b.Timeouts.Dial
 }
 
-// onDiscovered applies a new discovered set to the pool.
-func (d *Daemon) onDiscovered(members []discovery.Member) {
+// onDiscovered applies a new discovered set to the pool. A watcher that a
+// reload replaced may still call (a drain's timer): it is not heard.
+func (d *Daemon) onDiscovered(f *finder, members []discovery.Member) {
 	d.mu.Lock()
+	if d.finder != f {
+		d.mu.Unlock()
+		return
+	}
 	d.members = members
 	d.mu.Unlock()
 	_, removed := d.applyBackends()

@@ -148,7 +148,8 @@ func TestDiscoveryKeepsTheSetOnBadAnswers(t *testing.T) {
 	c := newCluster(t)
 	a0, a1, a2 := c.servers[0].Addr(), c.servers[1].Addr(), c.servers[2].Addr()
 	s := newSettings(t, a0)
-	s.Extra = discoveryTOML(t.TempDir(), "1h")
+	stateDir := t.TempDir()
+	s.Extra = discoveryTOML(stateDir, "1h")
 	p := startVIPProxy(t, s, nil)
 	all := map[string]string{a0: "static", a1: "discovered", a2: "discovered"}
 	p.waitSources(all)
@@ -191,6 +192,17 @@ func TestDiscoveryKeepsTheSetOnBadAnswers(t *testing.T) {
 	if got := p.sources(); len(got) != 3 || got[a1] != "discovered" || got[a2] != "discovered" {
 		t.Fatalf("after a reload: %v", got)
 	}
+	// One that changes [discovery] starts a new watcher from the set on
+	// disk; the backends stay, and it follows the cluster from then on.
+	s.Extra = discoveryTOML(stateDir, "2h") + "\n[log]\nlevel = \"debug\"\n"
+	p.rewrite(s.toml())
+	p.signal(syscall.SIGHUP)
+	p.waitFor(func() bool { return strings.Count(p.log.String(), "msg=reloaded") == 2 }, "reloaded again")
+	if got := p.sources(); len(got) != 3 || got[a2] == "" {
+		t.Fatalf("after a reload with a new watcher: %v", got)
+	}
+	c.publish(0, 1)
+	p.waitSources(map[string]string{a0: "static", a1: "discovered", a2: "discovered+draining"})
 }
 
 // openWatchOn opens /watch streams through the VIP until one is served by
