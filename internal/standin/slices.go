@@ -244,16 +244,7 @@ func (e *EndpointSlices) watch(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(w)
 	flusher, _ := w.(http.Flusher)
 	for {
-		e.mu.Lock()
-		expired := from < e.oldest
-		var pending []sliceEvent
-		for _, ev := range e.history {
-			if ev.rv > from {
-				pending = append(pending, ev)
-			}
-		}
-		ch := e.changed
-		e.mu.Unlock()
+		pending, ch, expired := e.since(from)
 		if expired {
 			enc.Encode(map[string]any{"type": "ERROR", "object": goneStatus()})
 			return
@@ -279,6 +270,19 @@ func (e *EndpointSlices) watch(w http.ResponseWriter, r *http.Request) {
 				"metadata": map[string]any{"resourceVersion": strconv.Itoa(from)}}})
 		}
 	}
+}
+
+// since returns the events after from, the channel closed at the next
+// change, and whether from has expired.
+func (e *EndpointSlices) since(from int) (pending []sliceEvent, changed <-chan struct{}, expired bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ev := range e.history {
+		if ev.rv > from {
+			pending = append(pending, ev)
+		}
+	}
+	return pending, e.changed, from < e.oldest
 }
 
 func goneStatus() map[string]any {
