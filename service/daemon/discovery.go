@@ -34,6 +34,8 @@ func (d *Daemon) newFinder(cfg *config.Valid) *finder {
 		seeds = append(seeds, b.Address)
 	}
 	f := &finder{cfg: cfg, done: make(chan struct{})}
+	d.metrics.DiscoveryErrors.WithLabelValues() // the series start at 0
+	d.metrics.DiscoveryWatching.WithLabelValues()
 	f.w = discovery.New(discovery.Options{
 		Credentials: discovery.Credentials{Kubeconfig: dc.Kubeconfig, CAFile: dc.CAFile, CertFile: dc.CertFile,
 			KeyFile: dc.KeyFile, TokenFile: dc.TokenFile, ServerName: dc.ServerName},
@@ -129,16 +131,16 @@ func (d *Daemon) onDiscoveryStatus(s discovery.Status) {
 	if s.State == discovery.StateWatching {
 		watching = 1
 	}
-	d.metrics.DiscoveryWatching.Set(watching)
+	d.metrics.DiscoveryWatching.WithLabelValues().Set(watching)
 	if !s.LastSync.IsZero() {
-		d.metrics.DiscoveryLastSync.Set(float64(s.LastSync.UnixMilli()) / 1000)
+		d.metrics.DiscoveryLastSync.WithLabelValues().Set(float64(s.LastSync.UnixMilli()) / 1000)
 	}
 	d.mu.Lock()
 	seen := d.discoveryErrors
 	d.discoveryErrors = s.Errors
 	d.mu.Unlock()
 	if s.Errors > seen {
-		d.metrics.DiscoveryErrors.Add(s.Errors - seen)
+		d.metrics.DiscoveryErrors.WithLabelValues().Add(s.Errors - seen)
 	}
 }
 

@@ -256,3 +256,18 @@ func stateFile(t *testing.T, dir string) []string {
 	}
 	return doc.Backends
 }
+
+// Without [discovery] no discovery series is exported (an alert on them
+// cannot fire on such a node), and every backend is static.
+func TestNoDiscoveryNoDiscoverySeries(t *testing.T) {
+	b := backend(t, "api0")
+	p := startVIPProxy(t, newSettings(t, b.Addr()), nil)
+	p.waitSources(map[string]string{b.Addr(): "static"})
+	metrics, err := p.get("/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(metrics, "vipproxy_discovery_") {
+		t.Fatalf("discovery series without discovery:\n%s", metrics)
+	}
+}

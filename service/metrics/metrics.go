@@ -36,9 +36,12 @@ type Metrics struct {
 	MaxConnections      *Gauge       // vipproxy_connections_max
 	PanicMode           *Gauge       // vipproxy_panic_mode
 	BackendSource       GaugeVec     // vipproxy_backend_source{backend,source}
-	DiscoveryErrors     *Counter     // vipproxy_discovery_errors_total
-	DiscoveryWatching   *Gauge       // vipproxy_discovery_watching
-	DiscoveryLastSync   *Gauge       // vipproxy_discovery_last_sync_timestamp_seconds
+	// The discovery series exist only once discovery runs (no labels:
+	// WithLabelValues() makes the one series), so that a node without it
+	// exports none and an alert on them cannot fire there.
+	DiscoveryErrors   CounterVec // vipproxy_discovery_errors_total
+	DiscoveryWatching GaugeVec   // vipproxy_discovery_watching
+	DiscoveryLastSync GaugeVec   // vipproxy_discovery_last_sync_timestamp_seconds
 
 	BuildInfo              GaugeVec     // vipproxy_build_info{version,goversion,revision}
 	ReloadSuccessful       *Gauge       // vipproxy_config_last_reload_successful
@@ -102,9 +105,9 @@ func New() *Metrics {
 	m.ConnectionsTotal = m.counters("vipproxy_connections_total", "Client connections proxied to each backend.", "backend")
 	m.DialErrors = m.counters("vipproxy_dial_errors_total", "Failed dials to each backend (the client was retried elsewhere if attempts remained).", "backend")
 	m.DialRetries = m.counters("vipproxy_dial_retries_total", "Client connections moved to another backend after a failed dial.").WithLabelValues()
-	m.DiscoveryErrors = m.counters("vipproxy_discovery_errors_total", "Failed lists and watches of the kubernetes EndpointSlices (the backend set is kept).").WithLabelValues()
-	m.DiscoveryLastSync = m.gauges("vipproxy_discovery_last_sync_timestamp_seconds", "Unix time of the last good list of the kubernetes EndpointSlices.").WithLabelValues()
-	m.DiscoveryWatching = m.gauges("vipproxy_discovery_watching", "1 while a watch of the kubernetes EndpointSlices is open, else 0.").WithLabelValues()
+	m.DiscoveryErrors = m.counters("vipproxy_discovery_errors_total", "Failed lists and watches of the kubernetes EndpointSlices (the backend set is kept).")
+	m.DiscoveryLastSync = m.gauges("vipproxy_discovery_last_sync_timestamp_seconds", "Unix time of the last good list of the kubernetes EndpointSlices.")
+	m.DiscoveryWatching = m.gauges("vipproxy_discovery_watching", "1 while a watch of the kubernetes EndpointSlices is open, else 0.")
 	m.HealthCheckDuration = m.histograms("vipproxy_health_check_duration_seconds", "Health check latency per backend.", checkBuckets, "backend")
 	m.HealthChecks = m.counters("vipproxy_health_checks_total", "Health checks per backend and result (success, failure, local_error: failed for a reason of this host, not counted against the backend).", "backend", "result")
 	m.PanicMode = m.gauges("vipproxy_panic_mode", "1 while most backends went down at once: open connections are kept and new ones balanced over the last known good backends.").WithLabelValues()
