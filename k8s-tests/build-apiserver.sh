@@ -9,6 +9,10 @@ set -euo pipefail
 version=${1:?usage: build-apiserver.sh VERSION CACHE}
 cache=${2:?usage: build-apiserver.sh VERSION CACHE}
 out=$cache/v$version
+mkdir -p "$cache"
+# Two runs at once (two CI jobs) build once: the second waits, then finds it.
+exec 9>"$cache/.build.lock"
+flock 9
 if [ -x "$out/kube-apiserver" ]; then
 	echo "cached: $out/kube-apiserver"
 	exit 0
