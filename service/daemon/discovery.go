@@ -17,7 +17,6 @@ import (
 // finder is a running discovery watcher and how to stop it.
 type finder struct {
 	w    *discovery.Watcher
-	cfg  *config.Valid // the config it was started with
 	stop context.CancelFunc
 	done chan struct{}
 }
@@ -33,7 +32,7 @@ func (d *Daemon) newFinder(cfg *config.Valid) *finder {
 	for _, b := range cfg.Backends {
 		seeds = append(seeds, b.Address)
 	}
-	f := &finder{cfg: cfg, done: make(chan struct{})}
+	f := &finder{done: make(chan struct{})}
 	d.metrics.DiscoveryErrors.WithLabelValues() // the series start at 0
 	d.metrics.DiscoveryWatching.WithLabelValues()
 	f.w = discovery.New(discovery.Options{
