@@ -6,7 +6,7 @@
 # nftables: the blackholed-backend case drops SYNs in a private netns.
 APT_PACKAGES += nftables util-linux
 SOAK_DURATION ?= 3m
-FAULT_TESTS := Fault|Flood|PanicMode|FIFOConfig|BadReloads|GarbageClients|Blackholed|HalfClose|AllBackendsDown|RestartKeepsListener|ReloadUnderLoad|ManyConnections|DescriptorExhaustion|BackendKilled
+FAULT_TESTS := Fault|Flood|PanicMode|FIFOConfig|ReloadToManyNew|BadReloads|GarbageClients|Blackholed|HalfClose|AllBackendsDown|RestartKeepsListener|ReloadUnderLoad|ManyConnections|DescriptorExhaustion|BackendKilled
 
 .PHONY: soak faults
 soak:

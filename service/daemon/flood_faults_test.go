@@ -291,3 +291,32 @@ func TestPanicModeKeepsConnections(t *testing.T) {
 	}
 	p.waitFor(func() bool { return !p.status().Panic }, "panic mode over")
 }
+
+// A reload to many new backends must not send clients to them before
+// their first check while a known good backend exists: fresh backends at
+// closed ports were picked (and failed every dial attempt) before.
+func TestReloadToManyNewBackends(t *testing.T) {
+	s := newSettings(t, apiservers(t, 1)...)
+	p := startVIPProxy(t, s, nil)
+	p.waitState("b0", "up")
+	l := startClientLoad(t, 4, mtlsRequest(t, p.vip))
+	time.Sleep(200 * time.Millisecond)
+	const fresh = 2000
+	many := s
+	for i := range fresh {
+		// Closed ports on a loopback address nothing listens on: refused.
+		many.Backends = append(many.Backends, fmt.Sprintf("127.0.0.3:%d", 20000+i))
+	}
+	p.rewrite(many.toml())
+	reloadAt := time.Now()
+	p.signal(syscall.SIGHUP)
+	p.waitFor(func() bool { return len(p.status().Backends) == fresh+1 }, "the reload applied")
+	time.Sleep(time.Second)
+	got := count(l.finish(), reloadAt)
+	m, _ := p.metricValues(`vipproxy_connections_rejected_total{reason="no_backend"}`, "vipproxy_dial_retries_total")
+	t.Logf("reload from 1 to %d backends (%d never checked, at closed ports) under load: %v; dial retries %v, refused for want of a backend %v",
+		fresh+1, fresh, got, m["vipproxy_dial_retries_total"], m[`vipproxy_connections_rejected_total{reason="no_backend"}`])
+	if got.failed > 0 {
+		t.Errorf("%d requests failed (first: %v): fresh backends were picked before their first check", got.failed, got.firstErr)
+	}
+}
