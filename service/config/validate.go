@@ -216,12 +216,7 @@ func (v *validator) health() {
 func (v *validator) healthTLS() {
 	h := v.c.Health
 	if h.CAFile != "" {
-		pem, err := readSmallFile(h.CAFile, maxPEMFile)
-		if err != nil {
-			v.bad("health.ca_file", "%v", err)
-		} else if !x509.NewCertPool().AppendCertsFromPEM(pem) {
-			v.bad("health.ca_file", "%s holds no PEM certificate", h.CAFile)
-		}
+		v.caFile("health.ca_file", h.CAFile)
 	}
 	switch {
 	case h.CertFile != "" && h.KeyFile == "":
@@ -229,23 +224,34 @@ func (v *validator) healthTLS() {
 	case h.KeyFile != "" && h.CertFile == "":
 		v.bad("health.cert_file", "must be set when health.key_file is")
 	case h.CertFile != "":
-		v.clientCert(h.CertFile, h.KeyFile)
+		v.clientCert("health", h.CertFile, h.KeyFile)
 	}
 }
 
-func (v *validator) clientCert(certFile, keyFile string) {
+// caFile wants a readable file with at least one PEM certificate.
+func (v *validator) caFile(key, path string) {
+	pem, err := readSmallFile(path, maxPEMFile)
+	if err != nil {
+		v.bad(key, "%v", err)
+	} else if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+		v.bad(key, "%s holds no PEM certificate", path)
+	}
+}
+
+// clientCert wants table.cert_file and table.key_file to be a key pair.
+func (v *validator) clientCert(table, certFile, keyFile string) {
 	cert, err := readSmallFile(certFile, maxPEMFile)
 	if err != nil {
-		v.bad("health.cert_file", "%v", err)
+		v.bad(table+".cert_file", "%v", err)
 		return
 	}
 	key, err := readSmallFile(keyFile, maxPEMFile)
 	if err != nil {
-		v.bad("health.key_file", "%v", err)
+		v.bad(table+".key_file", "%v", err)
 		return
 	}
 	if _, err := tls.X509KeyPair(cert, key); err != nil {
-		v.bad("health.cert_file", "%s with %s: %v", certFile, keyFile, err)
+		v.bad(table+".cert_file", "%s with %s: %v", certFile, keyFile, err)
 	}
 }
 
@@ -571,15 +577,23 @@ func (v *validator) discoveryCredentials() {
 	case d.Kubeconfig == "" && d.CAFile == "":
 		v.bad("discovery.ca_file", "is required without a kubeconfig: the cluster CA verifies the apiservers")
 	}
-	for _, f := range []struct{ key, path string }{
-		{"discovery.kubeconfig", d.Kubeconfig}, {"discovery.ca_file", d.CAFile}, {"discovery.cert_file", d.CertFile},
-		{"discovery.key_file", d.KeyFile}, {"discovery.token_file", d.TokenFile},
-	} {
-		if f.path == "" || len(v.errs) > before {
-			continue
-		}
-		if _, err := readSmallFile(f.path, maxPEMFile); err != nil {
-			v.bad(f.key, "%v", err)
+	if len(v.errs) > before {
+		return
+	}
+	// As health's: a CA with a certificate, a key pair that matches.
+	if d.CAFile != "" {
+		v.caFile("discovery.ca_file", d.CAFile)
+	}
+	if d.CertFile != "" {
+		v.clientCert("discovery", d.CertFile, d.KeyFile)
+	}
+	// The kubeconfig's contents are read at each request (discovery's last
+	// error says what is wrong with them); here only that it is readable.
+	for _, f := range []struct{ key, path string }{{"discovery.kubeconfig", d.Kubeconfig}, {"discovery.token_file", d.TokenFile}} {
+		if f.path != "" {
+			if _, err := readSmallFile(f.path, maxPEMFile); err != nil {
+				v.bad(f.key, "%v", err)
+			}
 		}
 	}
 }
