@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"syscall"
 )
 
@@ -173,6 +174,11 @@ func nextRotation(r Rotation, drain, remove bool) Rotation {
 // (EADDRNOTAVAIL), or an attempt we cancelled ourselves. Such a failure
 // must not move a backend's state: a client flood that exhausts our
 // descriptors would otherwise mark every backend down at once.
+//
+// A failed name lookup is checked once more: Go's resolver, out of
+// descriptors, cannot read /etc/hosts or reach a DNS server and says "no
+// such host", the same words as a real NXDOMAIN. Whether this process can
+// open a descriptor right now tells the two apart.
 func LocalFault(err error) bool {
 	if err == nil {
 		return false
@@ -182,5 +188,17 @@ func LocalFault(err error) bool {
 			return true
 		}
 	}
-	return false
+	var dns *net.DNSError
+	return errors.As(err, &dns) && outOfDescriptors()
+}
+
+// outOfDescriptors reports whether the process cannot open a descriptor
+// now (it tries to duplicate stderr and closes the copy).
+func outOfDescriptors() bool {
+	fd, err := syscall.Dup(2)
+	if err == nil {
+		syscall.Close(fd)
+		return false
+	}
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }

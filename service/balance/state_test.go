@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"syscall"
 	"testing"
@@ -199,5 +200,45 @@ func TestLocalFault(t *testing.T) {
 		if got := LocalFault(c.err); got != c.local {
 			t.Errorf("LocalFault(%v) = %v, want %v", c.err, got, c.local)
 		}
+	}
+}
+
+// Out of descriptors, Go's resolver says "no such host" like a real
+// NXDOMAIN: a lookup failing while no descriptor can be opened is local.
+func TestLocalFaultLookupOutOfDescriptors(t *testing.T) {
+	nxdomain := &net.DNSError{Err: "no such host", Name: "apiserver.example", IsNotFound: true}
+	if LocalFault(nxdomain) {
+		t.Fatal("a lookup failure with descriptors to spare counted as local")
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip(err)
+	}
+	low := lim
+	low.Cur = uint64(len(ents) + 8)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Skip(err)
+	}
+	defer syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	var held []*os.File
+	defer func() {
+		for _, f := range held {
+			f.Close()
+		}
+	}()
+	for range 64 {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			break
+		}
+		held = append(held, f)
+	}
+	local := LocalFault(nxdomain)
+	if !local {
+		t.Error("a lookup failure while out of descriptors counted against the backend")
 	}
 }
