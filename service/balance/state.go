@@ -94,6 +94,10 @@ const (
 	// DialFailed: the proxy could not connect, or the backend closed a
 	// connection before answering it.
 	DialFailed
+	// Loops: a connection to it reached vipproxy's own listener (its name
+	// came to resolve to the VIP): down at once, whatever it was, so the
+	// proxy does not connect to itself until the descriptors run out.
+	Loops
 	numEvents
 )
 
@@ -109,6 +113,8 @@ func (e Event) String() string {
 		return "check-failed"
 	case DialFailed:
 		return "dial-failed"
+	case Loops:
+		return "loops"
 	}
 	return "invalid"
 }
@@ -116,12 +122,12 @@ func (e Event) String() string {
 // transitions is the whole state machine: the next state for every state
 // and event. Read a row as "in this state, on each event, go to".
 var transitions = [numStates][numEvents]State{
-	//           CheckUp CheckDown CheckPassed CheckFailed DialFailed
-	Unknown:    {Up, Down, Unknown, Unknown, Unknown},
-	Up:         {Up, Down, Up, Up, Suspect},
-	Suspect:    {Up, Down, Up, Suspect, Suspect},
-	Down:       {Up, Down, Recovering, Down, Down},
-	Recovering: {Up, Down, Recovering, Down, Down},
+	//           CheckUp CheckDown CheckPassed CheckFailed DialFailed Loops
+	Unknown:    {Up, Down, Unknown, Unknown, Unknown, Down},
+	Up:         {Up, Down, Up, Up, Suspect, Down},
+	Suspect:    {Up, Down, Up, Suspect, Suspect, Down},
+	Down:       {Up, Down, Recovering, Down, Down, Down},
+	Recovering: {Up, Down, Recovering, Down, Down, Down},
 }
 
 // next is the state after e in s.

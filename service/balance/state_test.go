@@ -17,11 +17,11 @@ import (
 // table in state.go must change this one too.
 func TestTransitions(t *testing.T) {
 	want := map[State]map[Event]State{
-		Unknown:    {CheckUp: Up, CheckDown: Down, CheckPassed: Unknown, CheckFailed: Unknown, DialFailed: Unknown},
-		Up:         {CheckUp: Up, CheckDown: Down, CheckPassed: Up, CheckFailed: Up, DialFailed: Suspect},
-		Suspect:    {CheckUp: Up, CheckDown: Down, CheckPassed: Up, CheckFailed: Suspect, DialFailed: Suspect},
-		Down:       {CheckUp: Up, CheckDown: Down, CheckPassed: Recovering, CheckFailed: Down, DialFailed: Down},
-		Recovering: {CheckUp: Up, CheckDown: Down, CheckPassed: Recovering, CheckFailed: Down, DialFailed: Down},
+		Unknown:    {CheckUp: Up, CheckDown: Down, CheckPassed: Unknown, CheckFailed: Unknown, DialFailed: Unknown, Loops: Down},
+		Up:         {CheckUp: Up, CheckDown: Down, CheckPassed: Up, CheckFailed: Up, DialFailed: Suspect, Loops: Down},
+		Suspect:    {CheckUp: Up, CheckDown: Down, CheckPassed: Up, CheckFailed: Suspect, DialFailed: Suspect, Loops: Down},
+		Down:       {CheckUp: Up, CheckDown: Down, CheckPassed: Recovering, CheckFailed: Down, DialFailed: Down, Loops: Down},
+		Recovering: {CheckUp: Up, CheckDown: Down, CheckPassed: Recovering, CheckFailed: Down, DialFailed: Down, Loops: Down},
 	}
 	for s := State(0); s < numStates; s++ {
 		for e := Event(0); e < numEvents; e++ {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
 	"slices"
@@ -100,7 +101,7 @@ func (d *Daemon) run(ctx context.Context) error {
 	}
 	d.pool = pool
 	pool.SetObserver(d.onTransition)
-	prober, err := health.NewProber(cfg.Health)
+	prober, err := health.NewProber(cfg.Health, ownAddrs(cfg)...)
 	if err != nil {
 		return withFile(err, cfg.Path)
 	}
@@ -485,4 +486,14 @@ func withFile(err error, path string) error {
 		ce.File = path
 	}
 	return err
+}
+
+// ownAddrs are the addresses the config has us listen on: health checks
+// that reach one fail (see health.NewProber).
+func ownAddrs(cfg *config.Valid) []netip.AddrPort {
+	var out []netip.AddrPort
+	for _, l := range cfg.Listeners() {
+		out = append(out, l.Addr)
+	}
+	return out
 }

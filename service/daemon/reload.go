@@ -40,7 +40,7 @@ func loadForReload(path string) (*config.Valid, health.Prober, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	prober, err := health.NewProber(next.Health)
+	prober, err := health.NewProber(next.Health, ownAddrs(next)...)
 	if err != nil {
 		return nil, nil, withFile(err, path)
 	}

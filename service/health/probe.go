@@ -10,7 +10,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/vipproxy/vipproxy/service/config"
@@ -25,12 +28,47 @@ type Prober interface {
 // has judged (kind, timeout, files in pairs). Files (CA, client
 // certificate) are read now, so a file changed since is an error at start
 // or reload, not a backend that mysteriously fails its checks.
-func NewProber(cfg config.Health) (Prober, error) {
+//
+// own are vipproxy's own listening addresses: a check of a backend that
+// reaches one of them fails, so a name that came to resolve to the VIP
+// stays down instead of passing the checks against ourselves.
+func NewProber(cfg config.Health, own ...netip.AddrPort) (Prober, error) {
 	build, ok := probers[cfg.Type]
 	if !ok {
 		return nil, fmt.Errorf("health: no prober for check kind %q", cfg.Type)
 	}
-	return build(cfg)
+	p, err := build(cfg)
+	if err != nil || len(own) == 0 {
+		return p, err
+	}
+	return &notSelf{Prober: p, own: own}, nil
+}
+
+// notSelf fails a check whose address is, or resolves to, one of own.
+type notSelf struct {
+	Prober
+	own []netip.AddrPort
+}
+
+func (n *notSelf) Probe(ctx context.Context, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return n.Prober.Probe(ctx, addr)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return n.Prober.Probe(ctx, addr)
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host) // an IP literal comes back as itself
+	if err != nil {
+		return n.Prober.Probe(ctx, addr) // the probe says what is wrong with the name
+	}
+	for _, ip := range ips {
+		if dst := netip.AddrPortFrom(ip.Unmap(), uint16(p)); slices.Contains(n.own, dst) {
+			return fmt.Errorf("%s is vipproxy's own listener %s: checking it would check ourselves", addr, dst)
+		}
+	}
+	return n.Prober.Probe(ctx, addr)
 }
 
 // probers builds each check kind's Prober. A new kind is a type here, its

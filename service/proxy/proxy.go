@@ -11,6 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -64,6 +66,9 @@ type Proxy struct {
 	closing  atomic.Bool
 	// handoff passes accepted connections to idle setup workers.
 	handoff chan net.Conn
+	// own are the listeners' addresses, set by Start: a backend dial that
+	// reaches one of them is refused (ownListener).
+	own []netip.AddrPort
 }
 
 // workerIdle is how long a setup worker waits for the next connection
@@ -104,6 +109,10 @@ func (p *Proxy) Start(listeners []net.Listener) error {
 		return nil, fmt.Errorf("no listener for %s", key)
 	}}
 	for i, ln := range listeners {
+		if a, ok := ln.Addr().(*net.TCPAddr); ok {
+			ap := a.AddrPort()
+			p.own = append(p.own, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
+		}
 		if err := setUserTimeout(ln, opts.UserTimeout); err != nil {
 			p.log.Warn("cannot set TCP_USER_TIMEOUT on listener; accepted connections use the kernel default", "listener", ln.Addr(), "err", err)
 		}
@@ -278,6 +287,12 @@ func (p *Proxy) dial(opts *Options, exclude []*balance.Backend) (*balance.Backen
 		// range of ephemeral ports instead of one range each.
 		start := time.Now()
 		c, err := opts.dialer.Dial("tcp", b.Address)
+		if err == nil && p.ownListener(c) {
+			c.Close()
+			p.refuseLoop(b)
+			tried = append(tried, b)
+			continue
+		}
 		if err == nil {
 			b.Stats.DialDuration.Observe(time.Since(start).Seconds())
 			conn := c.(*net.TCPConn)
@@ -307,6 +322,28 @@ func (p *Proxy) dial(opts *Options, exclude []*balance.Backend) (*balance.Backen
 	}
 	p.counters.RejectedNoBackend.Inc()
 	return nil, nil, nil
+}
+
+// ownListener reports whether c reached one of our own VIP listeners: a
+// backend whose name came to resolve to the VIP (check refuses one that
+// resolves so at load) would make every client connection a connection to
+// ourselves, until the descriptors run out.
+func (p *Proxy) ownListener(c net.Conn) bool {
+	ra, ok := c.RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return false
+	}
+	dst := ra.AddrPort()
+	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	return slices.Contains(p.own, dst)
+}
+
+// refuseLoop marks b down at once (balance.Loops) and says why, once.
+func (p *Proxy) refuseLoop(b *balance.Backend) {
+	if tr := p.pool.Observe(b, balance.Loops); tr.Changed() {
+		p.log.Error("backend reaches vipproxy's own listener (its name resolves to the VIP?); marked down, not dialed again until its checks pass",
+			"backend", b.Name, "address", b.Address)
+	}
 }
 
 // clientConn unwraps what tcpproxy hands over: the TCP connection and any
