@@ -14,9 +14,9 @@ import (
 // EndpointSlices is the stand-in's `kubernetes` EndpointSlices in namespace
 // default, answering list and watch (with bookmarks and 410 Gone) as an
 // apiserver does. The test decides the endpoints: Set, SetReady, Expire.
-// Endpoints are grouped into one slice per port (an apiserver has one
-// port; stand-ins on loopback have several), so the union over slices is
-// exercised too.
+// Endpoints are grouped into one slice per port, named kubernetes-PORT (an
+// apiserver has one port; stand-ins on loopback have several), so the union
+// over slices is exercised too.
 type EndpointSlices struct {
 	// Bookmark, if set, is the period of BOOKMARK events on a watch that
 	// asked for them.
@@ -70,11 +70,9 @@ func (e *EndpointSlices) Set(eps ...Endpoint) {
 		ports = append(ports, p)
 	}
 	slices.Sort(ports)
-	for i, p := range ports {
-		name := "kubernetes"
-		if i > 0 {
-			name = fmt.Sprintf("kubernetes-%d", p)
-		}
+	for _, p := range ports {
+		// Named by port, so a change touches only the slices it changes.
+		name := fmt.Sprintf("kubernetes-%d", p)
 		next[name] = true
 		typ := "MODIFIED"
 		if _, ok := e.current[name]; !ok {

@@ -109,6 +109,7 @@ func TestDiscoveryAddsDrainsAndRemembers(t *testing.T) {
 		t.Fatalf("requests reached %v, want all three apiservers", seen)
 	}
 	watch := openWatchOn(t, p.vip, "api2")
+	loop := startLoop(t, client, p.vip)
 
 	c.publish(0, 1) // api2 leaves the cluster
 	p.waitSources(map[string]string{a0: "static", a1: "discovered", a2: "discovered+draining"})
@@ -123,6 +124,15 @@ func TestDiscoveryAddsDrainsAndRemembers(t *testing.T) {
 	p.waitSources(map[string]string{a0: "static", a1: "discovered"})
 	if err := readUntilEnd(watch); err != nil {
 		t.Fatalf("the watch on the dropped backend: %v", err)
+	}
+	c.servers[2].Close() // then its apiserver stops
+	if n := p.status().Backends; len(n) != 2 {
+		t.Fatalf("backends after the stop: %v", n)
+	}
+	ok, failures := loop.stop()
+	t.Logf("request loop through the VIP while api2 left, drained and stopped: %d ok, %d failed", ok, len(failures))
+	if len(failures) > 0 || ok == 0 {
+		t.Fatalf("request loop: %d ok, failures %v", ok, failures)
 	}
 	want := []string{a0, a1}
 	if got := stateFile(t, stateDir); !slices.Equal(got, want) {
@@ -201,8 +211,49 @@ func TestDiscoveryKeepsTheSetOnBadAnswers(t *testing.T) {
 	if got := p.sources(); len(got) != 3 || got[a2] == "" {
 		t.Fatalf("after a reload with a new watcher: %v", got)
 	}
+	p.waitSources(all) // remembered until the new watcher's first list
 	c.publish(0, 1)
 	p.waitSources(map[string]string{a0: "static", a1: "discovered", a2: "discovered+draining"})
+}
+
+// reqLoop sends one request through the VIP after another until stopped.
+type reqLoop struct {
+	done     chan struct{}
+	finished chan struct{}
+	ok       int
+	failures []error
+}
+
+func startLoop(t *testing.T, c *http.Client, vip string) *reqLoop {
+	l := &reqLoop{done: make(chan struct{}), finished: make(chan struct{})}
+	go func() {
+		defer close(l.finished)
+		for range 100000 {
+			select {
+			case <-l.done:
+				return
+			default:
+			}
+			if _, err := name(c, vip); err != nil {
+				l.failures = append(l.failures, err)
+			} else {
+				l.ok++
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { l.stop() })
+	return l
+}
+
+func (l *reqLoop) stop() (ok int, failures []error) {
+	select {
+	case <-l.done:
+	default:
+		close(l.done)
+	}
+	<-l.finished
+	return l.ok, l.failures
 }
 
 // openWatchOn opens /watch streams through the VIP until one is served by
