@@ -243,7 +243,19 @@ func TestDeadBackendIsRetriedTransparently(t *testing.T) {
 	for _, b := range pool.Backends() {
 		pool.Observe(b, balance.CheckUp) // as if the checks passed a moment ago
 	}
-	for i := 0; i < 30; i++ {
+	pingThrough(t, addr, 30)
+	if pool.Lookup(dead).State() != balance.Suspect {
+		t.Error("dead backend not marked suspect after a failed dial")
+	}
+}
+
+func dead2(t testing.TB) string { return deadAddress(t) }
+
+// pingThrough sends "ping" over n connections to addr, one after the
+// other, and fails unless each comes back: one backend is alive.
+func pingThrough(t *testing.T, addr string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
@@ -256,12 +268,7 @@ func TestDeadBackendIsRetriedTransparently(t *testing.T) {
 			t.Fatalf("connection %d failed although one backend is alive: %v", i, err)
 		}
 	}
-	if pool.Lookup(dead).State() != balance.Suspect {
-		t.Error("dead backend not marked suspect after a failed dial")
-	}
 }
-
-func dead2(t testing.TB) string { return deadAddress(t) }
 
 func TestAllBackendsDownClosesAtOnce(t *testing.T) {
 	_, pool, addr := startProxy(t, deadAddress(t), deadAddress(t))
@@ -653,19 +660,7 @@ func TestBackendThatIsOurListenerIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.StopAccepting(); p.Close() })
-	for i := 0; i < 10; i++ {
-		c, err := net.Dial("tcp", self)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Write([]byte("ping"))
-		buf := make([]byte, 4)
-		_, err = io.ReadFull(c, buf)
-		c.Close()
-		if err != nil {
-			t.Fatalf("connection %d: %v", i, err)
-		}
-	}
+	pingThrough(t, self, 10)
 	if st := pool.Lookup("self").State(); st != balance.Down {
 		t.Errorf("the backend that is our own listener is %s, want down", st)
 	}
