@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding"
+	"errors"
 	"fmt"
 	"math"
 	"net/netip"
@@ -93,7 +94,8 @@ func decodeValue(key string, v any, rv reflect.Value) error {
 }
 
 // decodeTable copies a TOML table into a struct: unknown keys first (a typo
-// is the likeliest cause of any later error), then fields in order.
+// is the likeliest cause of any later error), then fields in order. It
+// goes on after a problem, and returns them all (errors.Join).
 func decodeTable(key string, table map[string]any, rv reflect.Value) error {
 	fields := map[string]int{}
 	t := rv.Type()
@@ -108,9 +110,10 @@ func decodeTable(key string, table map[string]any, rv reflect.Value) error {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	var errs []error
 	for _, name := range names {
 		if _, ok := fields[name]; !ok {
-			return &decodeError{joinKey(key, name), "unknown key" + didYouMean(name, fields)}
+			errs = append(errs, &decodeError{joinKey(key, name), "unknown key" + didYouMean(name, fields)})
 		}
 	}
 	for i := range t.NumField() {
@@ -120,10 +123,10 @@ func decodeTable(key string, table map[string]any, rv reflect.Value) error {
 			continue
 		}
 		if err := decodeValue(joinKey(key, name), v, rv.Field(i)); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // decodeSlice replaces the slice with the TOML array's elements; an array
@@ -145,13 +148,28 @@ func decodeSlice(key string, v any, rv reflect.Value) error {
 		return nil
 	}
 	out := reflect.MakeSlice(rv.Type(), len(items), len(items))
+	var errs []error
 	for i, item := range items {
 		if err := decodeValue(fmt.Sprintf("%s[%d]", key, i), item, out.Index(i)); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 	}
 	rv.Set(out)
-	return nil
+	return errors.Join(errs...)
+}
+
+// decodeErrors flattens what decodeTable joined, in order.
+func decodeErrors(err error) []*decodeError {
+	if de, ok := err.(*decodeError); ok {
+		return []*decodeError{de}
+	}
+	var out []*decodeError
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			out = append(out, decodeErrors(e)...)
+		}
+	}
+	return out
 }
 
 // arrayOf names the array a slice field wants, with how to write it when

@@ -103,11 +103,18 @@ func Parse(name string, data []byte) (*Valid, error) {
 	}
 	cfg := Default()
 	if err := decodeTable("", tree, reflect.ValueOf(&cfg).Elem()); err != nil {
-		var de *decodeError
-		if errors.As(err, &de) {
-			return nil, &Error{File: name, Key: de.key, Line: keyLine(src, de.key), Reason: de.reason}
+		var errs Errors
+		for _, de := range decodeErrors(err) {
+			errs = append(errs, &Error{File: name, Key: de.key, Line: keyLine(src, de.key), Reason: de.reason})
 		}
-		return nil, &Error{File: name, Reason: err.Error()}
+		switch len(errs) {
+		case 0:
+			return nil, &Error{File: name, Reason: err.Error()}
+		case 1:
+			return nil, errs[0]
+		}
+		withLine(errs, src) // sorts them by line
+		return nil, errs
 	}
 	cfg.Path = name
 	valid, err := Validate(cfg)
