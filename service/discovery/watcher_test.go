@@ -82,6 +82,10 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request) {
 		f = *p
 	}
 	switch {
+	case f == "forbidden":
+		w.WriteHeader(http.StatusForbidden)
+		io.WriteString(w, `{"kind":"Status","code":403,"reason":"Forbidden","message":"endpointslices.discovery.k8s.io is forbidden: User \"vipproxy\" cannot list resource"}`)
+		return
 	case f == "garbage" && !watch:
 		io.WriteString(w, `{"kind":"EndpointSliceList","metadata":{"resourceVersion":"5"},"items":[{"endpoints":`)
 		return
@@ -435,4 +439,19 @@ func deadAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// ListOnce (vipproxy doctor) names the fix for a refusal.
+func TestListOnceForbidden(t *testing.T) {
+	a := newAPI(t)
+	a.slices.SetAddrs(ap("192.0.2.1:6443"))
+	eps, server, err := ListOnce(context.Background(), certCreds(a), []string{deadAddr(t), a.addr()}, 5*time.Second)
+	if err != nil || server != a.addr() || len(eps) != 1 {
+		t.Fatalf("ListOnce: %v %q %v", eps, server, err)
+	}
+	a.setFault("forbidden")
+	_, _, err = ListOnce(context.Background(), certCreds(a), []string{a.addr()}, 5*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "cannot list") || !strings.Contains(Fix(err), "rbac-discovery.yaml") {
+		t.Fatalf("forbidden: %v; fix %q", err, Fix(err))
+	}
 }

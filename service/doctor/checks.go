@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/discovery"
 	"github.com/vipproxy/vipproxy/service/keepalived"
 	"github.com/vipproxy/vipproxy/service/netcfg"
 	"github.com/vipproxy/vipproxy/service/portowner"
@@ -157,4 +158,25 @@ func checkBackends(ctx context.Context, h Host, cfg *config.Valid) Result {
 		return fail("check those apiservers (systemctl status, firewall: they must accept this node on their port)", "%d of %d backends unreachable: %s", len(bad), len(cfg.Backends), strings.Join(bad, "; "))
 	}
 	return pass("all %d backends accept TCP connections", len(cfg.Backends))
+}
+
+// checkDiscovery lists the kubernetes EndpointSlices once with discovery's
+// credentials, through the backends as the daemon does: a refused
+// certificate or missing RBAC shows here, not only in the daemon's log.
+func checkDiscovery(ctx context.Context, h Host, cfg *config.Valid) Result {
+	d := cfg.Discovery
+	if !d.Enable {
+		return skip("discovery.enable is false")
+	}
+	var seeds []string
+	for _, b := range cfg.Backends {
+		seeds = append(seeds, b.Address)
+	}
+	creds := discovery.Credentials{Kubeconfig: d.Kubeconfig, CAFile: d.CAFile, CertFile: d.CertFile,
+		KeyFile: d.KeyFile, TokenFile: d.TokenFile, ServerName: d.ServerName}
+	eps, server, err := discovery.ListOnce(ctx, creds, seeds, h.DialTimeout)
+	if err != nil {
+		return fail(discovery.Fix(err), "listing the kubernetes EndpointSlices failed: %v", err)
+	}
+	return pass("%s lists %d ready apiserver(s): %v", server, len(eps), eps)
 }

@@ -70,6 +70,7 @@ func checks() []check {
 		{"drop-ins", checkDropIns},
 		{"keepalived", checkKeepalived},
 		{"backends", checkBackends},
+		{"discovery", checkDiscovery},
 	}
 }
 
