@@ -35,8 +35,9 @@ func Ours(l Listener) bool {
 }
 
 // apiservers are the process names (comm, 15 characters at most) of the
-// programs that serve the Kubernetes API on 6443 by default.
-var apiservers = []string{"kube-apiserver", "k3s", "k3s-server", "rke2", "k0s", "kubelite", "hyperkube"}
+// programs that serve the Kubernetes API on 6443 by default, and of
+// vipproxy-apiserver, the stand-in of the tests and the demo.
+var apiservers = []string{"kube-apiserver", "k3s", "k3s-server", "rke2", "k0s", "kubelite", "hyperkube", "vipproxy-apiser"}
 
 // Apiserver reports whether the listener is a local Kubernetes apiserver.
 func Apiserver(l Listener) bool { return slices.Contains(apiservers, l.Command) }
