@@ -50,6 +50,9 @@ step "network namespace $ns, TEST-NET addresses on lo"
 ip netns add "$ns"
 ip -n "$ns" link set lo up
 for i in 1 2 3 10; do ip -n "$ns" addr add "192.0.2.$i/32" dev lo; done
+# An uplink for the config (an IPv4 VIP needs one); nothing uses it here.
+ip -n "$ns" link add eth1 type veth peer name eth1peer
+ip -n "$ns" link set eth1 up
 
 step "PKI"
 pki=$work/pki
@@ -130,6 +133,9 @@ server_name = "kubernetes"
 
 [admin]
 listen = "127.0.0.1:6449"
+
+[network]
+uplinks = ["eth1"]
 
 [discovery]
 enable = true
