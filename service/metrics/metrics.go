@@ -11,9 +11,9 @@ package metrics
 
 import (
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
-	"runtime/debug"
 	"time"
 )
 
@@ -50,7 +50,7 @@ type Metrics struct {
 	BackendTransitions     CounterVec   // vipproxy_backend_transitions_total{backend}
 	BackendLastTransition  GaugeVec     // vipproxy_backend_last_transition_timestamp_seconds{backend}
 	DialDuration           HistogramVec // vipproxy_dial_duration_seconds{backend}
-	VIPHeld                *family      // vipproxy_vip_held{address}, read at scrape time
+	vipHeld                *family      // vipproxy_vip_held{address}, read at scrape time
 }
 
 // Label values used across the daemon.
@@ -136,7 +136,7 @@ func (m *Metrics) newSeries() {
 	m.BackendTransitions = m.counters("vipproxy_backend_transitions_total", "Changes of the backend's availability state.", "backend")
 	m.BackendLastTransition = m.gauges("vipproxy_backend_last_transition_timestamp_seconds", "When the backend's state last changed (or it was added), in seconds since the epoch.", "backend")
 	m.DialDuration = m.histograms("vipproxy_dial_duration_seconds", "Time to connect to the backend, successful dials only.", dialBuckets, "backend")
-	m.VIPHeld = m.add("vipproxy_vip_held", "gauge", "1 if this node holds the VIP on an interface other than the dummy link (the VRRP master), else 0.", "address")
+	m.vipHeld = m.add("vipproxy_vip_held", "gauge", "1 if this node holds the VIP on an interface other than the dummy link (the VRRP master), else 0.", "address")
 }
 
 // SetBuild sets vipproxy_build_info from the version and the build's
@@ -156,9 +156,9 @@ func (m *Metrics) SetBuild(version string) {
 // SetVIPHeld makes vipproxy_vip_held read held at every scrape: it
 // returns whether this node holds each VIP address.
 func (m *Metrics) SetVIPHeld(held func() map[string]bool) {
-	m.VIPHeld.mu.Lock()
-	defer m.VIPHeld.mu.Unlock()
-	m.VIPHeld.collect = func(emit func(v float64, values ...string)) {
+	m.vipHeld.mu.Lock()
+	defer m.vipHeld.mu.Unlock()
+	m.vipHeld.collect = func(emit func(v float64, values ...string)) {
 		for addr, on := range held() {
 			v := 0.0
 			if on {
