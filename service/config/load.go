@@ -39,7 +39,7 @@ func (e *Error) Error() string {
 const maxFileSize = 1 << 20
 
 // Load reads, decodes and validates the file at path, then resolves the
-// backend names that could loop into our own listeners (see CheckNames).
+// backend names that could loop into our own listeners (see checkNames).
 func Load(path string) (*Valid, error) {
 	data, err := readSmallFile(path, maxFileSize)
 	if err != nil {
@@ -54,7 +54,7 @@ func Load(path string) (*Valid, error) {
 		return nil, err
 	}
 	// Bounded by resolveTimeout; Load has no caller's context to honour.
-	if err := cfg.CheckNames(context.Background(), SystemLookup); err != nil {
+	if err := cfg.checkNames(context.Background(), systemLookup); err != nil {
 		withLine(err, string(data))
 		return nil, err
 	}

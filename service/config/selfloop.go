@@ -75,17 +75,17 @@ func (c *Config) isVIP(ip netip.Addr) bool {
 	return false
 }
 
-// LookupFunc resolves a host name to its addresses (net.Resolver.LookupNetIP
+// lookupFunc resolves a host name to its addresses (net.Resolver.LookupNetIP
 // with network "ip").
-type LookupFunc func(ctx context.Context, host string) ([]netip.Addr, error)
+type lookupFunc func(ctx context.Context, host string) ([]netip.Addr, error)
 
-// resolveTimeout bounds all the lookups of one CheckNames.
+// resolveTimeout bounds all the lookups of one checkNames.
 const resolveTimeout = 3 * time.Second
 
-// CheckNames resolves the backend names whose port is one of our listeners'
+// checkNames resolves the backend names whose port is one of our listeners'
 // and refuses a name that resolves to such a listener. A name that does not
 // resolve is not an error: it is a backend that is down until it does.
-func (c *Valid) CheckNames(ctx context.Context, lookup LookupFunc) error {
+func (c *Valid) checkNames(ctx context.Context, lookup lookupFunc) error {
 	ports := map[uint16]bool{}
 	for _, l := range c.Listeners() {
 		ports[l.Addr.Port()] = true
@@ -116,7 +116,7 @@ func (c *Valid) CheckNames(ctx context.Context, lookup LookupFunc) error {
 	return nil
 }
 
-// SystemLookup resolves with the host's resolver (/etc/hosts, DNS).
-func SystemLookup(ctx context.Context, host string) ([]netip.Addr, error) {
+// systemLookup resolves with the host's resolver (/etc/hosts, DNS).
+func systemLookup(ctx context.Context, host string) ([]netip.Addr, error) {
 	return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 }
