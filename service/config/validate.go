@@ -203,12 +203,19 @@ func (v *validator) health() {
 	if h.ExpectStatus < 100 || h.ExpectStatus > 599 {
 		v.bad("health.expect_status", "%d is not an HTTP status (100..599)", h.ExpectStatus)
 	}
-	if sn := h.ServerName; sn != "" && !isDNSName(sn) {
-		if _, err := netip.ParseAddr(sn); err != nil {
-			v.bad("health.server_name", "%q is neither a DNS name nor an IP address", sn)
-		}
-	}
+	v.serverName("health.server_name", h.ServerName)
 	v.healthTLS()
+}
+
+// serverName: a TLS name to send and verify is empty, a DNS name or an IP
+// address (no CR/LF or spaces, which would reach the request).
+func (v *validator) serverName(key, sn string) {
+	if sn == "" || isDNSName(sn) {
+		return
+	}
+	if _, err := netip.ParseAddr(sn); err != nil {
+		v.bad(key, "%q is neither a DNS name nor an IP address", sn)
+	}
 }
 
 // healthTLS checks the certificate files now rather than at the first
@@ -552,11 +559,7 @@ func (v *validator) discovery() {
 	if d.StateDir != "" && !filepath.IsAbs(d.StateDir) {
 		v.bad("discovery.state_dir", "%q is not an absolute path (empty keeps no last known set)", d.StateDir)
 	}
-	if sn := d.ServerName; sn != "" && !isDNSName(sn) {
-		if _, err := netip.ParseAddr(sn); err != nil {
-			v.bad("discovery.server_name", "%q is neither a DNS name nor an IP address", sn)
-		}
-	}
+	v.serverName("discovery.server_name", d.ServerName)
 	v.discoveryCredentials()
 }
 
