@@ -57,6 +57,11 @@ next:
 	return 0, false
 }
 
+// netlinkSeries is read by a netlink address dump at scrape time, which
+// qemu-user (make test-multiarch) does not carry out: the series is absent
+// there (measured on arm64), and present on every real kernel.
+const netlinkSeries = "vipproxy_vip_held"
+
 // The series issue 14 asked for, from a running daemon: build info,
 // reload result and time, backend state, transitions and last change,
 // dial latency, the VIP, and labelled series that start at 0.
@@ -64,6 +69,9 @@ func TestMetricsOfARunningDaemon(t *testing.T) {
 	a := backend(t, "a")
 	s := newSettings(t, a.Addr())
 	s.Check = "https" // so that SetReady(false) fails it
+	// A check's timeout is its interval; the test counts failures, and a
+	// TLS handshake under qemu-user took over 200 ms (1 run in 4).
+	s.Interval = "1s"
 	p := startVIPProxy(t, s, nil)
 	p.waitState("b0", "up")
 	if _, err := name(mtlsClient(t, true), p.vip); err != nil {
@@ -94,6 +102,9 @@ func TestMetricsOfARunningDaemon(t *testing.T) {
 		{"vipproxy_panic_mode", nil, zero, "0"},
 	}
 	for _, w := range wants {
+		if w.name == netlinkSeries && emulated() {
+			continue
+		}
 		if v, ok := seriesValue(fams, w.name, w.labels...); !ok || !w.check(v) {
 			t.Errorf("%s%v = %v (present: %v), want %s", w.name, w.labels, v, ok, w.what)
 		}
@@ -193,7 +204,7 @@ func TestMonitoringUsesExportedMetrics(t *testing.T) {
 				base = b
 			}
 		}
-		if fams[base] == nil {
+		if fams[base] == nil && !(base == netlinkSeries && emulated()) {
 			t.Errorf("%s uses %s, which the daemon does not export", where, n)
 		}
 	}
