@@ -24,6 +24,8 @@ test-fuzz:
 # govulncheck needs the vulnerability database, which CI cannot reach:
 # it runs only when VULNCHECK=1 (make test VULNCHECK=1, or make vulncheck).
 lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt: not formatted: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	@if [ "$(VULNCHECK)" = 1 ]; then $(MAKE) --no-print-directory vulncheck; \
