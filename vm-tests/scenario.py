@@ -91,6 +91,13 @@ def master():
     return holders[0]
 
 
+def vip_held():
+    """The nodes whose vipproxy says it holds the VIP (vipproxy_vip_held,
+    what the alert on a VIP held by no node or by two sums)."""
+    held = f'vipproxy_vip_held{{address="{VIP4}"}} 1'
+    return sorted(n for n, m in CPS.items() if held in m.succeed("curl -sS --max-time 20 http://127.0.0.1:6449/metrics"))
+
+
 def start_apiserver(name):
     CPS[name].succeed(
         f"{RUN} --unit=apiserver vipproxy-apiserver --listen {IP[name]}:{PORT} --name {name}"
@@ -253,6 +260,7 @@ with subtest("2. ARP fixed: vipproxy network apply + keepalived, one MAC answers
         m.succeed(f"{RUN} --unit=vrrp keepalived --dont-fork --log-console -f /run/vipproxy/keepalived.conf")
     cp1.wait_until_succeeds(f"ip -4 addr show dev eth1 | grep -qw {VIP4}", timeout=120)
     assert master() == "cp1"
+    assert vip_held() == ["cp1"], f"vipproxy_vip_held is 1 on {vip_held()}, want the master cp1 only"
     answering = macs_answering(VIP4)
     print(f"RESULT ARP fixed: {len(answering)} MAC answers for {VIP4} (the master's)")
     assert answering == {MAC["cp1"]}, f"expected only cp1's {MAC['cp1']}, got {answering}"
@@ -288,6 +296,7 @@ with subtest("5. VRRP failover: master powered off, one MAC answers, requests re
     lost = len(failed(after))
     print(f"RESULT VRRP failover: requests resumed {resume:.2f} s after the master was powered off ({lost} requests failed meanwhile)")
     assert master() == "cp2"
+    assert vip_held() == ["cp2"], f"after failover vipproxy_vip_held is 1 on {vip_held()}, want cp2 only"
     answering = macs_answering(VIP4)
     assert answering == {MAC["cp2"]}, f"after failover expected only cp2's MAC, got {answering}"
     assert resume <= 10, f"requests resumed only after {resume:.1f} s"  # expected <= 5 s; TCG on a busy host is slower
