@@ -356,3 +356,38 @@ with subtest("8. IPv6 VIP: reachable from client and pods, one node answers NDP"
     assert answering == {MAC["cp2"]}, f"expected only cp2's MAC for {VIP6}, got {answering}"
     seen = pod_requests(cp2, "ptp", f"https://[{VIP6}]:{PORT}", 10)
     print(f"RESULT IPv6 hairpin cp2/ptp: 10/10 ok, answered by {sorted(seen)}")
+
+with subtest("9. the local apiserver on *:6443: named with the fix (socket, daemon log and STATUS=, doctor); the recipe fixes it"):
+    # cp3 is a backup: its apiserver moves to the wildcard, the default of
+    # kubeadm, k3s, k0s and NixOS, and vipproxy can no longer bind VIP:6443.
+    cp3.succeed("systemctl stop vipproxy.service vipproxy.socket apiserver")
+    cp3.succeed(
+        f"{RUN} --unit=apiserver vipproxy-apiserver --listen 0.0.0.0:{PORT} --name cp3"
+        f" --cert {PKI}/server.pem --key {PKI}/server-key.pem --client-ca {PKI}/ca.pem"
+    )
+    cp3.wait_for_open_port(PORT, addr=IP["cp3"], timeout=30)
+    # Go (like kube-apiserver) listens on "0.0.0.0:6443" with one dual-stack [::] socket.
+    held = f"port {PORT} is held by [::]:{PORT} (vipproxy-apiser, pid "
+    fix = "fix: bind the local apiserver to this node's own IP"
+    cp3.fail("systemctl start vipproxy.socket")
+    log = cp3.succeed("journalctl -u vipproxy.socket --no-pager -o cat")
+    assert held in log and fix in log, f"vipproxy.socket's journal does not name the holder and the fix:\n{log[-2000:]}"
+    # Without socket activation the daemon binds the VIP itself: its log and STATUS= say the same.
+    cp3.fail(f"systemd-run --setenv=PATH=$PATH --wait -p Type=notify --unit=vpx-direct vipproxy serve --config {CONF}")
+    status = cp3.succeed("systemctl show -p StatusText --value vpx-direct")
+    log = cp3.succeed("journalctl -u vpx-direct --no-pager -o cat")
+    cp3.succeed("systemctl reset-failed vpx-direct")
+    assert status.startswith("VIP listener: ") and held in status and fix in status, f"STATUS=: {status}"
+    assert held in log and fix in log, f"daemon log:\n{log[-2000:]}"
+    out = cp3.fail(f"vipproxy doctor --only vip-port --config {CONF}")
+    assert f"FAIL vip-port   {held}" in out and fix in out, out
+    print(f"RESULT apiserver on *:{PORT}: the socket, the daemon (log and STATUS=) and doctor name it and the fix")
+    # The README's recipe: the apiserver on the node's own IP.
+    cp3.succeed("systemctl stop apiserver")
+    start_apiserver("cp3")
+    cp3.succeed("systemctl start vipproxy.socket vipproxy.service")
+    cp3.wait_for_unit("vipproxy.service", timeout=60)
+    out = cp3.succeed(f"vipproxy doctor --only vip-port --config {CONF}")
+    assert f"also listening on other addresses: {IP['cp3']}:{PORT} (vipproxy-apiser" in out, out
+    cp3.succeed(f"{CURL} --max-time 10 https://{VIP4}:{PORT}/name")
+    print(f"RESULT apiserver on {IP['cp3']}:{PORT}: vipproxy.socket starts, doctor passes, the VIP answers on cp3")
