@@ -10,6 +10,7 @@
 import base64
 import os
 import re
+import shlex
 
 VIP4 = "192.168.1.100"
 NODE = "192.168.1.1"  # the only node is number 1
@@ -75,7 +76,9 @@ with subtest("the README's quick start, verbatim"):
     assert any("keepalived" in c for c in commands), commands
     for command in commands:
         print(f"quickstart$ {command}")
-        out = cp1.succeed(f"cd {SRC} && EDITOR=/root/edit-config bash -ec {repr(command)} 2>&1", timeout=300)
+        # Quoted for the node's shell as written: the command's own ${...}
+        # expand in the bash that runs it, where EDITOR is set.
+        out = cp1.succeed(f"cd {SRC} && export EDITOR=/root/edit-config && bash -ec {shlex.quote(command)} 2>&1", timeout=300)
         print(out)
     print(f"RESULT quickstart: {len(commands)} README commands ran, the last was `{commands[-1]}`")
 
