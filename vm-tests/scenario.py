@@ -5,7 +5,9 @@
 # IP, vipproxy on the VIP and keepalived; the client is outside; pods are
 # network namespaces inside a node. See vm-tests/README.md for what every
 # node must provide.
+import json
 import re
+import time
 
 VIP4 = "192.168.1.100"
 VIP6 = "2001:db8:1::100"
@@ -21,6 +23,9 @@ MAC_RE = re.compile(r"(?:[0-9a-f]{2}:){5}[0-9a-f]{2}", re.I)
 # tools (systemd.globalEnvironment reaches generated units only): pass the
 # shell's own on (vm-tests/lint.py checks that every transient unit gets it).
 RUN = "systemd-run --setenv=PATH=$PATH --collect"
+# The endpoints each stand-in publishes in its `kubernetes` EndpointSlice
+# (step 10): one host:port a line, followed by vipproxy-apiserver.
+ENDPOINTS = "/run/apiserver-endpoints"
 
 
 def vipproxy_config(node, backends):
@@ -98,10 +103,13 @@ def vip_held():
     return sorted(n for n, m in CPS.items() if held in m.succeed("curl -sS --max-time 20 http://127.0.0.1:6449/metrics"))
 
 
-def start_apiserver(name):
+def start_apiserver(name, endpoints=False):
+    """The stand-in on the node IP; with endpoints it also serves the
+    `kubernetes` EndpointSlices listed in ENDPOINTS (step 10)."""
+    slices = f" --endpoints-file {ENDPOINTS}" if endpoints else ""
     CPS[name].succeed(
         f"{RUN} --unit=apiserver vipproxy-apiserver --listen {IP[name]}:{PORT} --name {name}"
-        f" --cert {PKI}/server.pem --key {PKI}/server-key.pem --client-ca {PKI}/ca.pem"
+        f" --cert {PKI}/server.pem --key {PKI}/server-key.pem --client-ca {PKI}/ca.pem{slices}"
     )
     CPS[name].wait_for_open_port(PORT, addr=IP[name], timeout=30)
 
@@ -173,6 +181,18 @@ done
 """
 
 
+WATCHES = r"""#!/bin/bash
+# watches URL: three /watch streams, a second apart (round-robin spreads
+# them over the backends); /run/watchN.log gets the lines (each starts with
+# the apiserver's name), /run/watchN.rc "<curl exit> <epoch>" when it ends.
+for i in 1 2 3; do
+    (CURL -N --max-time 120 "$1/watch" > /run/watch$i.log 2>/dev/null; echo "$? $(date +%s.%N)" > /run/watch$i.rc) &
+    sleep 1
+done
+wait
+"""
+
+
 def loop_start(url, log, connect_timeout=3, max_time=6):
     """Requests from the client in a transient unit. Short timeouts measure
     failover; long ones let a request wait in the socket's backlog while the
@@ -204,6 +224,24 @@ def backend_is(name, up):
     )
 
 
+def proxy_status(node):
+    """The local vipproxy's /status, backends by address."""
+    st = json.loads(node.succeed("curl -sf --max-time 20 http://127.0.0.1:6449/status"))
+    st["by_addr"] = {b["address"]: b for b in st["backends"]}
+    return st
+
+
+def wait_status(node, cond, what, timeout):
+    """Poll /status until cond(status) holds, at most timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = proxy_status(node)
+        if cond(st):
+            return st
+        assert time.monotonic() < deadline, f"{what} not seen within {timeout} s: {json.dumps(st['backends'])}"
+        node.sleep(0.5)
+
+
 def now(node):
     return float(node.succeed("date +%s.%N"))
 
@@ -224,7 +262,7 @@ with subtest("boot: four nodes on VLAN 1"):
     MAC = {name: mac_of(m) for name, m in CPS.items()}
 
 with subtest("PKI, stand-in apiservers on each node IP, config"):
-    cp1.succeed(f"vipproxy-apiserver pki --dir {PKI} --hosts {','.join(IP[n] for n in CPS)},{VIP4},{VIP6}")
+    cp1.succeed(f"vipproxy-apiserver pki --dir {PKI} --hosts {','.join(IP[n] for n in CPS)},{VIP4},{VIP6},kubernetes")
     cp1.succeed(f"chmod 0644 {PKI}/*")  # test keys: the DynamicUser= daemon reads the client key for health checks
     copy_dir(cp1, [cp2, cp3, client], PKI)
     for name, m in CPS.items():
@@ -391,3 +429,80 @@ with subtest("9. the local apiserver on *:6443: named with the fix (socket, daem
     assert f"also listening on other addresses: {IP['cp3']}:{PORT} (vipproxy-apiser" in out, out
     cp3.succeed(f"{CURL} --max-time 10 https://{VIP4}:{PORT}/name")
     print(f"RESULT apiserver on {IP['cp3']}:{PORT}: vipproxy.socket starts, doctor passes, the VIP answers on cp3")
+
+with subtest("10. discovery: the static list names cp2 only, cp1 and cp3 come from the kubernetes EndpointSlice; cp1 leaves under the loop, is drained, no failed request"):
+    # cp1 (powered off in step 5) comes back as a fresh node running only
+    # its apiserver; every stand-in publishes the same slice, as
+    # apiservers sharing etcd do.
+    cp1.start()
+    cp1.wait_for_unit("multi-user.target")
+    cp1.wait_until_succeeds(f"ip -4 addr show dev eth1 | grep -q {IP['cp1']}/24", timeout=60)
+    copy_dir(cp2, [cp1], PKI)
+    CPS["cp1"] = cp1
+    members = {n: f"{IP[n]}:{PORT}" for n in ["cp1", "cp2", "cp3"]}
+    for m in CPS.values():
+        write_file(m, ENDPOINTS, "\n".join(members.values()))
+    GRACE = 10
+    discovery = [
+        "[discovery]",
+        "enable = true",
+        f'ca_file = "{PKI}/ca.pem"',
+        f'cert_file = "{PKI}/client.pem"',
+        f'key_file = "{PKI}/client-key.pem"',
+        f'grace = "{GRACE}s"',
+    ]
+    want = {members["cp2"]: "static", members["cp1"]: "discovered", members["cp3"]: "discovered"}
+
+    def all_found(st):
+        return {a: b.get("source") for a, b in st["by_addr"].items()} == want and all(
+            b["state"] == "up" for b in st["backends"]
+        )
+
+    # cp2's pool is cp3 alone (step 7): restart the stand-ins so that cp2's
+    # pool never goes empty (keepalived's probe would give the VIP up).
+    start_apiserver("cp1", endpoints=True)
+    cp2.succeed("systemctl stop apiserver")
+    start_apiserver("cp2", endpoints=True)
+    write_file(cp2, CONF, vipproxy_config("cp2", ["cp2"]) + "\n".join(discovery))
+    cp2.succeed(f"vipproxy check --quiet --config {CONF}", "systemctl reload vipproxy.service")
+    wait_status(cp2, all_found, "cp2 static, cp1 and cp3 discovered, all up", timeout=60)
+    cp3.succeed("systemctl stop apiserver")
+    start_apiserver("cp3", endpoints=True)
+    st = wait_status(cp2, all_found, "cp3 up again with its slice", timeout=60)
+    print(f"RESULT discovery: static {members['cp2']}, discovered {sorted(a for a, s in want.items() if s == 'discovered')}, all up; watch {st['discovery']['state']}")
+    # Long-lived connections through the VIP (round-robin: one lands on
+    # each apiserver): the one on cp1 must outlive cp1's leaving by the grace.
+    write_file(client, "/root/watches.sh", WATCHES.replace("CURL", CURL))
+    client.succeed("rm -f /run/watch*", f"{RUN} --unit=watches bash /root/watches.sh https://{VIP4}:{PORT}")
+    wait_status(cp2, lambda st: st["by_addr"][members["cp1"]]["open_connections"] >= 1, "a watch open on cp1", timeout=30)
+    loop_start(f"https://{VIP4}:{PORT}", "/root/discovery.log")
+    client.sleep(2)
+    # cp1's apiserver leaves the cluster: its endpoint is removed from the slice.
+    t_leave = now(client)
+    for m in CPS.values():
+        write_file(m, ENDPOINTS, "\n".join([members["cp2"], members["cp3"]]))
+    st = wait_status(cp2, lambda st: st["by_addr"].get(members["cp1"], {}).get("draining"), "cp1 draining", timeout=GRACE)
+    open_at_drain = st["by_addr"][members["cp1"]]["open_connections"]
+    wait_status(cp2, lambda st: members["cp1"] not in st["by_addr"], "cp1 dropped", timeout=GRACE + 30)
+    t_dropped = now(client)
+    client.sleep(3)
+    rows = loop_stop("/root/discovery.log")
+    client.succeed("systemctl stop watches")
+    # The watch that was on cp1 (its lines carry cp1's name) ended after the grace.
+    cut = None
+    for i in (1, 2, 3):
+        if client.execute(f"grep -q '^cp1' /run/watch{i}.log")[0] == 0:
+            rc = client.execute(f"cat /run/watch{i}.rc")[1].split()
+            cut = float(rc[1]) - t_leave if len(rc) == 2 else None
+    bad = failed(rows)
+    late = [r for r in rows if r[0] > t_dropped and r[3] == "cp1"]
+    used = {r[3] for r in rows}
+    print(f"RESULT discovery drain: cp1 left the slice: {len(rows)} requests, {len(bad)} failed, answered by {sorted(used)}; {open_at_drain} connection(s) kept while draining, cp1's watch closed {cut if cut is None else round(cut, 1)} s after it left (grace {GRACE} s), then cp1 dropped")
+    assert not bad, f"failed requests: {bad[:5]}"
+    assert not late, f"cp1 answered after it was dropped: {late[:5]}"
+    assert open_at_drain >= 1, "no connection kept on cp1 while it drained"
+    assert cut is not None and cut >= GRACE - 1, f"cp1's watch closed {cut} s after it left, before the grace of {GRACE} s"
+    # Back to step 7's config (cp3 alone, no discovery) for any later step.
+    write_file(cp2, CONF, vipproxy_config("cp2", ["cp3"]))
+    cp2.succeed("systemctl reload vipproxy.service")
+    client.succeed(f"{CURL} --max-time 10 https://{VIP4}:{PORT}/name")

@@ -55,7 +55,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("vipproxy-apiserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var opts Options
-	var certFile, keyFile, clientCA, level string
+	var certFile, keyFile, clientCA, level, endpointsFile string
 	fs.StringVar(&opts.Listen, "listen", "127.0.0.1:6443", "host:port to listen on")
 	fs.StringVar(&opts.Name, "name", "", "name returned by /name (default: the listen address)")
 	fs.StringVar(&certFile, "cert", "", "server certificate (PEM)")
@@ -65,6 +65,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&opts.FailFile, "fail-file", "", "/readyz returns 500 while this file exists")
 	fs.StringVar(&opts.ReadyFile, "ready-file", "", "/readyz returns 500 while this file does not exist")
 	fs.DurationVar(&opts.WatchInterval, "watch-interval", 0, "time between /watch lines (default 200ms)")
+	fs.StringVar(&endpointsFile, "endpoints-file", "", "serve the kubernetes EndpointSlices with these endpoints, one host:port a line, read again when the file changes")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -94,6 +95,15 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 			return 2
 		}
 		opts.TLS = tlsConf
+	}
+	if endpointsFile != "" {
+		ctx, cancel := context.WithCancel(ctx) // ends the file's follower on every return
+		defer cancel()
+		opts.Slices = NewEndpointSlices()
+		if err := followEndpointsFile(ctx, endpointsFile, opts.Slices, opts.Logger); err != nil {
+			fmt.Fprintf(stderr, "vipproxy-apiserver: --endpoints-file: %v\n", err)
+			return 2
+		}
 	}
 	return serveUntilDone(ctx, opts)
 }

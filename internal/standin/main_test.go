@@ -9,7 +9,9 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -111,4 +113,101 @@ func freePort(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// TestCommandEndpointsFile runs the real command with --endpoints-file: the
+// slices it serves follow the file, and a file that does not parse keeps
+// the last set (the VM scenario removes an apiserver this way).
+func TestCommandEndpointsFile(t *testing.T) {
+	dir := t.TempDir()
+	files, err := testpki.Write(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	epFile := filepath.Join(dir, "endpoints")
+	writeFile(t, epFile, "# the cluster\n192.0.2.1:6443\n192.0.2.2:6443\n\n192.0.2.3:6443 # leaves next\n")
+	addr := freePort(t)
+	cmd := exec.Command(os.Args[0], "--listen", addr, "--cert", files.ServerCert, "--key", files.ServerKey, "--client-ca", files.CA, "--endpoints-file", epFile)
+	cmd.Env = append(os.Environ(), "STANDIN_MAIN=1")
+	var logs syncBuffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	c := client(t, files)
+	waitStatus(t, c, "https://"+addr+"/readyz", 200)
+	url := "https://" + addr + SlicesPath + "?labelSelector=kubernetes.io/service-name=kubernetes"
+	waitListed(t, c, url, "192.0.2.1 192.0.2.2 192.0.2.3")
+
+	writeFile(t, epFile, "192.0.2.1:6443\n192.0.2.2:6443\n")
+	waitListed(t, c, url, "192.0.2.1 192.0.2.2")
+
+	writeFile(t, epFile, "192.0.2.1:6443\nnot-an-endpoint\n")
+	waitFor(t, func() bool { return strings.Contains(logs.String(), "endpoints file refused") })
+	if _, body := get(t, c, url); !strings.Contains(body, `"192.0.2.2"`) {
+		t.Errorf("a bad file changed the slices: %s", body)
+	}
+	if !strings.Contains(logs.String(), epFile+":2:") {
+		t.Errorf("the log does not name the file and line:\n%s", logs.String())
+	}
+}
+
+// waitListed polls the list (up to 10 s) until its addresses are want.
+func waitListed(t *testing.T, c *http.Client, url, want string) {
+	t.Helper()
+	var got string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		_, body := get(t, c, url)
+		var addrs []string
+		for _, m := range regexp.MustCompile(`"addresses":\["([^"]+)"\]`).FindAllStringSubmatch(body, -1) {
+			addrs = append(addrs, m[1])
+		}
+		if got = strings.Join(addrs, " "); got == want {
+			return
+		}
+	}
+	t.Fatalf("listed endpoints %q, want %q", got, want)
+}
+
+// writeFile replaces path at once (rename), as the follower must never
+// read a half-written file in this test.
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls cond up to 10 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatal("condition never met")
+}
+
+// syncBuffer is a bytes.Buffer the child's stderr copier and the test share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
