@@ -70,6 +70,9 @@ with subtest("a source directory as the quick start assumes it"):
     put("/root/vipproxy.toml", CONFIG.encode())
     put("/root/edit-config", b"#!/bin/sh\ncp /root/vipproxy.toml \"$1\"\n", mode="0755")
     cp1.fail("test -s /etc/keepalived/keepalived.conf")  # Debian 12 ships only a sample
+    # The test image masks keepalived.service (the other scripts run it as a
+    # transient unit); a fresh Debian has it unmasked, merely not started.
+    cp1.succeed("systemctl unmask keepalived.service")
 
 with subtest("the README's quick start, verbatim"):
     commands = quickstart_commands()
