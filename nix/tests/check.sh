@@ -3,7 +3,7 @@
 #   check.sh parse              every .nix file parses
 #   check.sh lib                nix/lib.nix gives the expected outputs (tests/lib-cases.nix)
 #   check.sh module             nix/module.nix evaluates (fake lib) and sets/asserts as expected
-#   check.sh nixos              nix/module.nix with the real nixpkgs lib (../shared) and NixOS'
+#   check.sh nixos              nix/module.nix with the real nixpkgs lib ($NIXPKGS_LIB or the cache) and NixOS'
 #                               option declarations (tests/nixos-eval.nix); planted breaks caught
 #   check.sh agree VIPPROXY     lib.nix and the Go renderer agree (tests/agree.py), on
 #                               tests/cases and on random configs that pass check
@@ -72,17 +72,33 @@ check_agree() {
 	python3 nix/tests/agree.py "$1" nix/tests/cases/*.toml "$scratch"/random/*.toml
 }
 
-# The real nixpkgs lib: $NIXPKGS_LIB, else ../shared/nixpkgs-lib beside this
-# checkout (CI) or beside the main checkout of a git worktree.
+# The real nixpkgs lib (never in this repository): $NIXPKGS_LIB, else the
+# machine's cache. CI runs a fresh clone on a machine that cannot reach
+# GitHub: it has the lib only when that machine's cache holds it.
+NIXPKGS_LIB_CACHE=${NIXPKGS_LIB_CACHE:-/var/cache/vipproxy-nixpkgs-lib}
 nixpkgs_lib() {
-	local d
-	for d in "${NIXPKGS_LIB:-}" ../shared/nixpkgs-lib \
-		"$(dirname "$(cd "$(git rev-parse --git-common-dir)" && pwd)")/../shared/nixpkgs-lib"; do
-		if [ -n "$d" ] && [ -f "$d/compat.nix" ]; then
-			(cd "$d" && pwd)
-			return
-		fi
-	done
+	local d=${NIXPKGS_LIB:-$NIXPKGS_LIB_CACHE}
+	if [ -f "$d/compat.nix" ] && [ -f "$d/lib/default.nix" ]; then
+		(cd "$d" && pwd)
+	elif [ -n "${NIXPKGS_LIB:-}" ]; then
+		# Asked for by name: a wrong folder is an error, not a quiet skip.
+		echo "nixos: FAIL: NIXPKGS_LIB=$NIXPKGS_LIB holds no lib/default.nix and compat.nix" >&2
+		return 1
+	fi
+}
+
+# How to bring the lib onto a machine (printed where it is absent).
+nixpkgs_lib_recipe() {
+	cat <<RECIPE
+nixos: NOT COVERED: the real nixpkgs lib is not on this machine (looked in \$NIXPKGS_LIB=${NIXPKGS_LIB:-<unset>} and $NIXPKGS_LIB_CACHE).
+nixos:   The module is checked against the real lib.evalModules only where the lib is cached; to cache it:
+nixos:   1. fetch a snapshot of github:nix-community/nixpkgs.lib (the search tools' fetch, or git clone
+nixos:      https://github.com/nix-community/nixpkgs.lib where GitHub is reachable);
+nixos:   2. mkdir -p $NIXPKGS_LIB_CACHE and copy its lib/ folder to $NIXPKGS_LIB_CACHE/lib;
+nixos:   3. copy /work/shared/nixpkgs-compat.nix (it imports lib 26.11 on Debian's Nix 2.8) to $NIXPKGS_LIB_CACHE/compat.nix;
+nixos:   4. check: nix-instantiate --eval --strict -E '(import $NIXPKGS_LIB_CACHE/compat.nix).version'
+nixos:   (or point NIXPKGS_LIB at another folder holding lib/ and compat.nix). Never commit it.
+RECIPE
 }
 
 nixos_eval() {
@@ -100,9 +116,9 @@ module.nix|s#vlib.vrrpScript "${exe} probe#vlib.vrrpScript "/usr/bin/vipproxy pr
 
 check_nixos() {
 	local lib out plant file expr what copy
-	lib=$(nixpkgs_lib)
+	lib=$(nixpkgs_lib) || return 1
 	if [ -z "$lib" ]; then
-		echo "nixos: SKIP: no ../shared/nixpkgs-lib (the real nixpkgs lib; CI has it, or set NIXPKGS_LIB)"
+		nixpkgs_lib_recipe
 		return
 	fi
 	out=$(nixos_eval "$lib" ./nix/module.nix) || { cat "$scratch/nixos-eval.err" >&2; return 1; }

@@ -7,7 +7,7 @@
 # they show the check catches a wrong name, a wrong type and the old
 # keepalived.openFirewall pass-through on an nftables node.
 #   nix-instantiate --eval --strict --json nix/tests/nixos-eval.nix \
-#     --arg lib 'import ../shared/nixpkgs-lib/compat.nix' [--arg module ./module.nix]
+#     --arg lib 'import /var/cache/vipproxy-nixpkgs-lib/compat.nix' [--arg module ./module.nix]
 {
   lib,
   module ? ../module.nix,
