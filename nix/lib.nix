@@ -332,6 +332,85 @@ rec {
     rise = 2;
   };
 
+  # Every value a command-line flag gets among flags (a string or a list
+  # of strings, each one or several words, as NixOS's extraFlags take them):
+  # `--NAME=V`, `--NAME V`, also with one dash (urfave/cli takes both).
+  flagValues =
+    name: flags:
+    let
+      words = builtins.filter (w: builtins.isString w && w != "") (
+        builtins.split "[[:space:]]+" (builtins.concatStringsSep " " (if builtins.isList flags then flags else [ flags ]))
+      );
+      n = builtins.length words;
+      at = i: builtins.elemAt words i;
+      valueAt =
+        i:
+        let
+          joined = builtins.match "--?${name}=(.*)" (at i);
+        in
+        if joined != null then
+          joined
+        else if builtins.elem (at i) [ "--${name}" "-${name}" ] && i + 1 < n then
+          [ (at (i + 1)) ]
+        else
+          [ ];
+    in
+    builtins.concatMap valueAt (builtins.genList (i: i) n);
+
+  # The last value of a flag (the one a CLI keeps), or fallback.
+  lastFlag =
+    name: fallback: flags:
+    let
+      vs = flagValues name flags;
+    in
+    if vs == [ ] then fallback else builtins.elemAt vs (builtins.length vs - 1);
+
+  # Where the apiserver listener of a k3s or RKE2 server binds, from its
+  # flags. k3s: its supervisor serves the apiserver on --bind-address
+  # (default 0.0.0.0) port --https-listen-port (default 6443). RKE2: the
+  # kube-apiserver itself on port 6443, at --bind-address unless a
+  # --kube-apiserver-arg bind-address=... says otherwise.
+  rancherApiserverListener =
+    kind: flags:
+    let
+      bind = lastFlag "bind-address" "0.0.0.0" flags;
+      apiserverArgs = builtins.concatMap (
+        a:
+        let
+          m = builtins.match "bind-address=(.*)" a;
+        in
+        if m == null then [ ] else m
+      ) (flagValues "kube-apiserver-arg" flags);
+    in
+    if kind == "k3s" then
+      {
+        host = bind;
+        port = lastFlag "https-listen-port" "6443" flags;
+      }
+    else
+      {
+        host = if apiserverArgs == [ ] then bind else builtins.elemAt apiserverArgs (builtins.length apiserverArgs - 1);
+        port = "6443";
+      };
+
+  # Whether a listener on host:port takes the VIP listener's address:
+  # the VIP port on the wildcard (every address, the VIP's too) or on a VIP.
+  listenerOnVip =
+    settings: listener:
+    let
+      s = withDefaults settings;
+    in
+    toString listener.port == toString s.vip.port
+    && (
+      builtins.elem listener.host [
+        "0.0.0.0"
+        "::"
+        "[::]"
+        ""
+      ]
+      || builtins.elem listener.host s.vip.addresses
+    );
+
   # Backends that are the VIP listener itself (the proxy would dial itself).
   backendsOnVip =
     settings:

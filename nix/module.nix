@@ -61,12 +61,41 @@ let
   # The local apiserver listens on every address, the VIP included.
   kubeApiserverOnVip =
     kubeApiserver.enable
-    && kubeApiserver.securePort == s.vip.port
-    && lib.elem kubeApiserver.bindAddress [
-      "0.0.0.0"
-      "::"
-      ""
-    ];
+    && vlib.listenerOnVip s {
+      host = kubeApiserver.bindAddress;
+      port = kubeApiserver.securePort;
+    };
+  # k3s and RKE2 servers (services.k3s / services.rke2, where this nixpkgs
+  # has them) serve the apiserver on *:6443 by default. Their flags say
+  # where it binds; a configPath file may say so too, which evaluation
+  # cannot read: then a warning instead of an assertion.
+  rancher =
+    kind:
+    let
+      c = config.services.${kind} or { enable = false; };
+      listener = vlib.rancherApiserverListener kind c.extraFlags;
+    in
+    rec {
+      inherit kind listener;
+      server = c.enable && c.role == "server";
+      onVip = server && vlib.listenerOnVip s listener;
+      unsure = onVip && c.configPath != null;
+      message = ''
+        services.${kind} runs a ${kind} server whose apiserver listens on ${listener.host}:${toString listener.port}
+        (${kind}'s default is every address, 0.0.0.0:6443), that is on the VIP too, so vipproxy cannot bind the
+        VIP on port ${toString s.vip.port} (bind: address already in use). Add "--bind-address=<this node's own address>"
+        (the host of its entry in services.vipproxy.settings.backend) to services.${kind}.extraFlags${
+          if kind == "rke2" then " (or --kube-apiserver-arg=bind-address=...)" else ""
+        }, or move one
+        of them to another port (${
+          if kind == "k3s" then "--https-listen-port in services.k3s.extraFlags, or " else ""
+        }services.vipproxy.settings.vip.port).
+      '';
+    };
+  rancherServers = map rancher [
+    "k3s"
+    "rke2"
+  ];
   mentionsVip =
     str: lib.any (vip: str == vip || lib.hasPrefix "${vip} " str || lib.hasPrefix "${vip}:" str) vips;
 
@@ -276,6 +305,12 @@ in
               another port (services.kubernetes.apiserver.securePort or services.vipproxy.settings.vip.port).
             '';
           }
+        ]
+        ++ map (r: {
+          assertion = !r.onVip || r.unsure;
+          inherit (r) message;
+        }) rancherServers
+        ++ [
           {
             # networkd's module turns systemd-resolved on by mkDefault
             # whenever systemd.network.enable; a value set at a higher
@@ -308,6 +343,12 @@ in
             '';
           }
         ];
+
+        warnings = map (
+          r:
+          r.message
+          + "(services.${r.kind}.configPath is set: if that file sets bind-address to this node's address, all is well.)"
+        ) (builtins.filter (r: r.unsure) rancherServers);
 
         environment.etc."vipproxy/vipproxy.toml".source = configFile;
         environment.systemPackages = [ cfg.package ];

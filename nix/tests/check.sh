@@ -112,7 +112,9 @@ NIXOS_PLANTS='lib.nix|s/virtualRouterId = k.router_id;/virtualRouterId = toStrin
 module.nix|s/networking.firewall.extraInputRules = /networking.firewall.extraInputRule = /|a wrong option name (extraInputRule)
 lib.nix|s/LinkLocalAddressing = "no";/LinkLocalAdressing = "no";/|a misspelt [Network] field
 module.nix|s/^          enable = true;$/          enable = true; openFirewall = cfg.openFirewall;/|keepalived.openFirewall passed on (iptables rules on an nftables node)
-module.nix|s#vlib.vrrpScript "${exe} probe#vlib.vrrpScript "/usr/bin/vipproxy probe#|a /usr/bin command in the rendered vrrp_script'
+module.nix|s#vlib.vrrpScript "${exe} probe#vlib.vrrpScript "/usr/bin/vipproxy probe#|a /usr/bin command in the rendered vrrp_script
+module.nix|s/onVip = server && vlib.listenerOnVip s listener;/onVip = false;/|no assertion on a k3s or RKE2 server on *:6443
+lib.nix|s/bind = lastFlag "bind-address" "0.0.0.0" flags;/bind = lastFlag "bind-address" "127.0.0.1" flags;/|a wrong default bind address for k3s and RKE2'
 
 check_nixos() {
 	local lib out plant file expr what copy

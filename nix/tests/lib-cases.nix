@@ -109,6 +109,45 @@ let
       actual = l.virtualServersOnVip v4 keepalivedConf;
       expected = [ "192.0.2.10 6443" ];
     };
+    flagValuesBothForms = {
+      actual = l.flagValues "bind-address" [
+        "--cluster-cidr 10.42.0.0/16"
+        "--bind-address 192.0.2.11"
+        "-bind-address=192.0.2.12"
+      ];
+      expected = [
+        "192.0.2.11"
+        "192.0.2.12"
+      ];
+    };
+    k3sListenerDefault = {
+      actual = l.rancherApiserverListener "k3s" [ ];
+      expected = {
+        host = "0.0.0.0";
+        port = "6443";
+      };
+    };
+    k3sListenerFromFlagString = {
+      actual = l.rancherApiserverListener "k3s" "--bind-address=192.0.2.11 --https-listen-port 7443";
+      expected = {
+        host = "192.0.2.11";
+        port = "7443";
+      };
+    };
+    rke2ListenerApiserverArgWins = {
+      actual = (l.rancherApiserverListener "rke2" [ "--bind-address=192.0.2.11 --kube-apiserver-arg bind-address=192.0.2.12" ]).host;
+      expected = "192.0.2.12";
+    };
+    listenerOnVipWildcard = {
+      actual = map (l.listenerOnVip v4) [
+        { host = "0.0.0.0"; port = "6443"; }
+        { host = "::"; port = 6443; }
+        { host = "192.0.2.10"; port = "6443"; }
+        { host = "192.0.2.11"; port = "6443"; }
+        { host = "0.0.0.0"; port = "7443"; }
+      ];
+      expected = [ true true true false false ];
+    };
     virtualServerNoneInEmptyConf = {
       actual = l.virtualServersOnVip v4 "";
       expected = [ ];

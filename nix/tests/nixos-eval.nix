@@ -63,6 +63,7 @@ let
         nixos.firewall
         nixos.keepalived
         nixos.kubernetes
+        nixos.rancher
         module
       ] ++ modules;
     };
@@ -112,6 +113,7 @@ let
       c = (eval modules).config;
       json = builtins.toJSON {
         inherit (c)
+          warnings
           systemd
           boot
           environment
@@ -119,7 +121,7 @@ let
           meta
           ;
         services = {
-          inherit (c.services) vipproxy keepalived resolved;
+          inherit (c.services) vipproxy keepalived resolved k3s rke2;
         };
       };
       failing = map (a: a.message) (lib.filter (a: !a.assertion) c.assertions);
@@ -227,6 +229,122 @@ let
       modules = [ (node ipv4 { services.kubernetes.apiserver.enable = true; }) ];
       fails = [ "services.kubernetes.apiserver.bindAddress" ];
     };
+    # k3s and RKE2 servers bind *:6443 by default: the VIP's port on the VIP.
+    k3sDefaultFlags = case {
+      modules = [ (node ipv4 { services.k3s.enable = true; }) ];
+      fails = [ "services.k3s.extraFlags" ];
+    };
+    # --node-ip is what k3s advertises, not where it listens.
+    k3sNodeIpOnly = case {
+      modules = [
+        (node ipv4 {
+          services.k3s = {
+            enable = true;
+            nodeIP = "192.0.2.11";
+            extraFlags = [ "--cluster-init" ];
+          };
+        })
+      ];
+      fails = [ "--bind-address" ];
+    };
+    k3sOnNodeAddress = case {
+      modules = [
+        (node ipv4 {
+          services.k3s = {
+            enable = true;
+            extraFlags = [
+              "--cluster-cidr 10.42.0.0/16"
+              "--bind-address 192.0.2.11"
+            ];
+          };
+        })
+      ];
+      check = c: lib.hasInfix "--bind-address 192.0.2.11" c.systemd.services.k3s.serviceConfig.ExecStart;
+    };
+    # extraFlags as one string (either str (listOf str)).
+    k3sOnNodeAddressFlagString = case {
+      modules = [
+        (node ipv4 {
+          services.k3s = {
+            enable = true;
+            extraFlags = "--bind-address=192.0.2.11 --disable traefik";
+          };
+        })
+      ];
+    };
+    k3sOnVipItself = case {
+      modules = [
+        (node ipv4 {
+          services.k3s = {
+            enable = true;
+            extraFlags = [ "--bind-address=192.0.2.10" ];
+          };
+        })
+      ];
+      fails = [ "services.k3s.extraFlags" ];
+    };
+    k3sOtherPort = case {
+      modules = [
+        (node ipv4 {
+          services.k3s = {
+            enable = true;
+            extraFlags = [ "--https-listen-port=7443" ];
+          };
+        })
+      ];
+    };
+    # An agent runs no apiserver (its client load balancer is on 6444).
+    k3sAgent = case {
+      modules = [
+        (node ipv4 {
+          services.k3s = {
+            enable = true;
+            role = "agent";
+            serverAddr = "https://192.0.2.10:6443";
+            tokenFile = "/run/keys/k3s-token";
+          };
+        })
+      ];
+      check = c: c.systemd.services.k3s.serviceConfig.Type == "exec";
+    };
+    # A config file may set bind-address: warned, not refused.
+    k3sConfigPath = case {
+      modules = [
+        (node ipv4 {
+          services.k3s = {
+            enable = true;
+            configPath = "/etc/rancher/k3s/config.yaml";
+          };
+        })
+      ];
+      check = c: lib.any (lib.hasInfix "services.k3s.configPath") c.warnings;
+    };
+    rke2DefaultFlags = case {
+      modules = [ (node ipv4 { services.rke2.enable = true; }) ];
+      fails = [ "services.rke2.extraFlags" ];
+    };
+    rke2OnNodeAddress = case {
+      modules = [
+        (node dualStack {
+          services.rke2 = {
+            enable = true;
+            cni = "cilium";
+            extraFlags = [ "--bind-address=192.0.2.11" ];
+          };
+        })
+      ];
+      check = c: lib.hasInfix "--bind-address=192.0.2.11" c.systemd.services.rke2-server.serviceConfig.ExecStart;
+    };
+    rke2ApiserverArg = case {
+      modules = [
+        (node ipv4 {
+          services.rke2 = {
+            enable = true;
+            extraFlags = [ "--kube-apiserver-arg=bind-address=192.0.2.11" ];
+          };
+        })
+      ];
+    };
     # The nodes of the NixOS module VM test (vm-nixos-module), as written.
     vmTestNodeIptables = case {
       modules = [
@@ -276,6 +394,9 @@ let
     wrongSectionField = caught [
       (node ipv4 { systemd.network.networks."60-vipproxy".networkConfig.LinkLocalAdressing = "no"; })
     ];
+    # extraFlags is either str (listOf str): an attribute set is refused.
+    k3sExtraFlagsWrongType = caught [ (node ipv4 { services.k3s.extraFlags = { bind-address = "192.0.2.11"; }; }) ];
+    k3sRoleNotInEnum = caught [ (node ipv4 { services.k3s.role = "controller"; }) ];
     wrongUnitName = caught [ (node ipv4 { systemd.services.vipproxy.after = [ "vipproxy.sockets" ]; }) ];
     keepalivedOpenFirewallOnNftables = caught [
       (node ipv4 {

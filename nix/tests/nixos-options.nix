@@ -8,7 +8,8 @@
 #   system/boot/networkd.nix, system/boot/resolved.nix, tasks/network-interfaces.nix,
 #   services/networking/{firewall,firewall-iptables,firewall-nftables,nftables}.nix,
 #   services/networking/dhcpcd.nix, services/networking/keepalived/,
-#   services/cluster/kubernetes/apiserver.nix.
+#   services/cluster/kubernetes/apiserver.nix, services/cluster/rancher/ (k3s, rke2).
+# nixpkgs has no services.k0s (k0s comes from outside flakes): nothing to declare.
 # Each module keeps nixpkgs' own config effects that matter to us: networkd
 # turns systemd-resolved on by mkDefault, the nftables firewall refuses
 # extraCommands, keepalived's openFirewall writes iptables commands and
@@ -681,6 +682,161 @@ in
           '';
         };
       };
+    };
+
+  # services/cluster/rancher/{default,k3s,rke2}.nix (mkRancherModule): the
+  # options that decide how a k3s or RKE2 server starts, with nixpkgs' types
+  # and defaults, and the unit's command line built from them as nixpkgs
+  # builds it (manifests, charts, images and kubelet config left out).
+  rancher =
+    { config, ... }:
+    let
+      rancherOptions = name: {
+        enable = lib.mkEnableOption name;
+        role = mkOption {
+          type = types.enum [
+            "server"
+            "agent"
+          ];
+          default = "server";
+        };
+        serverAddr = mkOption {
+          type = types.str;
+          default = "";
+        };
+        token = mkOption {
+          type = types.str;
+          default = "";
+        };
+        tokenFile = mkOption {
+          type = types.nullOr types.path;
+          default = null;
+        };
+        agentToken = mkOption {
+          type = types.str;
+          default = "";
+        };
+        agentTokenFile = mkOption {
+          type = types.nullOr types.path;
+          default = null;
+        };
+        extraFlags = mkOption {
+          type = with types; either str (listOf str);
+          default = [ ];
+        };
+        environmentFile = mkOption {
+          type = types.nullOr types.path;
+          default = null;
+        };
+        configPath = mkOption {
+          type = types.nullOr types.path;
+          default = null;
+        };
+        disable = mkOption {
+          type = types.listOf types.str;
+          default = [ ];
+        };
+        nodeName = mkOption {
+          type = types.nullOr types.str;
+          default = null;
+        };
+        nodeLabel = mkOption {
+          type = types.listOf types.str;
+          default = [ ];
+        };
+        nodeTaint = mkOption {
+          type = types.listOf types.str;
+          default = [ ];
+        };
+        nodeIP = mkOption {
+          type = types.nullOr types.str;
+          default = null;
+        };
+        nodeExternalIP = mkOption {
+          type = types.nullOr types.str;
+          default = null;
+        };
+        selinux = bool false;
+      };
+      rancherUnit =
+        name: extraBinFlags:
+        let
+          cfg = config.services.${name};
+        in
+        {
+          description = "${name} service";
+          after = [
+            "firewall.service"
+            "network-online.target"
+          ];
+          wants = [
+            "firewall.service"
+            "network-online.target"
+          ];
+          wantedBy = [ "multi-user.target" ];
+          serviceConfig = {
+            Type = if cfg.role == "agent" then "exec" else "notify";
+            KillMode = "process";
+            Delegate = "yes";
+            Restart = "always";
+            RestartSec = "5s";
+            ExecStart = lib.concatStringsSep " \\\n " (
+              [ "/nix/store/00000000000000000000000000000000-${name}/bin/${name} ${cfg.role}" ]
+              ++ (lib.optional (cfg.serverAddr != "") "--server ${cfg.serverAddr}")
+              ++ (lib.optional (cfg.tokenFile != null) "--token-file ${cfg.tokenFile}")
+              ++ (lib.optional (cfg.configPath != null) "--config ${cfg.configPath}")
+              ++ (map (d: "--disable=${d}") cfg.disable)
+              ++ (lib.optional (cfg.nodeIP != null) "--node-ip=${cfg.nodeIP}")
+              ++ extraBinFlags
+              ++ (lib.flatten cfg.extraFlags)
+            );
+          };
+        };
+      k3s = config.services.k3s;
+      rke2 = config.services.rke2;
+    in
+    {
+      options.services.k3s = rancherOptions "k3s" // {
+        clusterInit = bool false;
+        disableAgent = bool false;
+      };
+      options.services.rke2 = rancherOptions "rke2" // {
+        cni = mkOption {
+          type = types.nullOr (
+            types.enum [
+              "none"
+              "canal"
+              "cilium"
+              "calico"
+              "flannel"
+            ]
+          );
+          default = null;
+        };
+        cisHardening = bool false;
+      };
+      config = lib.mkMerge [
+        (mkIf k3s.enable {
+          assertions = [
+            {
+              assertion = k3s.role == "agent" -> !k3s.disableAgent;
+              message = "k3s: disableAgent must be false if role is 'agent'";
+            }
+            {
+              assertion = k3s.role == "agent" -> !k3s.clusterInit;
+              message = "k3s: clusterInit must be false if role is 'agent'";
+            }
+          ];
+          systemd.services.k3s = rancherUnit "k3s" (
+            (lib.optional k3s.clusterInit "--cluster-init") ++ (lib.optional k3s.disableAgent "--disable-agent")
+          );
+        })
+        (mkIf rke2.enable {
+          systemd.services."rke2-${rke2.role}" = rancherUnit "rke2" (
+            lib.optional (rke2.cni != null) "--cni=${rke2.cni}"
+          );
+        })
+      ];
     };
 
   # services/cluster/kubernetes/apiserver.nix (the listener options)
