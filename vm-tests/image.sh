@@ -35,7 +35,7 @@ esac
 
 # The packages the scenario uses inside the guest. Keep it small: every
 # megabyte is paid for by debootstrap in CI on every run.
-PACKAGES=systemd,systemd-sysv,udev,dbus,kmod,iproute2,keepalived,arping,ndisc6,nftables,curl,openssl,ca-certificates,procps,socat,iputils-ping
+PACKAGES=systemd,systemd-sysv,udev,dbus,kmod,iproute2,keepalived,arping,ndisc6,nftables,curl,openssl,ca-certificates,procps,socat,iputils-ping,bird2,ifupdown
 
 # The Debian mirror is the host's own (never a name hard-coded here).
 mirror() {
