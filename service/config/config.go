@@ -17,8 +17,10 @@ type Config struct {
 	// Path is the file this config was read from (not a TOML key).
 	Path string `toml:"-"`
 
-	VIP        VIP        `toml:"vip"`
-	Backends   []Backend  `toml:"backend"`
+	VIP      VIP       `toml:"vip"`
+	Backends []Backend `toml:"backend"`
+	// Ports are the [[port]] tables; none: one port on vip.port (see ServedPorts).
+	Ports      []Port     `toml:"port"`
 	Balance    Balance    `toml:"balance"`
 	Health     Health     `toml:"health"`
 	Timeouts   Timeouts   `toml:"timeouts"`
@@ -32,16 +34,21 @@ type Config struct {
 
 // VIP is the virtual address clients connect to.
 type VIP struct {
-	// Addresses holds one IPv4 and/or one or more IPv6 VIPs; all share Port.
+	// Addresses holds one IPv4 and/or one or more IPv6 VIPs; all serve
+	// the same ports.
 	Addresses []netip.Addr `toml:"addresses"`
-	Port      uint16       `toml:"port"`
+	// Port is the one port of a config without [[port]] tables; with them
+	// it is 0 (not written), each [[port]] naming its own.
+	Port uint16 `toml:"port,omitempty"`
 }
 
 // Backend is one apiserver.
 type Backend struct {
 	// Name labels logs and metrics; defaults to Address.
 	Name string `toml:"name"`
-	// Address is host:port; host is an IP literal or a DNS name.
+	// Address is host:port, or with [[port]] tables a host alone (each
+	// [[port]] gives the port, see Port.BackendAddress); host is an IP
+	// literal or a DNS name.
 	Address string `toml:"address"`
 }
 

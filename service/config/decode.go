@@ -38,6 +38,13 @@ func decodeValue(key string, v any, rv reflect.Value) error {
 		return decodeText(key, v, rv)
 	}
 	switch rv.Kind() {
+	case reflect.Pointer:
+		// An optional key whose absence means something (port.required).
+		elem := reflect.New(rv.Type().Elem())
+		if err := decodeValue(key, v, elem.Elem()); err != nil {
+			return err
+		}
+		rv.Set(elem)
 	case reflect.Struct:
 		table, ok := v.(map[string]any)
 		if !ok {
@@ -132,16 +139,9 @@ func decodeTable(key string, table map[string]any, rv reflect.Value) error {
 // decodeSlice replaces the slice with the TOML array's elements; an array
 // of tables ([[backend]]) arrives as []map[string]any.
 func decodeSlice(key string, v any, rv reflect.Value) error {
-	var items []any
-	switch a := v.(type) {
-	case []any:
-		items = a
-	case []map[string]any:
-		for _, m := range a {
-			items = append(items, m)
-		}
-	default:
-		return typeError(key, v, arrayOf(key, rv.Type().Elem(), v))
+	items, err := arrayItems(key, v, rv.Type().Elem())
+	if err != nil {
+		return err
 	}
 	if len(items) == 0 {
 		rv.SetZero() // [] and a left-out key decode the same: nil
@@ -155,6 +155,49 @@ func decodeSlice(key string, v any, rv reflect.Value) error {
 		}
 	}
 	rv.Set(out)
+	return errors.Join(errs...)
+}
+
+// arrayItems are the elements of the TOML array v at key, whose elements
+// should be of Go type elem.
+func arrayItems(key string, v any, elem reflect.Type) ([]any, error) {
+	switch a := v.(type) {
+	case []any:
+		return a, nil
+	case []map[string]any:
+		items := make([]any, len(a))
+		for i, m := range a {
+			items[i] = m
+		}
+		return items, nil
+	}
+	return nil, typeError(key, v, arrayOf(key, elem, v))
+}
+
+// decodePorts decodes the [[port]] tables (v; nil when there are none)
+// into cfg.Ports, each over a copy of cfg.Health, which is decoded
+// already: [port.health] replaces only the keys it sets. Without
+// vip.port in the file, vip.port's default does not apply to them.
+func decodePorts(v any, cfg *Config, vipPortWritten bool) error {
+	if v == nil {
+		return nil
+	}
+	items, err := arrayItems("port", v, reflect.TypeFor[Port]())
+	if err != nil {
+		return err
+	}
+	var errs []error
+	cfg.Ports = nil
+	for i, item := range items {
+		p := Port{Health: cfg.Health}
+		if err := decodeValue(fmt.Sprintf("port[%d]", i), item, reflect.ValueOf(&p).Elem()); err != nil {
+			errs = append(errs, err)
+		}
+		cfg.Ports = append(cfg.Ports, p)
+	}
+	if len(cfg.Ports) > 0 && !vipPortWritten {
+		cfg.VIP.Port = 0
+	}
 	return errors.Join(errs...)
 }
 

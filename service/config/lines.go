@@ -28,7 +28,7 @@ func keyLine(src, key string) int {
 			table = append(splitDotted(name), "["+strconv.Itoa(n)+"]")
 			path = table
 		case strings.HasPrefix(line, "["):
-			table = splitDotted(strings.TrimSpace(strings.Trim(line, "[]")))
+			table = inLastElement(splitDotted(strings.TrimSpace(strings.Trim(line, "[]"))), arrayCount)
 			path = table
 		default:
 			k, _, ok := strings.Cut(line, "=")
@@ -48,6 +48,19 @@ func keyLine(src, key string) int {
 		}
 	}
 	return best
+}
+
+// inLastElement places a sub-table header under the last element of the
+// array of tables it extends: after the second [[port]], [port.health] is
+// port[1].health.
+func inLastElement(parts []string, arrayCount map[string]int) []string {
+	for i := len(parts) - 1; i > 0; i-- {
+		if n := arrayCount[strings.Join(parts[:i], ".")]; n > 0 {
+			out := append(append([]string(nil), parts[:i]...), "["+strconv.Itoa(n-1)+"]")
+			return append(out, parts[i:]...)
+		}
+	}
+	return parts
 }
 
 // splitKey turns "backend[1].address" into ["backend", "[1]", "address"].

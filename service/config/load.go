@@ -102,7 +102,7 @@ func Parse(name string, data []byte) (*Valid, error) {
 		return nil, syntaxError(name, err)
 	}
 	cfg := Default()
-	if err := decodeTable("", tree, reflect.ValueOf(&cfg).Elem()); err != nil {
+	if err := decodeTree(tree, &cfg); err != nil {
 		var errs Errors
 		for _, de := range decodeErrors(err) {
 			errs = append(errs, &Error{File: name, Key: de.key, Line: keyLine(src, de.key), Reason: de.reason})
@@ -123,6 +123,20 @@ func Parse(name string, data []byte) (*Valid, error) {
 		return nil, err
 	}
 	return valid, nil
+}
+
+// decodeTree copies the parsed file over cfg: every table, then the
+// [[port]] tables over the decoded [health] (see decodePorts).
+func decodeTree(tree map[string]any, cfg *Config) error {
+	ports, hasPorts := tree["port"]
+	delete(tree, "port")
+	vip, _ := tree["vip"].(map[string]any)
+	_, vipPortWritten := vip["port"]
+	err := decodeTable("", tree, reflect.ValueOf(cfg).Elem())
+	if hasPorts {
+		err = errors.Join(err, decodePorts(ports, cfg, vipPortWritten))
+	}
+	return err
 }
 
 // syntaxError turns a TOML parse error into an Error with key and line.

@@ -22,11 +22,18 @@ type Listener struct {
 }
 
 // Listeners returns the addresses vipproxy itself listens on: every VIP on
-// vip.port, and admin.listen when it is host:port with a fixed port.
+// every port it serves, and admin.listen when it is host:port with a fixed
+// port.
 func (c *Config) Listeners() []Listener {
 	var ls []Listener
-	for _, a := range c.VIP.Addresses {
-		ls = append(ls, Listener{netip.AddrPortFrom(a.Unmap().WithZone(""), c.VIP.Port), "the VIP listener"})
+	for _, p := range c.servedPorts() {
+		what := "the VIP listener"
+		if len(c.Ports) > 0 {
+			what += " of port " + p.Name
+		}
+		for _, a := range c.VIP.Addresses {
+			ls = append(ls, Listener{netip.AddrPortFrom(a.Unmap().WithZone(""), p.Port), what})
+		}
 	}
 	host, port, err := net.SplitHostPort(c.Admin.Listen)
 	p, ok := parsePort(port)
@@ -93,7 +100,19 @@ func (c *Valid) checkNames(ctx context.Context, lookup lookupFunc) error {
 	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
 	for i, b := range c.Backends {
-		host, port, err := net.SplitHostPort(b.Address)
+		if err := c.checkName(ctx, lookup, i, b, ports); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkName resolves backend i at each port it is dialed on that is one of
+// our listeners' ports.
+func (c *Valid) checkName(ctx context.Context, lookup lookupFunc, i int, b Backend, ports map[uint16]bool) error {
+	for _, sp := range c.ServedPorts() {
+		addr := sp.BackendAddress(b)
+		host, port, err := net.SplitHostPort(addr)
 		p, ok := parsePort(port)
 		if err != nil || !ok || !ports[p] {
 			continue
@@ -109,7 +128,7 @@ func (c *Valid) checkNames(ctx context.Context, lookup lookupFunc) error {
 			a = a.Unmap()
 			if l, loops := c.loopsInto(netip.AddrPortFrom(a, p)); loops {
 				return &Error{File: c.Path, Key: fmt.Sprintf("backend[%d].address", i),
-					Reason: fmt.Sprintf("%q resolves to %s, which reaches %s: the proxy would connect to itself", b.Address, a, l)}
+					Reason: fmt.Sprintf("%q resolves to %s, which reaches %s: the proxy would connect to itself", addr, a, l)}
 			}
 		}
 	}

@@ -64,6 +64,7 @@ func Validate(c Config) (*Valid, error) {
 // leaves the host). It copies the slices it changes, so the caller's
 // Config is left alone.
 func (c *Config) deriveDefaults() {
+	c.derivePortDefaults()
 	c.Backends = slices.Clone(c.Backends)
 	for i := range c.Backends {
 		if c.Backends[i].Name == "" {

@@ -47,7 +47,7 @@ func (v *validator) bad(key, format string, args ...any) {
 // rules are every check, in the order of the file's tables.
 func (v *validator) rules() []func() {
 	return []func(){
-		v.vip, v.backends, v.balance, v.health, v.timeouts, v.limits,
+		v.vip, v.ports, v.backends, v.balance, v.health, v.timeouts, v.limits,
 		v.durations, v.admin, v.network, v.uplinks, v.keepalived, v.vrrp, v.log, v.discovery,
 	}
 }
@@ -95,7 +95,10 @@ func (v *validator) vip() {
 	if ipv4 > 1 {
 		v.bad("vip.addresses", "at most one IPv4 VIP is supported, found %d", ipv4)
 	}
-	if vip.Port == 0 {
+	switch {
+	case len(v.c.Ports) > 0 && vip.Port != 0:
+		v.bad("vip.port", "is set together with [[port]] tables: move port %d into a [[port]] (each port the VIP serves is one [[port]])", vip.Port)
+	case len(v.c.Ports) == 0 && vip.Port == 0:
 		v.bad("vip.port", "must be between 1 and 65535")
 	}
 }
@@ -110,7 +113,11 @@ func (v *validator) backends() {
 	names := map[string]int{}
 	for i, b := range bs {
 		key := fmt.Sprintf("backend[%d]", i)
-		if canon, ok := v.backendAddress(key+".address", b.Address); ok {
+		check := v.backendAddress
+		if len(v.c.Ports) > 0 {
+			check = v.backendHost
+		}
+		if canon, ok := check(key+".address", b.Address); ok {
 			if j, dup := addrs[canon]; dup {
 				v.bad(key+".address", "%q is the same backend as backend[%d]", b.Address, j)
 			} else {
@@ -180,31 +187,42 @@ func (v *validator) balance() {
 	}
 }
 
-func (v *validator) health() {
-	h := v.c.Health
+func (v *validator) health() { v.checkHealth("health", v.c.Health) }
+
+// checkHealth checks a health table at key: [health], or a port's
+// (port[1].health), which is [health] with its own keys replaced.
+func (v *validator) checkHealth(key string, h Health) {
 	if h.Interval.Duration < minInterval {
-		v.bad("health.interval", "%s is shorter than the minimum %s", h.Interval, Duration{minInterval})
+		v.bad(key+".interval", "%s is shorter than the minimum %s", h.Interval, Duration{minInterval})
 	}
 	if h.Timeout.Duration <= 0 {
-		v.bad("health.timeout", "must be positive")
+		v.bad(key+".timeout", "must be positive")
 	}
 	if h.Timeout.Duration > h.Interval.Duration {
-		v.bad("health.timeout", "%s is longer than health.interval (%s)", h.Timeout, h.Interval)
+		v.bad(key+".timeout", "%s is longer than %s.interval (%s)", h.Timeout, key, h.Interval)
 	}
 	if h.Rise < 1 || h.Rise > maxRiseFall {
-		v.bad("health.rise", "%d is out of range (1..%d)", h.Rise, maxRiseFall)
+		v.bad(key+".rise", "%d is out of range (1..%d)", h.Rise, maxRiseFall)
 	}
 	if h.Fall < 1 || h.Fall > maxRiseFall {
-		v.bad("health.fall", "%d is out of range (1..%d)", h.Fall, maxRiseFall)
+		v.bad(key+".fall", "%d is out of range (1..%d)", h.Fall, maxRiseFall)
 	}
 	if !strings.HasPrefix(h.Path, "/") || strings.ContainsFunc(h.Path, isSpaceOrControl) {
-		v.bad("health.path", "%q must start with / and contain no spaces", h.Path)
+		v.bad(key+".path", "%q must start with / and contain no spaces", h.Path)
 	}
 	if h.ExpectStatus < 100 || h.ExpectStatus > 599 {
-		v.bad("health.expect_status", "%d is not an HTTP status (100..599)", h.ExpectStatus)
+		v.bad(key+".expect_status", "%d is not an HTTP status (100..599)", h.ExpectStatus)
 	}
-	v.serverName("health.server_name", h.ServerName)
-	v.healthTLS()
+	for _, d := range []struct {
+		name string
+		d    Duration
+	}{{"interval", h.Interval}, {"timeout", h.Timeout}} {
+		if d.d.Duration > maxDuration {
+			v.bad(key+"."+d.name, "%s is longer than the maximum %s", d.d, Duration{maxDuration})
+		}
+	}
+	v.serverName(key+".server_name", h.ServerName)
+	v.healthTLS(key, h)
 }
 
 // serverName: a TLS name to send and verify is empty, a DNS name or an IP
@@ -220,18 +238,17 @@ func (v *validator) serverName(key, sn string) {
 
 // healthTLS checks the certificate files now rather than at the first
 // health check, so a typo fails `vipproxy check` and a reload.
-func (v *validator) healthTLS() {
-	h := v.c.Health
+func (v *validator) healthTLS(key string, h Health) {
 	if h.CAFile != "" {
-		v.caFile("health.ca_file", h.CAFile)
+		v.caFile(key+".ca_file", h.CAFile)
 	}
 	switch {
 	case h.CertFile != "" && h.KeyFile == "":
-		v.bad("health.key_file", "must be set when health.cert_file is")
+		v.bad(key+".key_file", "must be set when %s.cert_file is", key)
 	case h.KeyFile != "" && h.CertFile == "":
-		v.bad("health.cert_file", "must be set when health.key_file is")
+		v.bad(key+".cert_file", "must be set when %s.key_file is", key)
 	case h.CertFile != "":
-		v.clientCert("health", h.CertFile, h.KeyFile)
+		v.clientCert(key, h.CertFile, h.KeyFile)
 	}
 }
 
@@ -290,8 +307,6 @@ func (v *validator) durations() {
 		max time.Duration
 		why string
 	}{
-		{"health.interval", c.Health.Interval, maxDuration, ""},
-		{"health.timeout", c.Health.Timeout, maxDuration, ""},
 		{"timeouts.dial", c.Timeouts.Dial, maxDuration, ""},
 		{"timeouts.keepalive", c.Timeouts.KeepAlive, maxKeepAlive, " (the kernel's TCP_KEEPIDLE limit)"},
 		{"timeouts.user_timeout", c.Timeouts.UserTimeout, maxUserTimeout, " (TCP_USER_TIMEOUT is a 32-bit count of milliseconds)"},
