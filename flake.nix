@@ -13,7 +13,7 @@
         "riscv64-linux"
       ];
       # VM tests run where NixOS tests have KVM builders and a binary cache;
-      # riscv64 runs them on demand (see README, section NixOS).
+      # riscv64 runs them on demand (see docs/nixos.md).
       vmTestSystems = [
         "x86_64-linux"
         "aarch64-linux"

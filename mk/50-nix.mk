@@ -1,5 +1,5 @@
 # Nix: offline checks of the flake, the NixOS module and the NixOS VM tests
-# (what can be checked without nixpkgs; see README, section NixOS).
+# (what can be checked without nixpkgs; see docs/nixos.md).
 TEST_TARGETS += test-nix
 APT_PACKAGES += nix-bin pyflakes3 python3
 

@@ -1,5 +1,5 @@
 # Performance: `make bench` measures vipproxy against a direct connection,
-# HAProxy and nginx on loopback and prints one table (see README, Performance).
+# HAProxy and nginx on loopback and prints one table (see docs/performance.md).
 # Not part of `make test`: it takes minutes and its numbers are not pass/fail.
 BENCH_APT := haproxy nginx libnginx-mod-stream util-linux procps
 BENCH_SIZE_DIR := $(BIN)/bench-size

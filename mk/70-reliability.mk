@@ -12,6 +12,6 @@ FAULT_TESTS := Fault|Flood|PanicMode|FIFOConfig|ReloadToManyNew|BadReloads|Garba
 soak:
 	VIPPROXY_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -v -timeout 60m -run '^TestSoak$$' ./service/daemon/
 
-# The fault suite alone, verbose: the figures of README, section Reliability.
+# The fault suite alone, verbose: the figures of docs/reliability.md.
 faults:
 	set -o pipefail; $(GO) test -count=1 -v -run '$(FAULT_TESTS)' ./service/daemon/ | grep -E '^(---|ok|FAIL|PASS)|_test.go:'

@@ -420,7 +420,7 @@ with subtest("9. the local apiserver on *:6443: named with the fix (socket, daem
     out = cp3.fail(f"vipproxy doctor --only vip-port --config {CONF}")
     assert f"FAIL vip-port   {held}" in out and fix in out, out
     print(f"RESULT apiserver on *:{PORT}: the socket, the daemon (log and STATUS=) and doctor name it and the fix")
-    # The README's recipe: the apiserver on the node's own IP.
+    # The recipe of docs/distributions.md: the apiserver on the node's own IP.
     cp3.succeed("systemctl stop apiserver")
     start_apiserver("cp3")
     cp3.succeed("systemctl start vipproxy.socket vipproxy.service")

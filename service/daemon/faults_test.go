@@ -4,7 +4,7 @@ package daemon_test
 // while a backend fails in each of the ways apiservers fail, while every
 // backend is gone, while vipproxy itself restarts or reloads, and with
 // thousands of connections open. Each test asserts what the clients saw
-// and logs the measured figures (README, section Reliability).
+// and logs the measured figures (docs/reliability.md).
 // A SIGKILLed backend is TestBackendKilledUnderLoad in e2e_test.go.
 
 import (

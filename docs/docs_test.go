@@ -1,0 +1,121 @@
+// Package docs holds the operator documentation; its tests keep the README a
+// front door and every link between the documents pointing somewhere real.
+package docs
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// maxReadmeLines keeps README.md a front door (issue 20): reference material
+// belongs in docs/*.md.
+const maxReadmeLines = 300
+
+// documents are the Markdown files an operator reads, relative to docs/.
+func documents(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob("*.md")
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("no docs/*.md: %v", err)
+	}
+	return append([]string{"../README.md", "../vm-tests/README.md"}, docs...)
+}
+
+func TestReadmeIsAFrontDoor(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "\n"); n > maxReadmeLines {
+		t.Errorf("README.md has %d lines, at most %d: move reference material to docs/", n, maxReadmeLines)
+	}
+	// vm-tests/quickstart.py runs this block verbatim.
+	quickstart := regexp.MustCompile("(?s)<!-- quickstart -->\\s*```sh\n.*?```\\s*<!-- end quickstart -->")
+	if !quickstart.Match(b) {
+		t.Error("README.md lost its <!-- quickstart --> sh block (vm-tests/quickstart.py reads it)")
+	}
+	for _, make := range []string{"make demo", "make test"} {
+		if !strings.Contains(string(b), make) {
+			t.Errorf("README.md does not name %q, one of the two commands", make)
+		}
+	}
+}
+
+var (
+	linkRE  = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	fenceRE = regexp.MustCompile("(?ms)^```.*?^```")
+)
+
+// TestLinksResolve: every relative link names a file that exists and, with
+// a #fragment, a heading of that file.
+func TestLinksResolve(t *testing.T) {
+	for _, doc := range documents(t) {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := fenceRE.ReplaceAllString(string(b), "")
+		for _, m := range linkRE.FindAllStringSubmatch(text, -1) {
+			checkLink(t, doc, m[1])
+		}
+	}
+}
+
+func checkLink(t *testing.T, doc, link string) {
+	t.Helper()
+	if strings.Contains(link, "://") || strings.HasPrefix(link, "mailto:") {
+		return
+	}
+	target, fragment, _ := strings.Cut(link, "#")
+	path := doc
+	if target != "" {
+		path = filepath.Join(filepath.Dir(doc), target)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("%s: link %q: %v", doc, link, err)
+		return
+	}
+	if fragment == "" {
+		return
+	}
+	if !anchors(headings(t, path))[fragment] {
+		t.Errorf("%s: link %q: %s has no heading with the anchor #%s", doc, link, path, fragment)
+	}
+}
+
+var headingRE = regexp.MustCompile(`(?m)^#+ (.+)$`)
+
+func headings(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range headingRE.FindAllStringSubmatch(fenceRE.ReplaceAllString(string(b), ""), -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// anchors maps each heading to its GitHub anchor: lower case, punctuation
+// dropped, spaces to hyphens.
+func anchors(headings []string) map[string]bool {
+	set := map[string]bool{}
+	for _, h := range headings {
+		var b strings.Builder
+		for _, r := range strings.ToLower(h) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+				b.WriteRune(r)
+			}
+		}
+		set[b.String()] = true
+	}
+	return set
+}
