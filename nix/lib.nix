@@ -124,6 +124,13 @@ rec {
     wantedBy = [ "sockets.target" ];
   };
 
+  # The [Socket] command of systemd/vipproxy.socket: before binding, name
+  # whoever else holds the VIP port (a local apiserver on *:6443) with the
+  # fix, instead of systemd's bare "Address already in use".
+  socketExec = exe: configPath: {
+    ExecStartPre = "${exe} doctor --only vip-port --config ${configPath}";
+  };
+
   # The command lines of systemd/vipproxy.service for this binary and
   # config path (`make test-nix` checks them with /usr/bin/vipproxy): a bad
   # file fails the start, and `systemctl reload` reports a refused file.
@@ -165,7 +172,7 @@ rec {
     PrivateDevices = "yes";
     PrivateMounts = "yes";
     RuntimeDirectory = "vipproxy";
-    RuntimeDirectoryMode = "0700";
+    RuntimeDirectoryMode = "0711"; # probe.sock reachable by keepalived's script user
     StateDirectory = "vipproxy";
     StateDirectoryMode = "0700";
     UMask = "0077";

@@ -358,7 +358,7 @@ in
         # [Unit] and [Install] as in systemd/vipproxy.socket.
         systemd.sockets.vipproxy = vlib.socketUnit // {
           listenStreams = vlib.listenStreams s;
-          socketConfig = vlib.socketConfig;
+          socketConfig = vlib.socketConfig // vlib.socketExec exe configPath;
         };
 
         # [Unit] and [Install] as in systemd/vipproxy.service.

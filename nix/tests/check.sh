@@ -186,6 +186,11 @@ for k, v in json.load(sys.stdin).items():
 		<(nix-instantiate --eval --strict --json \
 			-E '(import ./nix/lib.nix).serviceExec "/usr/bin/vipproxy" "/etc/vipproxy/vipproxy.toml"' |
 			python3 -c 'import json,sys; [print(f"{k}={v}") for k,v in json.load(sys.stdin).items()]' | sort)
+	diff -u --label "$sock Exec lines" --label "nix/lib.nix socketExec" \
+		<(unit_entries "$sock" Socket | grep -E '^Exec') \
+		<(nix-instantiate --eval --strict --json \
+			-E '(import ./nix/lib.nix).socketExec "/usr/bin/vipproxy" "/etc/vipproxy/vipproxy.toml"' |
+			python3 -c 'import json,sys; [print(f"{k}={v}") for k,v in json.load(sys.stdin).items()]' | sort)
 	# [Unit] and [Install]: the module's serviceUnit/socketUnit options.
 	local unit
 	for unit in "$sock:socketUnit" "$svc:serviceUnit"; do

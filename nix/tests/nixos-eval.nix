@@ -164,6 +164,10 @@ let
         && c.systemd.services.vipproxy.serviceConfig.ExecStart
           == "${pkgs.vipproxy}/bin/vipproxy serve --config /etc/vipproxy/vipproxy.toml"
         && c.systemd.services.vipproxy.after == [ "vipproxy.socket" ]
+        # The port-holder check before binding, as systemd/vipproxy.socket has it.
+        && c.systemd.sockets.vipproxy.socketConfig.ExecStartPre
+          == "${pkgs.vipproxy}/bin/vipproxy doctor --only vip-port --config /etc/vipproxy/vipproxy.toml"
+        && c.systemd.services.vipproxy.serviceConfig.RuntimeDirectoryMode == "0711"
         && !c.services.resolved.enable;
     };
     dualStack = case {

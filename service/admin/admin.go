@@ -105,6 +105,19 @@ func Handler(src Source, m *metrics.Metrics, opts Options) http.Handler {
 	return withHeaders(mux)
 }
 
+// ProbeHandler serves only /readyz and /healthz: what keepalived's track
+// script asks, on the probe socket any local user may reach.
+func ProbeHandler(src Source) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		text(w, http.StatusOK, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		serveReadyz(w, src.Status())
+	})
+	return withHeaders(mux)
+}
+
 // withHeaders marks every answer as live data, never to be cached or sniffed.
 func withHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -28,7 +28,7 @@ func Listen(cfg config.Admin, activated net.Listener) (net.Listener, error) {
 		return nil, nil
 	}
 	if path, ok := strings.CutPrefix(cfg.Listen, "unix:"); ok {
-		return listenUnix(path)
+		return ListenUnix(path, 0o660)
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -37,10 +37,10 @@ func Listen(cfg config.Admin, activated net.Listener) (net.Listener, error) {
 	return ln, nil
 }
 
-// listenUnix creates the socket at path with mode 0660. A stale socket
-// file left by a crash is removed first; a live one, or any other kind of
-// file, is an error rather than something to delete.
-func listenUnix(path string) (net.Listener, error) {
+// ListenUnix creates the socket at path with mode. A stale socket file
+// left by a crash is removed first; a live one, or any other kind of file,
+// is an error rather than something to delete.
+func ListenUnix(path string, mode os.FileMode) (net.Listener, error) {
 	if err := removeStaleSocket(path); err != nil {
 		return nil, err
 	}
@@ -48,7 +48,7 @@ func listenUnix(path string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin: listen on unix socket %s: %w", path, err)
 	}
-	if err := os.Chmod(path, 0o660); err != nil {
+	if err := os.Chmod(path, mode); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("admin: chmod unix socket %s: %w", path, err)
 	}

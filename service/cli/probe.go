@@ -19,17 +19,19 @@ import (
 // keepalived's track script gives up the VIP on a node whose proxy has no
 // healthy backend (or is not running).
 //
-// It asks the control socket first (admin.DefaultControlSocket): only the
-// daemon can hold it, so a clash on admin.listen's port neither moves the
-// VIP for nothing (the daemon serves on without that endpoint) nor lets
-// another program answer for a dead proxy. Where there is no control
-// socket (no systemd, or the daemon is down) it asks admin.listen; when
-// neither answers, the proxy is taken for dead.
+// It asks the daemon's probe socket first (admin.DefaultProbeSocket): only
+// the daemon can hold it, so a clash on admin.listen's port neither moves
+// the VIP for nothing (the daemon serves on without that endpoint) nor lets
+// another program answer for a dead proxy; and any local user may ask it,
+// so keepalived's script user (NixOS runs the script as its own user, never
+// as the daemon's) gets an answer whatever admin.listen is. Where there is
+// no such socket (no systemd, or the daemon is down) it asks admin.listen;
+// when neither answers, the proxy is taken for dead.
 func runProbe(ctx context.Context, env Env, args []string) int {
 	var path, addr, control string
 	fs := newFlags(env, "probe", &path)
 	fs.StringVar(&addr, "admin", "", "admin endpoint to ask when the control socket does not answer (host:port or unix:/path); default from the config")
-	fs.StringVar(&control, "control", admin.DefaultControlPath(), "the daemon's control socket, asked first (\"\" : only the admin endpoint)")
+	fs.StringVar(&control, "control", admin.DefaultProbePath(), "the daemon's socket asked first: its probe socket, or its control socket (\"\" : only the admin endpoint)")
 	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for an answer")
 	if code, ok := parseFlags(env, fs, args); !ok {
 		return code

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"github.com/vipproxy/vipproxy/service/admin"
@@ -68,17 +69,25 @@ func (d *Daemon) serveAdmin(ctx context.Context, ln net.Listener, h http.Handler
 	}
 }
 
-// startControl serves h on the control socket in $RUNTIME_DIRECTORY (see
-// admin.ControlSocketName); without systemd there is none.
+// startControl serves h on the control socket in $RUNTIME_DIRECTORY and
+// /readyz on the probe socket beside it, for keepalived's script user (see
+// admin.ControlSocketName); without systemd there are none.
 func (d *Daemon) startControl(ctx context.Context, h http.Handler) error {
 	if d.control == "" {
 		return nil
 	}
-	ln, err := admin.Listen(config.Admin{Listen: "unix:" + d.control}, nil)
+	ln, err := admin.ListenUnix(d.control, 0o660)
 	if err != nil {
 		return fmt.Errorf("control socket: %w", err)
 	}
+	probePath := filepath.Join(filepath.Dir(d.control), admin.ProbeSocketName)
+	probe, err := admin.ListenUnix(probePath, 0o666)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("probe socket: %w", err)
+	}
 	go d.serveAdmin(ctx, ln, h)
+	go d.serveAdmin(ctx, probe, admin.ProbeHandler(d))
 	return nil
 }
 
