@@ -76,12 +76,21 @@ type Health struct {
 	ExpectStatus int    `toml:"expect_status"`
 	// CAFile verifies the backend certificate (tls, https); empty skips verification.
 	CAFile string `toml:"ca_file"`
-	// CertFile and KeyFile are a client certificate for clusters that
-	// refuse anonymous /readyz.
+	// CertFile and KeyFile are a client certificate, TokenFile a bearer
+	// token (https only), for clusters that refuse anonymous /readyz
+	// (--anonymous-auth=false: k3s, RKE2, CIS-hardened kubeadm). The files
+	// are read again when they change (rotation). See HasCredentials.
 	CertFile   string `toml:"cert_file"`
 	KeyFile    string `toml:"key_file"`
+	TokenFile  string `toml:"token_file"`
 	ServerName string `toml:"server_name"`
 }
+
+// HasCredentials reports whether the check proves who it is. Without
+// credentials an https check that an apiserver refuses with 401 or 403
+// has still shown an apiserver answering HTTP over TLS: it passes, but
+// readiness is unverified. With them, a refusal fails the check.
+func (h Health) HasCredentials() bool { return h.CertFile != "" || h.TokenFile != "" }
 
 // Timeouts bound every wait the proxy does.
 type Timeouts struct {

@@ -24,9 +24,12 @@ type Status struct {
 	Name, Address string
 	State         State
 	LastError     string // empty after a successful check
-	LastCheck     time.Time
-	LastLatency   time.Duration
-	Since         time.Time // when State began
+	// Unverified says why the latest check passed without verifying
+	// readiness (see Unverified); empty when it verified it or failed.
+	Unverified  string
+	LastCheck   time.Time
+	LastLatency time.Duration
+	Since       time.Time // when State began
 }
 
 // Event is one check result. It is emitted for every result so the
@@ -70,6 +73,7 @@ type target struct {
 	status   Status
 	checked  bool
 	local    bool      // the latest check failed for a local reason
+	warned   bool      // the unverified warning was logged for this target
 	activity time.Time // start of the goroutine or end of its last check
 	stop     context.CancelFunc
 }
@@ -103,6 +107,7 @@ func (c *Checker) SetConfig(cfg config.Health, prober Prober) {
 	c.cfg, c.prober = cfg, prober
 	for _, t := range c.targets {
 		t.machine.Rise, t.machine.Fall = cfg.Rise, cfg.Fall
+		t.warned = false // a new config that still cannot verify says so again
 	}
 }
 
@@ -239,9 +244,13 @@ func (c *Checker) check(ctx context.Context, t *target) {
 		c.local(ctx, log, t, err, start.Add(latency), latency)
 		return
 	}
-	ev, ok := c.record(t, err, start.Add(latency), latency)
+	ev, warn, ok := c.record(t, err, start.Add(latency), latency)
 	if !ok {
 		return
+	}
+	if warn {
+		log.Log(ctx, slog.LevelWarn, "backend readiness unverified: it refuses a check without credentials (anonymous auth off), so the check only shows that it answers HTTP over TLS; fix: "+CredentialsFix,
+			"backend", t.Name, "address", t.Address, "err", err)
 	}
 	if ev.Changed() {
 		level := slog.LevelInfo
@@ -259,22 +268,27 @@ func (c *Checker) check(ctx context.Context, t *target) {
 }
 
 // record feeds one result into t's machine. ok is false when t was
-// removed meanwhile.
-func (c *Checker) record(t *target, err error, at time.Time, latency time.Duration) (Event, bool) {
+// removed meanwhile; warn is true for t's first unverified pass.
+func (c *Checker) record(t *target, err error, at time.Time, latency time.Duration) (ev Event, warn, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.targets[t.Target] != t {
-		return Event{}, false
+		return Event{}, false, false
 	}
 	from := t.machine.State()
-	changed := t.machine.Observe(err == nil)
-	ev := Event{Target: t.Target, From: from, To: t.machine.State(), Latency: latency, OK: err == nil, Err: err}
+	passed := Passed(err)
+	changed := t.machine.Observe(passed)
+	ev = Event{Target: t.Target, From: from, To: t.machine.State(), Latency: latency, OK: passed, Err: err}
 	ev.Reason = reason(ev, t.machine.Streak())
 	t.status.State = ev.To
 	t.status.LastCheck = at
 	t.status.LastLatency = latency
-	t.status.LastError = ""
-	if err != nil {
+	t.status.LastError, t.status.Unverified = "", ""
+	switch {
+	case IsUnverified(err):
+		t.status.Unverified = err.Error()
+		warn, t.warned = !t.warned, true
+	case err != nil:
 		t.status.LastError = err.Error()
 	}
 	if changed {
@@ -284,7 +298,7 @@ func (c *Checker) record(t *target, err error, at time.Time, latency time.Durati
 	t.local = false
 	t.activity = time.Now()
 	c.notifyLocked()
-	return ev, true
+	return ev, warn, true
 }
 
 // local handles a check that failed for a local reason: the machine does

@@ -90,7 +90,7 @@ var probers = map[config.CheckKind]func(config.Health) (Prober, error){
 		if err != nil {
 			return nil, err
 		}
-		return newHTTPSProber(cfg, tlsConf), nil
+		return newHTTPSProber(cfg, tlsConf)
 	},
 }
 
@@ -112,11 +112,11 @@ func clientTLSConfig(cfg config.Health) (*tls.Config, error) {
 		conf.RootCAs = pool
 	}
 	if cfg.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
+		pair, err := newKeyPair(cfg.CertFile, cfg.KeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("health: load client certificate: %w", err)
 		}
-		conf.Certificates = []tls.Certificate{cert}
+		conf.GetClientCertificate = pair.get
 	}
 	return conf, nil
 }
@@ -187,15 +187,28 @@ type httpsProber struct {
 	path         string
 	expectStatus int
 	tls          *tls.Config
+	// token is the bearer token (health.token_file); nil: none.
+	token *token
+	// credentials: the check proves who it is (config.Health.HasCredentials).
+	credentials bool
 }
 
-func newHTTPSProber(cfg config.Health, tlsConf *tls.Config) *httpsProber {
+func newHTTPSProber(cfg config.Health, tlsConf *tls.Config) (*httpsProber, error) {
 	path := cfg.Path
 	if path == "" {
 		path = "/"
 	}
 	tlsConf.NextProtos = []string{"http/1.1"}
-	return &httpsProber{timeout: cfg.Timeout.Duration, path: path, expectStatus: cfg.ExpectStatus, tls: tlsConf}
+	p := &httpsProber{timeout: cfg.Timeout.Duration, path: path, expectStatus: cfg.ExpectStatus, tls: tlsConf,
+		credentials: cfg.HasCredentials()}
+	if cfg.TokenFile != "" {
+		tok, err := newToken(cfg.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("health: read token_file: %w", err)
+		}
+		p.token = tok
+	}
+	return p, nil
 }
 
 func (p *httpsProber) Probe(ctx context.Context, addr string) error {
@@ -217,6 +230,7 @@ func (p *httpsProber) get(ctx context.Context, addr string) error {
 	if p.tls.ServerName != "" {
 		req.Host = p.tls.ServerName // as a client using that name would send
 	}
+	p.authorize(req)
 	conn, err := dialTLS(ctx, addr, p.tls)
 	if err != nil {
 		return err
@@ -228,19 +242,26 @@ func (p *httpsProber) get(ctx context.Context, addr string) error {
 	conn.SetDeadline(deadline)
 	defer context.AfterFunc(ctx, func() { conn.Close() })()
 	if err := req.Write(conn); err != nil {
-		return fmt.Errorf("send request: %w", err)
+		return fmt.Errorf("send request: %w", orDeadline(ctx, err))
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
 	if err != nil {
-		return fmt.Errorf("read response: %w", err)
+		return fmt.Errorf("read response: %w", orDeadline(ctx, err))
 	}
 	defer resp.Body.Close()
 	// Read a little of the body so the server sees a complete exchange.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-	if p.expectStatus != 0 && resp.StatusCode != p.expectStatus {
-		return fmt.Errorf("status %d", resp.StatusCode)
+	return p.judge(resp.StatusCode)
+}
+
+// orDeadline names the deadline when it is what ended an exchange: the
+// AfterFunc above closes the connection then, and "use of closed network
+// connection" would hide that a backend accepted and never answered.
+func orDeadline(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
-	return nil
+	return err
 }
 
 // unwrapOpError keeps "connect: connection refused" rather than the
