@@ -62,6 +62,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&keyFile, "key", "", "server key (PEM)")
 	fs.StringVar(&clientCA, "client-ca", "", "CA that client certificates must chain to (mTLS is required)")
 	fs.BoolVar(&opts.Hang, "hang", false, "accept TCP connections and never answer")
+	anonymous := fs.Bool("anonymous-auth", true, "false: as kube-apiserver --anonymous-auth=false (k3s, RKE2): a client certificate is optional in the handshake and a request without one gets 401")
 	fs.StringVar(&opts.FailFile, "fail-file", "", "/readyz returns 500 while this file exists")
 	fs.StringVar(&opts.ReadyFile, "ready-file", "", "/readyz returns 500 while this file does not exist")
 	fs.DurationVar(&opts.WatchInterval, "watch-interval", 0, "time between /watch lines (default 200ms)")
@@ -77,6 +78,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	if opts.Name == "" {
 		opts.Name = opts.Listen
 	}
+	opts.AnonymousOff = !*anonymous
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
 		fmt.Fprintf(stderr, "vipproxy-apiserver: --log-level: %v\n", err)

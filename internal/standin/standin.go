@@ -30,6 +30,11 @@ type Options struct {
 	TLS *tls.Config
 	// Hang accepts TCP connections and never answers: a wedged apiserver.
 	Hang bool
+	// AnonymousOff serves as kube-apiserver started with
+	// --anonymous-auth=false (k3s, RKE2): a client certificate is asked
+	// for but not required in the handshake, and a request without a
+	// verified one gets 401 on every path, /readyz included.
+	AnonymousOff bool
 	// FailFile: /readyz fails while this file exists.
 	FailFile string
 	// ReadyFile: /readyz fails while this file does not exist.
@@ -94,7 +99,7 @@ func (s *Server) Start(ctx context.Context) error {
 		s.http = srv
 		s.mu.Unlock()
 		go func() {
-			if err := srv.Serve(tls.NewListener(ln, s.opts.TLS)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(tls.NewListener(ln, s.serverTLS())); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				s.log.Error("serve", "err", err)
 			}
 		}()
@@ -165,6 +170,34 @@ func (s *Server) Close() error {
 	return err
 }
 
+// serverTLS is Options.TLS, asking for a client certificate without
+// requiring one under AnonymousOff.
+func (s *Server) serverTLS() *tls.Config {
+	if !s.opts.AnonymousOff {
+		return s.opts.TLS
+	}
+	c := s.opts.TLS.Clone()
+	c.ClientAuth = tls.VerifyClientCertIfGiven
+	return c
+}
+
+// authenticated refuses, under AnonymousOff, a request without a client
+// certificate with the 401 kube-apiserver sends.
+func (s *Server) authenticated(next http.Handler) http.Handler {
+	if !s.opts.AnonymousOff {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}`+"\n")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 func (s *Server) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/readyz", s.readyz)
@@ -174,7 +207,7 @@ func (s *Server) handler() http.Handler {
 	if s.opts.Slices != nil {
 		mux.Handle(SlicesPath, s.opts.Slices)
 	}
-	return mux
+	return s.authenticated(mux)
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {

@@ -145,6 +145,27 @@ func TestMTLSRequired(t *testing.T) {
 	}
 }
 
+// TestAnonymousOff: as kube-apiserver --anonymous-auth=false, a client
+// without a certificate completes the handshake and gets 401 on every
+// path, /readyz included; the client certificate gets through.
+func TestAnonymousOff(t *testing.T) {
+	srv, files := start(t, Options{Name: "cp1", AnonymousOff: true})
+	noCertTLS, err := files.ClientTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	noCertTLS.Certificates = nil
+	noCert := &http.Client{Transport: &http.Transport{TLSClientConfig: noCertTLS}, Timeout: 10 * time.Second}
+	for _, path := range []string{"/readyz", "/name"} {
+		if code, body := get(t, noCert, "https://"+srv.Addr()+path); code != 401 || !strings.Contains(body, `"reason":"Unauthorized"`) {
+			t.Errorf("%s without a certificate: %d %q; want 401 Unauthorized", path, code, body)
+		}
+	}
+	if code, body := get(t, client(t, files), "https://"+srv.Addr()+"/readyz"); code != 200 {
+		t.Errorf("/readyz with the client certificate: %d %q", code, body)
+	}
+}
+
 // TestWatchStreams reads several lines of /watch, then checks that Close
 // ends the stream (a killed apiserver ends its watches).
 func TestWatchStreams(t *testing.T) {

@@ -54,11 +54,18 @@ type BackendStatus struct {
 	Source string `json:"source,omitempty"`
 	// State is written by name: "unknown", "up", "suspect", "down" or
 	// "recovering".
-	State           balance.State `json:"state"`
-	LastError       string        `json:"last_error,omitempty"`
-	LastCheck       time.Time     `json:"last_check,omitzero"`
-	OpenConnections int64         `json:"open_connections"`
-	Draining        bool          `json:"draining,omitempty"`
+	State     balance.State `json:"state"`
+	LastError string        `json:"last_error,omitempty"`
+	LastCheck time.Time     `json:"last_check,omitzero"`
+	// Verified: the latest check proved the backend ready (an https check
+	// answered health.expect_status). False while Unverified, down, or
+	// with a tcp or tls check, which cannot see readiness.
+	Verified bool `json:"verified"`
+	// Unverified says why the latest check passed without verifying
+	// readiness: the backend refused a check without credentials.
+	Unverified      string `json:"unverified,omitempty"`
+	OpenConnections int64  `json:"open_connections"`
+	Draining        bool   `json:"draining,omitempty"`
 	// LastKnownGood marks the backends panic mode balances over.
 	LastKnownGood bool `json:"last_known_good,omitempty"`
 	// Transitions counts the state changes; LastChange is the latest.

@@ -16,6 +16,7 @@ import (
 	"github.com/vipproxy/vipproxy/service/admin"
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/discovery"
+	"github.com/vipproxy/vipproxy/service/health"
 )
 
 // statusReport is what `vipproxy status` shows: the daemon's /status and
@@ -138,14 +139,23 @@ func printDaemon(w io.Writer, st admin.Status, ready bool, now time.Time) {
 	printDiscovery(w, st.Discovery, now)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "BACKEND\tADDRESS\tSOURCE\tSTATE\tSINCE\tCONNS\tLAST CHECK ERROR")
+	unverified := 0
 	for _, b := range st.Backends {
 		s := b.State.String()
+		if b.Unverified != "" {
+			s += " (unverified)"
+			unverified++
+		}
 		if b.Draining {
 			s += " (draining)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", b.Name, b.Address, b.Source, s, ago(b.LastChange, now), b.OpenConnections, b.LastError)
 	}
 	tw.Flush()
+	if unverified > 0 {
+		fmt.Fprintf(w, "readiness of %d backend(s) unverified: they refuse a check without credentials (anonymous auth off), so the check only sees them answer; fix: %s\n",
+			unverified, health.CredentialsFix)
+	}
 }
 
 // printDiscovery says how the EndpointSlice watch stands, if it runs.

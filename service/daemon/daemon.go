@@ -313,6 +313,7 @@ func (d *Daemon) onHealth(ev health.Event) {
 		return
 	}
 	d.metrics.ObserveCheck(ev.Target.Name, ev.OK, ev.Latency)
+	d.metrics.SetUnverified(ev.Target.Name, health.IsUnverified(ev.Err))
 	b := d.pool.Lookup(ev.Target.Name)
 	if b == nil || b.Address != ev.Target.Address {
 		return

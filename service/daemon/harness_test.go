@@ -126,7 +126,9 @@ type settings struct {
 	Admin    string
 	Backends []string
 	Check    string // tcp (default), tls or https
-	Interval string // default 200ms
+	// Anonymous: a tls or https check without a client certificate.
+	Anonymous bool
+	Interval  string // default 200ms
 	// DrainIdle is timeouts.drain_idle; default the config's default.
 	DrainIdle string
 	Extra     string // appended TOML
@@ -147,7 +149,10 @@ func (s settings) toml() string {
 		fmt.Fprintf(&b, "[[backend]]\nname = \"b%d\"\naddress = %q\n\n", i, a)
 	}
 	fmt.Fprintf(&b, "[health]\ntype = %q\ninterval = %q\ntimeout = %q\nrise = 2\nfall = 2\n", check, interval, interval)
-	if check != "tcp" {
+	switch {
+	case check != "tcp" && s.Anonymous:
+		fmt.Fprintf(&b, "ca_file = %q\n", pki.CA)
+	case check != "tcp":
 		fmt.Fprintf(&b, "ca_file = %q\ncert_file = %q\nkey_file = %q\n", pki.CA, pki.ClientCert, pki.ClientKey)
 	}
 	fmt.Fprintf(&b, "\n[timeouts]\ndial = \"1s\"\ndrain = \"5s\"\n")
@@ -280,6 +285,8 @@ type backendStatus struct {
 	OpenConnections int64  `json:"open_connections"`
 	Source          string `json:"source"`
 	Draining        bool   `json:"draining"`
+	Verified        bool   `json:"verified"`
+	Unverified      string `json:"unverified"`
 }
 
 type status struct {

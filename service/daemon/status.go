@@ -105,6 +105,8 @@ func (d *Daemon) Status() admin.Status {
 		OpenConnections: d.proxy.Open(),
 	}
 	sources, f := d.sources, d.finder
+	// Only an https check sees readiness; tcp and tls never verify it.
+	seesReadiness := d.cfg.Health.Type == config.CheckHTTPS
 	d.mu.Unlock()
 	st.Panic, st.PanicSince = d.pool.Panic()
 	if f != nil {
@@ -122,7 +124,8 @@ func (d *Daemon) Status() admin.Status {
 		bs.Transitions, bs.LastChange = b.Transitions()
 		if i, ok := checks[b.Name]; ok {
 			s := snap[i]
-			bs.LastError, bs.LastCheck = s.LastError, s.LastCheck
+			bs.LastError, bs.LastCheck, bs.Unverified = s.LastError, s.LastCheck, s.Unverified
+			bs.Verified = seesReadiness && !s.LastCheck.IsZero() && s.LastError == "" && s.Unverified == ""
 		}
 		st.Backends = append(st.Backends, bs)
 	}

@@ -50,6 +50,7 @@ type Metrics struct {
 	BackendTransitions     CounterVec   // vipproxy_backend_transitions_total{backend}
 	BackendLastTransition  GaugeVec     // vipproxy_backend_last_transition_timestamp_seconds{backend}
 	DialDuration           HistogramVec // vipproxy_dial_duration_seconds{backend}
+	CheckUnverified        GaugeVec     // vipproxy_health_check_unverified{backend}
 	vipHeld                *family      // vipproxy_vip_held{address}, read at scrape time
 }
 
@@ -136,6 +137,7 @@ func (m *Metrics) newSeries() {
 	m.BackendTransitions = m.counters("vipproxy_backend_transitions_total", "Changes of the backend's availability state.", "backend")
 	m.BackendLastTransition = m.gauges("vipproxy_backend_last_transition_timestamp_seconds", "When the backend's state last changed (or it was added), in seconds since the epoch.", "backend")
 	m.DialDuration = m.histograms("vipproxy_dial_duration_seconds", "Time to connect to the backend, successful dials only.", dialBuckets, "backend")
+	m.CheckUnverified = m.gauges("vipproxy_health_check_unverified", "1 if the backend's latest health check passed without verifying readiness: it refused a check without credentials (401/403, anonymous auth off), so the check only saw it answer HTTP over TLS; give [health] cert_file/key_file or token_file. Else 0.", "backend")
 	m.vipHeld = m.add("vipproxy_vip_held", "gauge", "1 if this node holds the VIP on an interface other than the dummy link (the VRRP master), else 0.", "address")
 }
 
@@ -215,6 +217,7 @@ func (m *Metrics) zeroBackend(name string) {
 	}
 	m.HealthCheckDuration.WithLabelValues(name)
 	m.BackendTransitions.WithLabelValues(name)
+	m.CheckUnverified.WithLabelValues(name)
 }
 
 // BackendChanged records that backend moved to state (one of states) at
@@ -242,6 +245,16 @@ func (m *Metrics) ObserveCheck(backend string, ok bool, latency time.Duration) {
 	}
 	m.HealthChecks.WithLabelValues(backend, result).Inc()
 	m.HealthCheckDuration.WithLabelValues(backend).Observe(latency.Seconds())
+}
+
+// SetUnverified records whether backend's latest check result was an
+// unverified pass.
+func (m *Metrics) SetUnverified(backend string, unverified bool) {
+	v := 0.0
+	if unverified {
+		v = 1
+	}
+	m.CheckUnverified.WithLabelValues(backend).Set(v)
 }
 
 // ObserveLocalCheck counts a health check of backend that failed for a
