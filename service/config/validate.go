@@ -251,25 +251,24 @@ func (v *validator) healthTLS(key string, h Health) {
 	case h.CertFile != "":
 		v.clientCert(key, h.CertFile, h.KeyFile)
 	}
-	v.healthToken()
+	v.healthToken(key, h)
 }
 
 // healthToken: a bearer token goes in an https request, only to an
 // apiserver whose certificate is verified (else anyone on the path could
 // take it), and the file must hold one now.
-func (v *validator) healthToken() {
-	h := v.c.Health
+func (v *validator) healthToken(key string, h Health) {
 	switch {
 	case h.TokenFile == "":
 	case h.Type != CheckHTTPS:
-		v.bad("health.token_file", "is sent in an HTTP request: only with type = \"https\" (this check is %q)", h.Type)
+		v.bad(key+".token_file", "is sent in an HTTP request: only with type = \"https\" (this check is %q)", h.Type)
 	case h.CAFile == "":
-		v.bad("health.token_file", "needs health.ca_file: a bearer token is sent only to an apiserver whose certificate is verified")
+		v.bad(key+".token_file", "needs %s.ca_file: a bearer token is sent only to an apiserver whose certificate is verified", key)
 	default:
 		if tok, err := readSmallFile(h.TokenFile, maxPEMFile); err != nil {
-			v.bad("health.token_file", "%v", err)
+			v.bad(key+".token_file", "%v", err)
 		} else if len(bytes.TrimSpace(tok)) == 0 {
-			v.bad("health.token_file", "%s is empty", h.TokenFile)
+			v.bad(key+".token_file", "%s is empty", h.TokenFile)
 		}
 	}
 }

@@ -39,16 +39,16 @@ func IsUnverified(err error) bool {
 }
 
 // CredentialsFix tells an operator how to let the check verify
-// readiness: where each distribution keeps a client certificate (any
-// authenticated user may GET /readyz: the system:public-info-viewer
-// role) and the keys that take it.
-const CredentialsFix = "give the check credentials so that it verifies readiness: " +
-	"[health] cert_file + key_file (+ ca_file), e.g. " +
-	"k3s /var/lib/rancher/k3s/server/tls/client-admin.crt, client-admin.key, server-ca.crt; " +
-	"RKE2 /var/lib/rancher/rke2/server/tls/client-admin.crt, client-admin.key, server-ca.crt; " +
-	"kubeadm /etc/kubernetes/pki/apiserver-kubelet-client.crt, apiserver-kubelet-client.key, ca.crt; " +
-	"k0s /var/lib/k0s/pki/admin.crt, admin.key, ca.crt; " +
-	"or token_file with a service account token (with ca_file)"
+// readiness. Any user the apiserver authenticates may GET /readyz (the
+// system:public-info-viewer role), so the node's own kubelet client
+// certificate, where each distribution keeps it, is enough: no new
+// credential to hand out, none with more rights than a node's.
+const CredentialsFix = "give [health] ca_file + cert_file + key_file (or token_file) so that the check verifies /readyz; " +
+	"the kubelet's client certificate is enough: " +
+	"kubeadm /var/lib/kubelet/pki/kubelet-client-current.pem (cert and key) with /etc/kubernetes/pki/ca.crt; " +
+	"k3s /var/lib/rancher/k3s/agent/client-kubelet.crt, client-kubelet.key, server-ca.crt (RKE2: /var/lib/rancher/rke2/agent/...); " +
+	"k0s /var/lib/k0s/kubelet/pki/kubelet-client-current.pem with /var/lib/k0s/pki/ca.crt; " +
+	"vipproxy.service's dynamic user reads root's files through LoadCredential=NAME:PATH in a drop-in, as /run/credentials/vipproxy.service/NAME"
 
 // judge turns the answer's status into the check's result.
 func (p *httpsProber) judge(status int) error {

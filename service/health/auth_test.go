@@ -280,7 +280,7 @@ func TestUnverifiedBackendIsUpAndLoggedOnce(t *testing.T) {
 			warns = append(warns, l)
 		}
 	}
-	if len(warns) != 1 || !strings.Contains(warns[0], "level=WARN") || !strings.Contains(warns[0], "client-admin.crt") {
+	if len(warns) != 1 || !strings.Contains(warns[0], "level=WARN") || !strings.Contains(warns[0], "client-kubelet.crt") {
 		t.Errorf("want one WARN line with the fix, got %d:\n%s", len(warns), strings.Join(warns, "\n"))
 	}
 }
