@@ -25,7 +25,7 @@ func runDoctor(ctx context.Context, env Env, args []string) int {
 	fs.StringVar(&only, "only", "", "run only these checks, comma-separated: "+strings.Join(doctor.Checks(), ","))
 	fs.StringVar(&h.Root, "root", "/", "look for the drop-ins under this directory")
 	fs.StringVar(&h.Proc, "proc", "/proc", "the proc file system to read listeners and processes from")
-	fs.StringVar(&h.KeepalivedConf, "keepalived-conf", "/etc/keepalived/keepalived.conf", "keepalived's main config file")
+	fs.StringVar(&h.KeepalivedConf, "keepalived-conf", "", "keepalived's main config file (default: the one the running keepalived reads, as systemd and /proc tell; else "+doctor.DefaultKeepalivedConf+")")
 	fs.DurationVar(&h.DialTimeout, "timeout", 2*time.Second, "how long to wait for each backend")
 	fs.BoolVar(&asJSON, "json", false, "print the results as JSON")
 	if code, ok := parseFlags(env, fs, args); !ok {

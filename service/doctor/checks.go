@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -56,14 +57,12 @@ func names(ls []portowner.Listener) string {
 	return strings.Join(s, ", ")
 }
 
-const networkFix = "vipproxy network apply (or systemctl restart vipproxy-network)"
-
 func checkVIPLink(_ context.Context, h Host, cfg *config.Valid) Result {
 	if h.Netlink == nil {
 		return skip("no netlink here")
 	}
 	if p := netcfg.VerifyLink(h.Netlink, cfg); len(p) > 0 {
-		return fail(networkFix, "%s", strings.Join(p, "; "))
+		return fail(h.Install.fixes().network, "%s", strings.Join(p, "; "))
 	}
 	return pass("%s up with %s", cfg.Network.Interface, addrs(cfg))
 }
@@ -81,13 +80,17 @@ func checkARP(_ context.Context, h Host, cfg *config.Valid) Result {
 	if len(p) == 0 {
 		return pass("arp_ignore=1 arp_announce=2 on %s; all/default arp_ignore untouched (0)", strings.Join(cfg.Network.Uplinks, ", "))
 	}
-	return fail(networkFix+" sets them on the uplinks only; do not set net.ipv4.conf.all.arp_ignore (the naive fix): it reaches pod veths and breaks pod -> VIP hairpin",
-		"%s", strings.Join(p, "; "))
+	return fail(h.Install.fixes().arp, "%s", strings.Join(p, "; "))
 }
 
 // checkDropIns: the networkd, sysctl and socket drop-ins on disk are what
-// the config renders today.
-func checkDropIns(_ context.Context, h Host, cfg *config.Valid) Result {
+// the config renders today. On NixOS the module writes those files in its
+// own form: there the socket's listeners, as systemd reports them, are
+// compared instead (the link and the sysctls have their own checks).
+func checkDropIns(ctx context.Context, h Host, cfg *config.Valid) Result {
+	if h.Install.NixOS {
+		return checkNixOSSocket(ctx, h, cfg)
+	}
 	files := netcfg.Render(cfg, h.Root)
 	var stale []string
 	for _, f := range files.List() {
@@ -96,13 +99,29 @@ func checkDropIns(_ context.Context, h Host, cfg *config.Valid) Result {
 		}
 	}
 	if sock := units.SocketDropIn(cfg, h.Root); !same(sock.Path, sock.Data) {
-		return fail("vipproxy units write, then systemctl daemon-reload && systemctl restart vipproxy.socket (the socket binds the VIP only when it starts)",
-			"%s missing or not what the config renders", sock.Path)
+		return fail(h.Install.fixes().socket, "%s missing or not what the config renders", sock.Path)
 	}
 	if len(stale) > 0 {
-		return fail(networkFix, "missing or not what the config renders: %s", strings.Join(stale, ", "))
+		return fail(h.Install.fixes().network, "missing or not what the config renders: %s", strings.Join(stale, ", "))
 	}
 	return pass("networkd, sysctl and socket drop-ins current")
+}
+
+// checkNixOSSocket: vipproxy.socket listens on every VIP and nothing else.
+func checkNixOSSocket(ctx context.Context, h Host, cfg *config.Valid) Result {
+	if h.Systemctl == nil {
+		return skip("NixOS: the units and networkd files come from the system configuration; no systemd here to ask what vipproxy.socket listens on")
+	}
+	want := units.ListenAddresses(cfg)
+	have := systemdListens(ctx, h, "vipproxy.socket")
+	slices.Sort(want)
+	slices.Sort(have)
+	if !slices.Equal(want, have) {
+		return fail(h.Install.fixes().socket, "vipproxy.socket (%s) listens on [%s], the config asks for [%s]",
+			h.Install.SocketUnit, strings.Join(have, " "), strings.Join(want, " "))
+	}
+	return pass("NixOS: units and networkd files from the system configuration (%s); vipproxy.socket listens on %s",
+		h.Install.SocketUnit, strings.Join(have, " "))
 }
 
 func same(path string, want []byte) bool {
@@ -111,26 +130,27 @@ func same(path string, want []byte) bool {
 }
 
 // checkKeepalived: keepalived runs, reads vipproxy's instance with the
-// probe as track script, and has no IPVS virtual_server for the VIP.
+// probe as track script, and has no IPVS virtual_server for the VIP. The
+// file is the one the running keepalived reads (Install.KeepalivedConf).
 func checkKeepalived(ctx context.Context, h Host, cfg *config.Valid) Result {
-	info, err := os.Stat(h.KeepalivedConf)
+	conf, fix := h.Install.KeepalivedConf, h.Install.fixes()
+	info, err := os.Stat(conf)
 	if errors.Is(err, fs.ErrNotExist) || err == nil && info.Size() == 0 {
-		return fail("create it with `include /etc/keepalived/conf.d/*.conf` (Debian's unit has ConditionFileNotEmpty= on it and ships only a sample), then systemctl restart keepalived",
-			"%s is missing or empty: keepalived does not start", h.KeepalivedConf)
+		return fail(fix.keepalivedConf, "%s is missing or empty (found as %s): keepalived does not start", conf, h.Install.KeepalivedFrom)
 	}
-	if err := keepalived.CheckTracksProbe(cfg, h.KeepalivedConf); err != nil {
-		return fail("vipproxy keepalived --out /etc/keepalived/conf.d/vipproxy.conf; include it from keepalived.conf; systemctl reload keepalived", "%v", err)
+	if err := keepalived.CheckTracksProbe(cfg, conf); err != nil {
+		return fail(fix.trackProbe, "%v", err)
 	}
-	if err := keepalived.CheckConf(cfg, h.KeepalivedConf); err != nil {
-		return fail("remove the virtual_server: vipproxy balances the VIP", "%v", err)
+	if err := keepalived.CheckConf(cfg, conf); err != nil {
+		return fail(fix.virtualServer, "%v", err)
 	}
 	if h.Systemctl == nil {
-		return pass("%s tracks %s_probe (keepalived's unit not checked: no systemd)", h.KeepalivedConf, cfg.Keepalived.Instance)
+		return pass("%s tracks %s_probe (keepalived's unit not checked: no systemd)", conf, cfg.Keepalived.Instance)
 	}
 	if out, err := h.Systemctl(ctx, "is-active", "keepalived.service"); err != nil {
-		return fail("systemctl enable --now keepalived; journalctl -u keepalived", "keepalived.service is %s", strings.TrimSpace(out))
+		return fail(fix.keepalivedUnit, "keepalived.service is %s", strings.TrimSpace(out))
 	}
-	return pass("keepalived.service active; %s tracks %s_probe; no virtual_server for the VIP", h.KeepalivedConf, cfg.Keepalived.Instance)
+	return pass("keepalived.service active; %s (%s) tracks %s_probe; no virtual_server for the VIP", conf, h.Install.KeepalivedFrom, cfg.Keepalived.Instance)
 }
 
 // checkBackends dials every backend at once, each bounded by DialTimeout.

@@ -37,15 +37,19 @@ type Result struct {
 
 // Host is what the checks look at.
 type Host struct {
-	Proc           string          // /proc
-	Root           string          // where the drop-ins are looked for ("/")
-	Netlink        *netlink.Handle // nil: link checks are skipped
-	Sysctl         netcfg.Sysctl
-	KeepalivedConf string // /etc/keepalived/keepalived.conf
+	Proc    string          // /proc
+	Root    string          // where the drop-ins are looked for ("/")
+	Netlink *netlink.Handle // nil: link checks are skipped
+	Sysctl  netcfg.Sysctl
+	// KeepalivedConf: keepalived's config file; "" finds the one the
+	// running keepalived reads (see Locate).
+	KeepalivedConf string
 	// Systemctl runs systemctl with args and returns its output; nil
 	// where there is no systemd (the keepalived unit check is skipped).
 	Systemctl   func(ctx context.Context, args ...string) (string, error)
 	DialTimeout time.Duration
+	// Install is what runs here; nil: Run asks systemd (Locate).
+	Install *Install
 }
 
 type check struct {
@@ -80,6 +84,10 @@ func Run(ctx context.Context, h Host, cfg *config.Valid, only []string) ([]Resul
 		if !slices.Contains(Checks(), name) {
 			return nil, fmt.Errorf("unknown check %q (checks: %s)", name, strings.Join(Checks(), ", "))
 		}
+	}
+	if h.Install == nil {
+		in := Locate(ctx, h)
+		h.Install = &in
 	}
 	var out []Result
 	for _, c := range checks() {

@@ -48,7 +48,7 @@ func Fix(l Listener) string {
 		return "bind the local apiserver to this node's own IP instead of every address " +
 			"(kubeadm: apiServer.extraArgs bind-address=<node IP> with localAPIEndpoint.advertiseAddress; " +
 			"k3s/RKE2: --bind-address=<node IP>; k0s: spec.api.address=<node IP> and no k0s CPLB; " +
-			"NixOS: services.kubernetes.apiserver.bindAddress); docs/distributions.md: \"Port 6443 and the local apiserver\""
+			"NixOS: services.kubernetes.apiserver.bindAddress, or --bind-address=<node IP> in services.k3s.extraFlags / services.rke2.extraFlags); docs/distributions.md: \"Port 6443 and the local apiserver\""
 	}
 	return "make that program listen on its own address only, stop it, or give vipproxy another vip.port"
 }

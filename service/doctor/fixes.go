@@ -1,0 +1,49 @@
+package doctor
+
+// fixes is each fix worded for how vipproxy was installed here: on NixOS
+// the module wrote the units, networkd files, sysctls and keepalived.conf,
+// so the fix is in the system configuration, never in files under /etc.
+type fixes struct {
+	network        string // dummy link or its VIPs missing
+	arp            string // uplink ARP sysctls not as rendered
+	socket         string // vipproxy.socket not listening on the VIPs
+	keepalivedConf string // keepalived has no config (it does not start)
+	trackProbe     string // no vrrp_script running the probe, or not tracked
+	virtualServer  string // an IPVS virtual_server on the VIP
+	keepalivedUnit string // keepalived.service not active
+}
+
+const noAllARP = "; do not set net.ipv4.conf.all.arp_ignore (the naive fix): it reaches pod veths and breaks pod -> VIP hairpin"
+
+var debianFixes = fixes{
+	network:        "vipproxy network apply (or systemctl restart vipproxy-network)",
+	arp:            "vipproxy network apply (or systemctl restart vipproxy-network) sets them on the uplinks only" + noAllARP,
+	socket:         "vipproxy units write, then systemctl daemon-reload && systemctl restart vipproxy.socket (the socket binds the VIP only when it starts)",
+	keepalivedConf: "create it with `include /etc/keepalived/conf.d/*.conf` (Debian's unit has ConditionFileNotEmpty= on it and ships only a sample), then systemctl restart keepalived",
+	trackProbe:     "vipproxy keepalived --out /etc/keepalived/conf.d/vipproxy.conf; include it from keepalived.conf; systemctl reload keepalived",
+	virtualServer:  "remove the virtual_server: vipproxy balances the VIP",
+	keepalivedUnit: "systemctl enable --now keepalived; journalctl -u keepalived",
+}
+
+var nixosFixes = fixes{
+	network: "services.vipproxy declares the dummy link through systemd-networkd (systemd.network.netdevs/networks, " +
+		"from settings.network and settings.vip): check them, nixos-rebuild switch, then systemctl restart systemd-networkd; " +
+		"journalctl -u systemd-networkd",
+	arp: "services.vipproxy sets them through boot.kernel.sysctl from settings.network.uplinks: nixos-rebuild switch " +
+		"(or systemctl restart systemd-sysctl)" + noAllARP,
+	socket: "services.vipproxy writes vipproxy.socket's ListenStream= from settings.vip: nixos-rebuild switch, then " +
+		"systemctl restart vipproxy.socket (the socket binds the VIP only when it starts)",
+	keepalivedConf: "set services.vipproxy.keepalived.enable = true (the default; it enables services.keepalived), nixos-rebuild switch",
+	trackProbe: "services.vipproxy.keepalived.enable = true declares services.keepalived.vrrpScripts and the instance's " +
+		"trackScripts; an instance of your own in services.keepalived must list it in trackScripts; nixos-rebuild switch",
+	virtualServer: "remove that virtual_server from services.keepalived.extraConfig (vipproxy balances the VIP), nixos-rebuild switch",
+	keepalivedUnit: "systemctl start keepalived (NixOS starts it 5 s after boot, keepalived-boot-delay.timer); " +
+		"journalctl -u keepalived; services.vipproxy.keepalived.enable must be true",
+}
+
+func (in Install) fixes() fixes {
+	if in.NixOS {
+		return nixosFixes
+	}
+	return debianFixes
+}
