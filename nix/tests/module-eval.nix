@@ -1,5 +1,5 @@
 # Evaluates nix/module.nix offline with a fake `lib` and `pkgs`, for a
-# checkout without ../shared: option types and merging are NOT checked here
+# machine without the real nixpkgs lib: option types and merging are NOT checked here
 # (nixos-eval.nix does that with the real nixpkgs lib when it is present). What is checked: the module's own code evaluates (options
 # and config), what it sets for a given config, and that each assertion
 # fires for the input it guards against and only then. Evaluates to the
