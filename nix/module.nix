@@ -67,8 +67,11 @@ let
     };
   # k3s and RKE2 servers (services.k3s / services.rke2, where this nixpkgs
   # has them) serve the apiserver on *:6443 by default. Their flags say
-  # where it binds; a configPath file may say so too, which evaluation
-  # cannot read: then a warning instead of an assertion.
+  # where it binds; a configPath file of the operator's may say so too,
+  # which evaluation cannot read: then a warning instead of an assertion.
+  # The distribution's own default file (/etc/rancher/<k>/config.yaml,
+  # which older nixpkgs' rke2 module gives as configPath's default) is
+  # state outside the configuration: it does not count.
   rancher =
     kind:
     let
@@ -79,7 +82,12 @@ let
       inherit kind listener;
       server = c.enable && c.role == "server";
       onVip = server && vlib.listenerOnVip s listener;
-      unsure = onVip && c.configPath != null;
+      unsure =
+        onVip
+        && !builtins.elem (toString c.configPath) [
+          ""
+          "/etc/rancher/${kind}/config.yaml"
+        ];
       message = ''
         services.${kind} runs a ${kind} server whose apiserver listens on ${listener.host}:${toString listener.port}
         (${kind}'s default is every address, 0.0.0.0:6443), that is on the VIP too, so vipproxy cannot bind the
@@ -89,7 +97,8 @@ let
         }, or move one
         of them to another port (${
           if kind == "k3s" then "--https-listen-port in services.k3s.extraFlags, or " else ""
-        }services.vipproxy.settings.vip.port).
+        }services.vipproxy.settings.vip.port). A bind-address in /etc/rancher/${kind}/config.yaml is
+        state this configuration cannot see: give the flag here.
       '';
     };
   rancherServers = map rancher [

@@ -53,6 +53,12 @@ with subtest("VRRP: cp1 (priority 150) holds the VIP on eth1 and alone answers A
     answering = {m.lower() for m in MAC_RE.findall(out)}
     assert answering == {mac}, f"expected only cp1's MAC {mac}, got {answering}"
 
+with subtest("doctor finds what NixOS runs and passes; the probe answers keepalived's script user"):
+    for name, m in CPS.items():
+        out = m.succeed("vipproxy doctor --config /etc/vipproxy/vipproxy.toml")
+        assert "/etc/keepalived" not in out and "/nix/store/" in out, f"{name}: doctor:\n{out}"
+        m.succeed("runuser -u nobody -- $(command -v vipproxy) probe --config /etc/vipproxy/vipproxy.toml")
+
 with subtest("client -> VIP -> every apiserver, mTLS end to end"):
     seen = set(names_via_vip(12))
     assert seen == set(CPS), f"expected answers from {sorted(CPS)}, got {sorted(seen)}"

@@ -317,11 +317,24 @@ let
         (node ipv4 {
           services.k3s = {
             enable = true;
-            configPath = "/etc/rancher/k3s/config.yaml";
+            configPath = "/etc/k3s/server.yaml";
           };
         })
       ];
       check = c: lib.any (lib.hasInfix "services.k3s.configPath") c.warnings;
+    };
+    # Older nixpkgs' rke2 module defaults configPath to RKE2's own file:
+    # state outside the configuration, still refused.
+    rke2DefaultConfigPath = case {
+      modules = [
+        (node ipv4 {
+          services.rke2 = {
+            enable = true;
+            configPath = "/etc/rancher/rke2/config.yaml";
+          };
+        })
+      ];
+      fails = [ "services.rke2.extraFlags" ];
     };
     rke2DefaultFlags = case {
       modules = [ (node ipv4 { services.rke2.enable = true; }) ];
