@@ -195,8 +195,13 @@ type Discovery struct {
 	// Grace is how long a backend the cluster no longer lists keeps its
 	// open connections (it takes no new ones).
 	Grace Duration `toml:"grace"`
-	// MaxBackends caps the discovered set; more endpoints are refused.
+	// MaxBackends caps the discovered set, draining members included; more
+	// endpoints are refused.
 	MaxBackends int `toml:"max_backends"`
+	// AllowLoopback accepts discovered endpoints on 127.0.0.0/8 and ::1.
+	// A real apiserver never publishes one (it refuses to); only stand-in
+	// apiservers in tests do. Off, such an endpoint is refused unseen.
+	AllowLoopback bool `toml:"allow_loopback"`
 	// StateDir keeps the last known set (discovered.json); systemd's
 	// $STATE_DIRECTORY wins when set. Empty keeps nothing.
 	StateDir string `toml:"state_dir"`

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -38,7 +40,8 @@ func (d *Daemon) newFinder(cfg *config.Valid) *finder {
 	f.w = discovery.New(discovery.Options{
 		Credentials: discovery.Credentials{Kubeconfig: dc.Kubeconfig, CAFile: dc.CAFile, CertFile: dc.CertFile,
 			KeyFile: dc.KeyFile, TokenFile: dc.TokenFile, ServerName: dc.ServerName},
-		Policy:    discovery.Policy{VIPs: cfg.VIP.Addresses, Max: dc.MaxBackends, Grace: dc.Grace.Duration},
+		Policy: discovery.Policy{VIPs: cfg.VIP.Addresses, Own: ownListeners(cfg), IsLocal: isLocalAddr,
+			AllowLoopback: dc.AllowLoopback, Max: dc.MaxBackends, Grace: dc.Grace.Duration},
 		Seeds:     seeds,
 		Resync:    dc.Resync.Duration,
 		StatePath: statePath(dc.StateDir, os.Getenv),
@@ -48,6 +51,36 @@ func (d *Daemon) newFinder(cfg *config.Valid) *finder {
 		Timeout:   cfg.Timeouts.Dial.Duration,
 	})
 	return f
+}
+
+// ownListeners are the addresses this process listens on, which no
+// discovered endpoint may name: the VIP port on each VIP, the admin
+// endpoint.
+func ownListeners(cfg *config.Valid) []netip.AddrPort {
+	var out []netip.AddrPort
+	for _, a := range cfg.VIP.Addresses {
+		out = append(out, netip.AddrPortFrom(a, cfg.VIP.Port))
+	}
+	if a, err := netip.ParseAddrPort(cfg.Admin.Listen); err == nil {
+		out = append(out, netip.AddrPortFrom(a.Addr().Unmap(), a.Port()))
+	}
+	return out
+}
+
+// isLocalAddr says whether an address is on one of this host's links.
+func isLocalAddr(ip netip.Addr) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if local, ok := netip.AddrFromSlice(n.IP); ok && local.Unmap() == ip {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // statePath is where the last known set lives: systemd's StateDirectory=

@@ -47,7 +47,7 @@ func (c *cluster) publish(idx ...int) {
 }
 
 func discoveryTOML(stateDir, grace string) string {
-	return fmt.Sprintf("\n[discovery]\nenable = true\nca_file = %q\ncert_file = %q\nkey_file = %q\nserver_name = \"localhost\"\ngrace = %q\nresync = \"1m\"\nstate_dir = %q\n",
+	return fmt.Sprintf("\n[discovery]\nenable = true\nallow_loopback = true\nca_file = %q\ncert_file = %q\nkey_file = %q\nserver_name = \"localhost\"\ngrace = %q\nresync = \"1m\"\nstate_dir = %q\n",
 		pki.CA, pki.ClientCert, pki.ClientKey, grace, stateDir)
 }
 
@@ -134,14 +134,15 @@ func TestDiscoveryAddsDrainsAndRemembers(t *testing.T) {
 	if len(failures) > 0 || ok == 0 {
 		t.Fatalf("request loop: %d ok, failures %v", ok, failures)
 	}
+	// Restart with the seed gone: the remembered set finds the cluster.
+	// The state file's writes are paced (one per 10 s); the stop writes
+	// the last set.
+	p.signal(15)
+	p.waitExit("SIGTERM")
 	want := []string{a0, a1}
 	if got := stateFile(t, stateDir); !slices.Equal(got, want) {
 		t.Fatalf("last known set on disk: %v, want %v (all the cluster lists)", got, want)
 	}
-
-	// Restart with the seed gone: the remembered set finds the cluster.
-	p.signal(15)
-	p.waitExit("SIGTERM")
 	s2 := newSettings(t, "127.0.0.1:1")
 	s2.Extra = discoveryTOML(stateDir, "3s")
 	p2 := startVIPProxy(t, s2, nil)

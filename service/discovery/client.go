@@ -142,9 +142,12 @@ func (c *client) list(ctx context.Context, addr string) (view, string, error) {
 }
 
 // watch follows changes from rv for up to timeout, calling changed after
-// each event that touched the view. It returns nil when the server ends
-// the stream cleanly, errGone when rv has expired, else the error.
-func (c *client) watch(ctx context.Context, addr string, v view, rv string, timeout time.Duration, changed func(rv string)) error {
+// each event (touched: the endpoints changed). It returns nil when the
+// server ends the stream cleanly, errGone when rv has expired,
+// errShortWatch when the stream ended within a second with no event (as
+// client-go's reflector has it: a server that closes every watch at once
+// is failing, not quiet), else the error.
+func (c *client) watch(ctx context.Context, addr string, v view, rv string, timeout time.Duration, changed func(rv string, touched bool)) error {
 	// The server ends the watch after timeoutSeconds; the client's own
 	// deadline is later and only guards against a silent server.
 	ctx, cancel := context.WithTimeout(ctx, timeout+2*c.timeout)
@@ -154,6 +157,7 @@ func (c *client) watch(ctx context.Context, addr string, v view, rv string, time
 	q.Set("resourceVersion", rv)
 	q.Set("allowWatchBookmarks", "true")
 	q.Set("timeoutSeconds", strconv.Itoa(max(1, int(timeout/time.Second))))
+	start := time.Now()
 	resp, err := c.get(ctx, addr, q)
 	var ae *apiError
 	if errors.As(err, &ae) && ae.Code == http.StatusGone {
@@ -165,25 +169,35 @@ func (c *client) watch(ctx context.Context, addr string, v view, rv string, time
 	defer resp.Body.Close()
 	lim := &eventLimit{r: resp.Body}
 	dec := json.NewDecoder(lim)
-	for {
+	for events := 0; ; events++ {
 		lim.left = c.maxEvent
 		var ev watchEvent
 		if err := dec.Decode(&ev); err != nil {
+			if errors.Is(err, io.EOF) && events == 0 && time.Since(start) < minWatch {
+				return errShortWatch
+			}
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			return fmt.Errorf("watch stream: %w", err)
 		}
-		next, gone, err := v.apply(ev)
+		next, touched, gone, err := v.apply(ev)
 		if gone {
 			return errGone
 		}
 		if err != nil {
 			return err
 		}
-		changed(next)
+		changed(next, touched)
 	}
 }
+
+// minWatch is how long a watch without an event must last not to count
+// as a failure (client-go's reflector: one second).
+const minWatch = time.Second
+
+// errShortWatch is a watch the server closed within minWatch, no event sent.
+var errShortWatch = errors.New("very short watch: the server closed it within a second, no event received")
 
 // errGone is a 410: the resource version is too old, list again.
 var errGone = errors.New("resource version expired (410 Gone)")

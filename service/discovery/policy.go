@@ -35,59 +35,98 @@ func (m Member) Draining() bool { return !m.DrainUntil.IsZero() }
 type Policy struct {
 	// VIPs are never backends: the proxy would feed itself.
 	VIPs []netip.Addr
+	// Own are this process's listeners (the VIP port, the admin port): an
+	// endpoint there is refused. An unspecified address stands for every
+	// local one.
+	Own []netip.AddrPort
+	// IsLocal says whether an address is one of this host's (for Own's
+	// unspecified addresses); nil knows only loopback.
+	IsLocal func(netip.Addr) bool
+	// AllowLoopback accepts endpoints on 127.0.0.0/8 and ::1. A real
+	// apiserver never publishes one (it refuses to); stand-ins in tests do.
+	AllowLoopback bool
 	// Max bounds the discovered set; more endpoints are refused.
 	Max int
 	// Grace is how long a removed member keeps its open connections.
 	Grace time.Duration
 }
 
-// Note is one thing the merge did that deserves a log line.
+// Note is one thing the merge did that deserves a log line. The refusals
+// of one answer are summed up by reason, so that a hostile answer of a
+// million endpoints costs one line per reason, not a million.
 type Note struct {
-	Addr   netip.AddrPort
-	Event  string // added, draining, returned, dropped, refused, kept
+	Addr   netip.AddrPort // for refused: the first one refused
+	Event  string         // added, draining, returned, dropped, refused, kept
 	Reason string
+	Count  int // refused: how many endpoints for this reason
 }
 
 // Merge applies one answer of the cluster to the members at now and
 // returns the next members (sorted by address) and what changed. It is
-// the whole policy, pure so that it can be table-tested:
-//   - an endpoint equal to a VIP, link-local or not unicast is refused;
-//     beyond Max (in address order) the rest are refused;
+// the whole policy, pure so that it can be table-tested, and linear in
+// the answer after one sort:
+//   - an endpoint refused by Policy.refuse is not used; beyond Max (in
+//     address order) the rest are refused;
 //   - an answer with nothing left keeps the members as they are: an empty
 //     or broken answer must never empty the pool;
 //   - a new endpoint is added; a listed draining one returns at once (a
 //     flap keeps its connections); a remembered one becomes discovered;
-//   - a member no longer listed drains for Grace, then is dropped.
+//   - a member no longer listed drains for Grace, then is dropped;
+//   - the members, draining ones included, are never more than Max: when
+//     new endpoints need the room, the drains that end first end now
+//     (a churning cluster must not grow the pool, its checks and its
+//     metrics without bound).
 func Merge(members []Member, answer []netip.AddrPort, now time.Time, p Policy) ([]Member, []Note) {
 	accepted, notes := filter(answer, p)
 	if len(accepted) == 0 {
 		notes = append(notes, Note{Event: "kept", Reason: "no usable endpoint in the answer: keeping the last known set"})
 		return expire(slices.Clone(members), now, &notes), notes
 	}
-	var next []Member
+	byAddr := make(map[netip.AddrPort]Member, len(members))
+	for _, m := range members {
+		byAddr[m.Addr] = m
+	}
+	listed := make(map[netip.AddrPort]bool, len(accepted))
+	next := make([]Member, 0, len(accepted)+len(members))
 	for _, a := range accepted {
-		i := slices.IndexFunc(members, func(m Member) bool { return m.Addr == a })
+		listed[a] = true
+		m, known := byAddr[a]
 		switch {
-		case i < 0:
+		case !known:
 			notes = append(notes, Note{Addr: a, Event: "added"})
-		case members[i].Draining():
+		case m.Draining():
 			notes = append(notes, Note{Addr: a, Event: "returned", Reason: "listed again while draining"})
 		}
 		next = append(next, Member{Addr: a, Source: Discovered})
 	}
+	var gone []Member
 	for _, m := range members {
-		if slices.Contains(accepted, m.Addr) {
+		if listed[m.Addr] {
 			continue
 		}
 		if !m.Draining() {
 			m.DrainUntil = now.Add(p.Grace)
 			notes = append(notes, Note{Addr: m.Addr, Event: "draining", Reason: fmt.Sprintf("no longer listed; connections kept for %s", p.Grace)})
 		}
-		next = append(next, m)
+		gone = append(gone, m)
 	}
-	next = expire(next, now, &notes)
+	gone = expire(gone, now, &notes)
+	next = append(next, bound(gone, p.Max-len(next), &notes)...)
 	sort.Slice(next, func(i, j int) bool { return compareAddrPort(next[i].Addr, next[j].Addr) < 0 })
 	return next, notes
+}
+
+// bound keeps at most room of the draining members, those that drain
+// longest; the others are dropped now.
+func bound(draining []Member, room int, notes *[]Note) []Member {
+	if room < 0 || len(draining) <= room {
+		return draining
+	}
+	sort.SliceStable(draining, func(i, j int) bool { return draining[i].DrainUntil.After(draining[j].DrainUntil) })
+	for _, m := range draining[room:] {
+		*notes = append(*notes, Note{Addr: m.Addr, Event: "dropped", Reason: "discovery.max_backends members with the draining ones: its drain ends early"})
+	}
+	return draining[:room]
 }
 
 // Expire drops the members whose grace is over; Merge does it too, and the
@@ -108,43 +147,43 @@ func expire(members []Member, now time.Time, notes *[]Note) []Member {
 }
 
 // filter returns the usable endpoints of an answer, deduplicated and in
-// address order, and a note for each one refused.
+// address order, and one note per reason of refusal. Sort then compact:
+// an answer of 270,000 endpoints costs milliseconds, not minutes.
 func filter(answer []netip.AddrPort, p Policy) ([]netip.AddrPort, []Note) {
-	var ok []netip.AddrPort
-	var notes []Note
+	ok := make([]netip.AddrPort, 0, min(len(answer), 4096))
+	refused := map[string]*Note{}
+	var order []string
 	for _, a := range answer {
 		a = netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
-		if reason := refuse(a, p.VIPs); reason != "" {
-			notes = append(notes, Note{Addr: a, Event: "refused", Reason: reason})
+		reason := p.refuse(a)
+		if reason == "" {
+			ok = append(ok, a)
 			continue
 		}
-		if !slices.Contains(ok, a) {
-			ok = append(ok, a)
+		if n := refused[reason]; n != nil {
+			n.Count++
+			continue
 		}
+		refused[reason] = &Note{Addr: a, Event: "refused", Reason: reason, Count: 1}
+		order = append(order, reason)
 	}
-	sortAddrs(ok)
+	ok = sortUnique(ok)
+	var notes []Note
+	for _, r := range order {
+		notes = append(notes, *refused[r])
+	}
 	if p.Max > 0 && len(ok) > p.Max {
-		for _, a := range ok[p.Max:] {
-			notes = append(notes, Note{Addr: a, Event: "refused", Reason: fmt.Sprintf("more than discovery.max_backends = %d endpoints", p.Max)})
-		}
+		notes = append(notes, Note{Addr: ok[p.Max], Event: "refused", Count: len(ok) - p.Max,
+			Reason: fmt.Sprintf("more than discovery.max_backends = %d endpoints", p.Max)})
 		ok = ok[:p.Max]
 	}
 	return ok, notes
 }
 
-func refuse(a netip.AddrPort, vips []netip.Addr) string {
-	ip := a.Addr()
-	switch {
-	case !a.IsValid() || a.Port() == 0:
-		return "no address or port"
-	case ip.Zone() != "" || ip.IsLinkLocalUnicast():
-		return "link-local address"
-	case slices.Contains(vips, ip):
-		return "the VIP itself: the proxy would feed itself"
-	case !ip.IsGlobalUnicast() && !ip.IsLoopback():
-		return "not a unicast address"
-	}
-	return ""
+// sortUnique sorts in address order and removes duplicates in place.
+func sortUnique(as []netip.AddrPort) []netip.AddrPort {
+	sortAddrs(as)
+	return slices.Compact(as)
 }
 
 // sortAddrs sorts in address order. sort.Slice rather than slices.SortFunc:

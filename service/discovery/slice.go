@@ -93,44 +93,55 @@ func (s *endpointSlice) endpoints() []netip.AddrPort {
 // view is what the watcher knows of the slices: endpoints per slice name.
 type view map[string][]netip.AddrPort
 
-// union is every endpoint of every slice, deduplicated and sorted.
+// union is every endpoint of every slice, deduplicated and sorted: one
+// sort, linear in the endpoints.
 func (v view) union() []netip.AddrPort {
-	var out []netip.AddrPort
+	n := 0
 	for _, eps := range v {
-		for _, e := range eps {
-			if !slices.Contains(out, e) {
-				out = append(out, e)
-			}
-		}
+		n += len(eps)
 	}
-	sortAddrs(out)
-	return out
+	out := make([]netip.AddrPort, 0, n)
+	for _, eps := range v {
+		out = append(out, eps...)
+	}
+	return sortUnique(out)
 }
 
 // apply folds one watch event into the view. It returns the new resource
-// version, or an error for an ERROR event (gone is true for 410 Gone) or
-// one it cannot read.
-func (v view) apply(ev watchEvent) (rv string, gone bool, err error) {
+// version and whether the endpoints changed (a bookmark, or a slice
+// rewritten with the same endpoints, changes nothing), or an error for an
+// ERROR event (gone is true for 410 Gone) or one it cannot read.
+func (v view) apply(ev watchEvent) (rv string, changed, gone bool, err error) {
 	switch ev.Type {
 	case "ADDED", "MODIFIED", "DELETED", "BOOKMARK":
 		var s endpointSlice
 		if err := json.Unmarshal(ev.Object, &s); err != nil {
-			return "", false, fmt.Errorf("read %s event: %w", ev.Type, err)
+			return "", false, false, fmt.Errorf("read %s event: %w", ev.Type, err)
 		}
-		switch ev.Type {
-		case "ADDED", "MODIFIED":
-			v[s.Metadata.Name] = s.endpoints()
-		case "DELETED":
-			delete(v, s.Metadata.Name)
-		}
-		return s.Metadata.ResourceVersion, false, nil
+		return s.Metadata.ResourceVersion, v.fold(ev.Type, &s), false, nil
 	case "ERROR":
 		var st status
 		if err := json.Unmarshal(ev.Object, &st); err != nil {
-			return "", false, fmt.Errorf("read ERROR event: %w", err)
+			return "", false, false, fmt.Errorf("read ERROR event: %w", err)
 		}
-		return "", st.Code == 410, fmt.Errorf("watch ERROR %d %s: %s", st.Code, st.Reason, st.Message)
+		return "", false, st.Code == 410, fmt.Errorf("watch ERROR %d %s: %s", st.Code, st.Reason, st.Message)
 	default:
-		return "", false, fmt.Errorf("unknown watch event type %q", ev.Type)
+		return "", false, false, fmt.Errorf("unknown watch event type %q", ev.Type)
 	}
+}
+
+// fold applies one object event and says whether the endpoints changed.
+func (v view) fold(typ string, s *endpointSlice) bool {
+	name := s.Metadata.Name
+	old, had := v[name]
+	switch typ {
+	case "ADDED", "MODIFIED":
+		eps := s.endpoints()
+		v[name] = eps
+		return !had || !slices.Equal(old, eps)
+	case "DELETED":
+		delete(v, name)
+		return had
+	}
+	return false
 }

@@ -9,6 +9,7 @@ package discovery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
@@ -38,17 +39,26 @@ type Options struct {
 	Timeout time.Duration
 	// MaxBody bounds a list answer, MaxEvent one watch event.
 	MaxBody, MaxEvent int64
-	// BackoffMin and BackoffMax bound the pause after a failure.
-	BackoffMin, BackoffMax time.Duration
+	// BackoffMin and BackoffMax bound the pause between two lists; it
+	// doubles at each one, and starts again from BackoffMin once no pause
+	// was taken for BackoffReset (client-go's reflector: 0.8 s, 30 s, 2 min).
+	BackoffMin, BackoffMax, BackoffReset time.Duration
+	// Damping is the least time between two merges of the cluster's
+	// answers (a churning cluster is merged at this pace, with its latest
+	// answer); StateEvery, between two writes of the state file.
+	Damping, StateEvery time.Duration
 }
 
 // Defaults for the Options left zero.
 const (
-	DefaultTimeout    = 5 * time.Second
-	DefaultMaxBody    = 4 << 20
-	DefaultMaxEvent   = 1 << 20
-	DefaultBackoffMin = 500 * time.Millisecond
-	DefaultBackoffMax = 30 * time.Second
+	DefaultTimeout      = 5 * time.Second
+	DefaultMaxBody      = 4 << 20
+	DefaultMaxEvent     = 1 << 20
+	DefaultBackoffMin   = 800 * time.Millisecond
+	DefaultBackoffMax   = 30 * time.Second
+	DefaultBackoffReset = 2 * time.Minute
+	DefaultDamping      = time.Second
+	DefaultStateEvery   = 10 * time.Second
 )
 
 // Watch states, as /status shows them.
@@ -69,6 +79,7 @@ type Status struct {
 	LastError       string    `json:"last_error,omitempty"`
 	LastErrorAt     time.Time `json:"last_error_at,omitzero"`
 	Errors          uint64    `json:"errors"`
+	Events          uint64    `json:"events"` // watch events read, bookmarks included
 }
 
 // Watcher keeps the discovered members in step with the cluster.
@@ -81,9 +92,13 @@ type Watcher struct {
 	members  []Member
 	answer   []netip.AddrPort // the last answer merged: the same again is not merged (nor logged) twice
 	merged   bool             // answer is set
+	pending  []netip.AddrPort // the latest answer, waiting for the merge pacer
+	waiting  bool             // pending is set
 	status   Status
 	lastGood string
 	notify   sync.Mutex // serialises OnChange
+
+	merges, saves *pacer
 }
 
 // New returns a Watcher whose members start as the last known set on disk.
@@ -96,10 +111,15 @@ func New(opts Options) *Watcher {
 	opts.MaxEvent = cmpOr(opts.MaxEvent, DefaultMaxEvent)
 	opts.BackoffMin = cmpOr(opts.BackoffMin, DefaultBackoffMin)
 	opts.BackoffMax = cmpOr(opts.BackoffMax, DefaultBackoffMax)
+	opts.BackoffReset = cmpOr(opts.BackoffReset, DefaultBackoffReset)
+	opts.Damping = cmpOr(opts.Damping, DefaultDamping)
+	opts.StateEvery = cmpOr(opts.StateEvery, DefaultStateEvery)
 	opts.Resync = cmpOr(opts.Resync, 5*time.Minute)
 	log := opts.Logger.With("component", "discovery")
 	w := &Watcher{opts: opts, log: log, status: Status{State: StateStarting},
 		client: client{creds: opts.Credentials, timeout: opts.Timeout, maxBody: opts.MaxBody, maxEvent: opts.MaxEvent}}
+	w.merges = newPacer(opts.Damping, w.mergePending)
+	w.saves = newPacer(opts.StateEvery, w.saveState)
 	if opts.StatePath != "" {
 		addrs, err := readState(opts.StatePath)
 		switch {
@@ -138,63 +158,92 @@ func (w *Watcher) Status() Status {
 	return w.status
 }
 
-// Run lists and watches until ctx ends. Errors are logged and retried with
-// a growing pause; they never change the members.
+// Run lists and watches until ctx ends. Errors are logged and retried;
+// they never change the members. Every list follows a pause that grows
+// as client-go's reflector's does: a server that closes each watch at
+// once or answers 410 to each is listed less and less often.
 func (w *Watcher) Run(ctx context.Context) {
-	pause := w.opts.BackoffMin
+	b := backoff{min: w.opts.BackoffMin, max: w.opts.BackoffMax, reset: w.opts.BackoffReset}
 	for ctx.Err() == nil {
-		progressed, err := w.cycle(ctx)
+		err := w.cycle(ctx)
 		if ctx.Err() != nil {
 			break
-		}
-		if progressed {
-			pause = w.opts.BackoffMin
 		}
 		if err != nil {
 			w.failed(err)
 		}
 		w.setState(StateBackoff, "")
-		// Jitter keeps the nodes of a cluster from listing in step.
-		t := time.NewTimer(pause/2 + rand.N(pause/2+1))
+		t := time.NewTimer(b.next(time.Now()))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 		case <-t.C:
 		}
-		if !progressed || err != nil {
-			pause = min(2*pause, w.opts.BackoffMax)
-		}
 	}
+	w.stop()
 	w.setState(StateStopped, "")
 }
 
+// backoff is client-go's exponential backoff manager: each pause doubles
+// up to max, with jitter to twice as long (the nodes of a cluster must not
+// list in step), and starts again from min once no pause was taken for
+// reset (a watch that lasted).
+type backoff struct {
+	min, max, reset time.Duration
+	cur             time.Duration
+	last            time.Time
+}
+
+func (b *backoff) next(now time.Time) time.Duration {
+	if b.cur == 0 || now.Sub(b.last) > b.reset {
+		b.cur = b.min
+	}
+	b.last = now
+	d := b.cur
+	b.cur = min(2*b.cur, b.max)
+	return d + rand.N(d+1)
+}
+
+// stop ends the pacing: the answer waiting is merged and the state file
+// written now, so that a stop loses nothing.
+func (w *Watcher) stop() {
+	if w.merges.stop() {
+		w.mergePending()
+	}
+	if w.saves.stop() {
+		w.saveState()
+	}
+}
+
 // cycle lists through the first address that answers, then watches it.
-// progressed says the list worked and the watch ended cleanly or with
-// 410, so the next pause is short.
-func (w *Watcher) cycle(ctx context.Context) (progressed bool, err error) {
+func (w *Watcher) cycle(ctx context.Context) error {
 	w.setState(StateListing, "")
 	addr, v, rv, err := w.listAny(ctx)
 	if err != nil {
-		return false, err
+		return err
 	}
 	w.mu.Lock()
 	w.status.LastSync = time.Now()
 	w.status.ResourceVersion = rv
 	w.mu.Unlock()
-	w.commit(v.union())
+	w.offer(v.union())
 	w.tellStatus()
 	w.setState(StateWatching, addr)
-	err = w.client.watch(ctx, addr, v, rv, w.opts.Resync, func(rv string) {
+	err = w.client.watch(ctx, addr, v, rv, w.opts.Resync, func(rv string, touched bool) {
 		w.mu.Lock()
 		w.status.ResourceVersion = rv
+		w.status.Events++
 		w.mu.Unlock()
-		w.commit(v.union())
+		// A bookmark or a slice rewritten as it was costs nothing more.
+		if touched {
+			w.offer(v.union())
+		}
 	})
 	if errors.Is(err, errGone) {
 		w.log.Info("resource version expired: listing again", "server", addr)
-		return true, nil
+		return nil
 	}
-	return err == nil, err
+	return err
 }
 
 // listAny tries the address that answered last, then the seeds, then the
@@ -241,6 +290,25 @@ func (w *Watcher) targets() []string {
 	return out
 }
 
+// offer hands an answer to the merge, which runs at most once per
+// Damping with the latest answer.
+func (w *Watcher) offer(answer []netip.AddrPort) {
+	w.mu.Lock()
+	w.pending, w.waiting = answer, true
+	w.mu.Unlock()
+	w.merges.poke()
+}
+
+func (w *Watcher) mergePending() {
+	w.mu.Lock()
+	answer, ok := w.pending, w.waiting
+	w.pending, w.waiting = nil, false
+	w.mu.Unlock()
+	if ok {
+		w.commit(answer)
+	}
+}
+
 // commit merges one answer into the members; on a change it saves the
 // active set, tells OnChange and arms the end of any new drain.
 func (w *Watcher) commit(answer []netip.AddrPort) {
@@ -278,9 +346,7 @@ func (w *Watcher) changed(prev, next []Member) {
 		return
 	}
 	if !slices.Equal(Active(prev), Active(next)) && w.opts.StatePath != "" {
-		if err := writeState(w.opts.StatePath, Active(next)); err != nil {
-			w.log.Error("last known set not saved", "file", w.opts.StatePath, "err", err)
-		}
+		w.saves.poke()
 	}
 	for _, m := range next {
 		if m.Draining() && !slices.Contains(prev, m) {
@@ -292,11 +358,25 @@ func (w *Watcher) changed(prev, next []Member) {
 	}
 }
 
+// saveState writes the active members as they are now: the state pacer
+// calls it, so that a flapping cluster costs one write (and fsync) per
+// StateEvery.
+func (w *Watcher) saveState() {
+	active := Active(w.Members())
+	if err := writeState(w.opts.StatePath, active); err != nil {
+		w.log.Error("last known set not saved", "file", w.opts.StatePath, "err", err)
+	}
+}
+
 func (w *Watcher) logNotes(notes []Note) {
 	for _, n := range notes {
 		level := slog.LevelInfo
 		if n.Event == "refused" || n.Event == "kept" {
 			level = slog.LevelWarn
+		}
+		if n.Event == "refused" {
+			w.log.Log(context.Background(), level, fmt.Sprintf("discovered backends refused: %d", n.Count), "refused", n.Count, "first", n.Addr, "reason", n.Reason)
+			continue
 		}
 		w.log.Log(context.Background(), level, "discovered backend "+n.Event, "backend", n.Addr, "reason", n.Reason)
 	}

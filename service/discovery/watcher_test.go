@@ -98,6 +98,13 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request) {
 	case f == "big-event" && watch:
 		io.WriteString(w, `{"type":"MODIFIED","object":{"pad":"`+strings.Repeat("x", 64<<10)+`"}}`+"\n")
 		return
+	case f == "short-watch" && watch:
+		w.Header().Set("Content-Type", "application/json")
+		return // 200 and an empty stream: a watch closed at once
+	case f == "gone-watch" && watch:
+		w.WriteHeader(http.StatusGone)
+		io.WriteString(w, `{"kind":"Status","code":410,"reason":"Expired","message":"too old resource version"}`)
+		return
 	case f == "cut" && watch:
 		a.cut(w)
 		return
@@ -269,7 +276,7 @@ func TestWatchFromExpiredVersionGetsHTTPGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.slices.Expire()
-	err = c.watch(context.Background(), a.addr(), v, rv, time.Second, func(string) {})
+	err = c.watch(context.Background(), a.addr(), v, rv, time.Second, func(string, bool) {})
 	if err != errGone {
 		t.Fatalf("watch from an expired version: %v, want errGone", err)
 	}

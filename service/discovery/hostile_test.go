@@ -1,0 +1,132 @@
+package discovery
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// listsIn counts the lists the watcher makes in d against a server whose
+// every watch fails with fault.
+func listsIn(t *testing.T, fault string, d time.Duration) (lists int, st Status) {
+	a := newAPI(t)
+	a.slices.SetAddrs(ap("192.0.2.1:6443"))
+	a.setFault(fault)
+	w, ch := run(t, Options{Credentials: certCreds(a), Seeds: []string{a.addr()}, Policy: Policy{Max: 16},
+		BackoffMin: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, Damping: time.Millisecond})
+	waitFor(t, ch, []string{"192.0.2.1:6443"}, nil)
+	l0, _ := a.slices.Requests()
+	time.Sleep(d)
+	l1, _ := a.slices.Requests()
+	return l1 - l0, w.Status()
+}
+
+// A server that closes every watch at once, or answers every watch with
+// 410 Gone, is listed less and less often, as client-go's reflector does:
+// pauses of 20, 40, 80, 160 ms, then 200 ms (each up to twice as long)
+// give at most 14 lists in 2 s. Before, each cycle counted as progress and
+// the pause stayed at its minimum: over a hundred lists.
+func TestShortWatchesBackOff(t *testing.T) {
+	lists, st := listsIn(t, "short-watch", 2*time.Second)
+	if lists > 14 {
+		t.Errorf("%d lists in 2 s against a server that closes each watch at once", lists)
+	}
+	if st.Errors == 0 || st.LastError == "" {
+		t.Errorf("short watches are not counted as errors: %+v", st)
+	}
+}
+
+func TestRepeated410BacksOff(t *testing.T) {
+	if lists, _ := listsIn(t, "gone-watch", 2*time.Second); lists > 14 {
+		t.Errorf("%d lists in 2 s against a server that answers each watch with 410", lists)
+	}
+}
+
+func TestBackoffLikeTheReflector(t *testing.T) {
+	b := backoff{min: time.Second, max: 8 * time.Second, reset: time.Minute}
+	now := time.Now()
+	for i, want := range []time.Duration{1, 2, 4, 8, 8} {
+		got := b.next(now)
+		if got < want*time.Second || got > 2*want*time.Second {
+			t.Errorf("pause %d: %s, want %s..%s", i, got, want*time.Second, 2*want*time.Second)
+		}
+		now = now.Add(got)
+	}
+	if got := b.next(now.Add(2 * time.Minute)); got > 2*time.Second {
+		t.Errorf("after a long watch the pause is %s, want it back to 1..2 s", got)
+	}
+}
+
+// A cluster flapping between two sets every 5 ms for 1.5 s is merged at
+// most once per Damping (100 ms) and the state file is written at most
+// once per StateEvery (500 ms); before, both followed every answer.
+func TestFlappingIsDampedAndStateWritesCoalesced(t *testing.T) {
+	a := newAPI(t)
+	x, y := ap("192.0.2.1:6443"), ap("192.0.2.2:6443")
+	a.slices.SetAddrs(x)
+	state := filepath.Join(t.TempDir(), StateFile)
+	_, ch := run(t, Options{Credentials: certCreds(a), Seeds: []string{a.addr()}, Policy: Policy{Max: 16, Grace: time.Minute},
+		StatePath: state, Damping: 100 * time.Millisecond, StateEvery: 500 * time.Millisecond})
+	waitFor(t, ch, []string{x.String()}, nil)
+	writes := map[string]bool{}
+	changes := 0
+	start := time.Now()
+	for i := 0; time.Since(start) < 1500*time.Millisecond; i++ {
+		if i%2 == 0 {
+			a.slices.SetAddrs(x, y)
+		} else {
+			a.slices.SetAddrs(x)
+		}
+		time.Sleep(5 * time.Millisecond)
+		if data, err := os.ReadFile(state); err == nil {
+			writes[string(data)] = true // each write has its own time stamp
+		}
+		for len(ch) > 0 {
+			<-ch
+			changes++
+		}
+	}
+	if changes > 17 {
+		t.Errorf("%d changes of the members in 1.5 s, want at most one per 100 ms", changes)
+	}
+	if len(writes) > 5 {
+		t.Errorf("%d state-file writes seen in 1.5 s, want at most one per 500 ms", len(writes))
+	}
+}
+
+// A bookmark on a watch of a 100,000-endpoint slice costs next to nothing:
+// the answer did not change, so nothing is merged. The CPU of the whole
+// test process (the server's side included) per bookmark read is bounded
+// at 10 ms; before, each event cost seconds (a quadratic union and a
+// merge per event).
+func TestBookmarksOnAHugeSliceCostNothing(t *testing.T) {
+	a := newAPI(t)
+	huge := make([]netip.AddrPort, 100_000)
+	for i := range huge {
+		huge[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 6443)
+	}
+	a.slices.SetAddrs(huge...)
+	a.slices.Bookmark = 2 * time.Millisecond
+	w, ch := run(t, Options{Credentials: certCreds(a), Seeds: []string{a.addr()}, Policy: Policy{Max: 16},
+		MaxBody: 8 << 20, Resync: time.Minute})
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the 100,000-endpoint list was not merged in 30 s")
+	}
+	waitStatus(t, w, "a first bookmark", func(s Status) bool { return s.Events > 0 })
+	e0, c0 := w.Status().Events, cpuTime(t)
+	time.Sleep(time.Second)
+	e1, c1 := w.Status().Events, cpuTime(t)
+	bookmarks := e1 - e0
+	if bookmarks < 20 {
+		t.Fatalf("only %d bookmarks read in 1 s", bookmarks)
+	}
+	if per := (c1 - c0) / time.Duration(bookmarks); per > 10*time.Millisecond {
+		t.Errorf("%s of CPU per bookmark (%d bookmarks)", per, bookmarks)
+	}
+	t.Logf("%d bookmarks in 1 s, %s of CPU each", bookmarks, fmt.Sprint((c1-c0)/time.Duration(bookmarks)))
+}
