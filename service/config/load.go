@@ -10,9 +10,9 @@ import (
 	"os"
 	"reflect"
 	"slices"
-	"syscall"
 
 	"github.com/BurntSushi/toml"
+	"github.com/vipproxy/vipproxy/service/regularfile"
 )
 
 // Error is a configuration problem: the file, the key (a TOML path such as
@@ -162,25 +162,8 @@ func (c *Config) Encode(w io.Writer) error {
 	return nil
 }
 
-// readSmallFile reads a regular file of at most limit bytes; it refuses
-// devices and FIFOs, which could block or never end. The file is opened
-// non-blocking, so that opening a FIFO does not wait for a writer (it
-// did: reload and `vipproxy check` hung), and refused after fstat.
+// readSmallFile reads a regular file of at most limit bytes without
+// blocking (see regularfile.Read).
 func readSmallFile(path string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	if st.Size() > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
-	}
-	return io.ReadAll(io.LimitReader(f, limit+1))
+	return regularfile.Read(path, limit)
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"net"
 	"net/netip"
@@ -13,6 +15,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vipproxy/vipproxy/service/discovery"
+	"github.com/vipproxy/vipproxy/service/regularfile"
 )
 
 // Bounds that keep a typo from turning into a denial of service.
@@ -626,13 +631,31 @@ func (v *validator) discoveryCredentials() {
 	if d.CertFile != "" {
 		v.clientCert("discovery", d.CertFile, d.KeyFile)
 	}
-	// The kubeconfig's contents are read at each request (discovery's last
-	// error says what is wrong with them); here only that it is readable.
-	for _, f := range []struct{ key, path string }{{"discovery.kubeconfig", d.Kubeconfig}, {"discovery.token_file", d.TokenFile}} {
-		if f.path != "" {
-			if _, err := readSmallFile(f.path, maxPEMFile); err != nil {
-				v.bad(f.key, "%v", err)
-			}
+	if d.TokenFile != "" {
+		if _, err := readSmallFile(d.TokenFile, maxPEMFile); err != nil {
+			v.bad("discovery.token_file", "%v", err)
 		}
+	}
+	// The kubeconfig is parsed and every file it names read as discovery
+	// reads them (again at each request: rotation), so that `check` and a
+	// reload fail on what the watcher would fail on.
+	if d.Kubeconfig != "" {
+		if err := (discovery.Credentials{Kubeconfig: d.Kubeconfig, ServerName: d.ServerName}).Check(); err != nil {
+			v.bad("discovery.kubeconfig", "%v", err)
+		}
+	}
+	v.stateFile()
+}
+
+// stateFile refuses a last-known-set file that is not a regular file (a
+// FIFO there blocked the start): one vipproxy wrote is always regular.
+func (v *validator) stateFile() {
+	d := v.c.Discovery
+	if d.StateDir == "" {
+		return
+	}
+	err := regularfile.Check(filepath.Join(d.StateDir, discovery.StateFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		v.bad("discovery.state_dir", "%v: remove it, vipproxy writes it again", err)
 	}
 }

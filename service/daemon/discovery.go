@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/config"
@@ -54,12 +55,14 @@ func (d *Daemon) newFinder(cfg *config.Valid) *finder {
 }
 
 // ownListeners are the addresses this process listens on, which no
-// discovered endpoint may name: the VIP port on each VIP, the admin
+// discovered endpoint may name: each served port on each VIP, the admin
 // endpoint.
 func ownListeners(cfg *config.Valid) []netip.AddrPort {
 	var out []netip.AddrPort
 	for _, a := range cfg.VIP.Addresses {
-		out = append(out, netip.AddrPortFrom(a, cfg.VIP.Port))
+		for _, p := range cfg.ServedPorts() {
+			out = append(out, netip.AddrPortFrom(a, p.Port))
+		}
 	}
 	if a, err := netip.ParseAddrPort(cfg.Admin.Listen); err == nil {
 		out = append(out, netip.AddrPortFrom(a.Addr().Unmap(), a.Port()))
@@ -124,10 +127,19 @@ func (f *finder) start(ctx context.Context) {
 	}()
 }
 
+// finderStopWait bounds how long a stop or reload waits for the watcher
+// to return. It returns at once (its requests end with its context, its
+// files open without blocking); the bound keeps a watcher stuck anyway
+// (a hung NFS read) from holding SIGTERM past the drain timeout.
+const finderStopWait = 2 * time.Second
+
 func (f *finder) close() {
 	if f != nil && f.stop != nil {
 		f.stop()
-		<-f.done
+		select {
+		case <-f.done:
+		case <-time.After(finderStopWait):
+		}
 	}
 }
 

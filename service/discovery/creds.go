@@ -6,10 +6,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/vipproxy/vipproxy/service/regularfile"
 )
 
 // DefaultServerName is the name every apiserver certificate carries (the
@@ -59,6 +60,13 @@ type parts struct {
 	ca, cert, key, token source
 	serverName           string
 	insecure             bool
+}
+
+// Check reads the credentials as a request would: the kubeconfig parsed,
+// every file it names read (regular files only), the key pair matched.
+func (c Credentials) Check() error {
+	_, err := c.load()
+	return err
 }
 
 // load reads every credential as it is on disk now.
@@ -132,20 +140,10 @@ func nameOf(s source) string {
 	return "(inline data)"
 }
 
+// readFile reads a credential, kubeconfig or state file: a regular file,
+// opened without blocking (a FIFO there hung the start and the stop).
 func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxCredentialFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(data) > maxCredentialFile {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxCredentialFile)
-	}
-	return data, nil
+	return regularfile.Read(path, maxCredentialFile)
 }
 
 // kubeconfigParts reads the current context's cluster and user. Relative
