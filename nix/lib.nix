@@ -204,6 +204,28 @@ rec {
     DevicePolicy = "closed";
   };
 
+  # systemd.network.config.networkConfig where networkd runs for the VIP
+  # link alone: networkd's defaults (yes) delete every routing policy rule,
+  # and the routes of the links it configures, that no .network file names
+  # (a CNI's `ip rule`s, BIRD's routes). The same settings as
+  # service/netcfg.ForeignSettings (60-vipproxy.conf in networkd.conf.d).
+  networkdForeign = {
+    ManageForeignRoutingPolicyRules = "no";
+    ManageForeignRoutes = "no";
+  };
+
+  # How switch-to-configuration treats vipproxy.service when its unit
+  # changes (a new package: ExecStart's store path): restart the service
+  # alone. The default (stopIfChanged = true) stops vipproxy.socket with it
+  # and starts the socket after the activation: the VIP port refuses
+  # connections meanwhile. Restarted, the service leaves the socket, and its
+  # queue, with systemd: clients wait in the backlog, none is refused. A
+  # settings change reloads instead (reloadTriggers, in module.nix).
+  serviceSwitch = {
+    restartIfChanged = true;
+    stopIfChanged = false;
+  };
+
   # Attribute names for systemd.network.{netdevs,networks}.
   netdevName = settings: unitName ".netdev" (withDefaults settings).network.netdev_file;
   networkName = settings: unitName ".network" (withDefaults settings).network.network_file;

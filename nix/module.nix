@@ -57,6 +57,9 @@ let
     config.networking.firewall.backend
       or (if config.networking.nftables.enable then "nftables" else "iptables");
   vrrpProtocol = "112";
+  networkdForVipOnly =
+    !config.networking.useNetworkd
+    && builtins.attrNames (removeAttrs config.systemd.network.networks [ (vlib.networkName s) ]) == [ ];
   kubeApiserver = config.services.kubernetes.apiserver;
   # The local apiserver listens on every address, the VIP included.
   kubeApiserverOnVip =
@@ -371,7 +374,7 @@ in
         };
 
         # [Unit] and [Install] as in systemd/vipproxy.service.
-        systemd.services.vipproxy = vlib.serviceUnit // {
+        systemd.services.vipproxy = vlib.serviceUnit // vlib.serviceSwitch // {
           reloadTriggers = [ configFile ];
           serviceConfig = vlib.serviceConfig // vlib.serviceExec exe configPath;
         };
@@ -390,6 +393,14 @@ in
             addresses = unit.Address;
             linkConfig = unit.Link;
           };
+        # Where networkd runs for the VIP link alone (scripted networking, no
+        # other systemd.network.networks), it must not delete the rules and
+        # routes of a CNI or BIRD (mkDefault: the operator may decide
+        # otherwise). Where the operator's own networkd config manages
+        # links, networkd.conf stays theirs.
+        systemd.network.config.networkConfig = lib.mkIf networkdForVipOnly (
+          builtins.mapAttrs (_: lib.mkDefault) vlib.networkdForeign
+        );
         # With scripted networking networkd manages only the dummy link,
         # which is never required for online: nothing to wait for.
         systemd.network.wait-online.enable = lib.mkIf (!config.networking.useNetworkd) (lib.mkDefault false);

@@ -116,6 +116,8 @@ let
           } // kubeApiserver;
           networking.useNetworkd = false;
           networking.nftables.enable = nftables;
+          # The module's own networks only (its definition is not merged back here).
+          systemd.network.networks = { };
         };
         # services.resolved.enable set by the operator (a plain definition).
         options.services.resolved.enable.highestPrio = 100;
@@ -176,6 +178,15 @@ let
     vipAddresses =
       map (a: a.Address) c.systemd.network.networks."60-vipproxy".addresses == [ "192.168.1.100/32" "2001:db8:1::100/128" ];
     waitOnlineOffWithScriptedNetworking = c.systemd.network.wait-online.enable == false;
+    # networkd runs for dummyvip0 alone here: it keeps a CNI's rules and routes.
+    networkdKeepsForeignRulesAndRoutes = c.systemd.network.config.networkConfig == {
+      ManageForeignRoutingPolicyRules = "no";
+      ManageForeignRoutes = "no";
+    };
+    # nixos-rebuild switch with a new package restarts the service alone:
+    # the socket (and its queue) stays, no connection is refused.
+    packageChangeRestartsServiceAlone =
+      c.systemd.services.vipproxy.stopIfChanged == false && c.systemd.services.vipproxy.restartIfChanged;
     sysctlUplinkOnly = c.boot.kernel.sysctl == {
       "net.ipv4.conf.eth1.arp_ignore" = 1;
       "net.ipv4.conf.eth1.arp_announce" = 2;

@@ -42,10 +42,15 @@ let
 
   # lib/systemd-lib.nix checkUnitConfig and its assertions: a section is
   # valid when every check passes (errors are traced, the check is false).
+  # Applied to the raw definition, so (as in nixpkgs) mkOverride/mkIf
+  # wrappers are taken off each value first.
   checkUnitConfig =
     group: checks: attrs:
     let
-      errors = lib.concatMap (c: c group attrs) checks;
+      defs = lib.mapAttrs (
+        _: v: if builtins.elem (v._type or "") [ "override" "if" ] then v.content else v
+      ) attrs;
+      errors = lib.concatMap (c: c group defs) checks;
     in
     if errors == [ ] then true else builtins.trace (lib.concatStringsSep "\n" errors) false;
   assertOnlyFields =
@@ -84,6 +89,24 @@ let
       "vxlan"
       "wireguard"
     ])
+  ];
+  # networkd.nix check.global.sectionNetwork (networkd.conf [Network]).
+  checkGlobalNetwork = checkUnitConfig "Network" [
+    (assertOnlyFields [
+      "SpeedMeter"
+      "SpeedMeterIntervalSec"
+      "ManageForeignRoutingPolicyRules"
+      "ManageForeignRoutes"
+      "ManageForeignNextHops"
+      "RouteTable"
+      "IPv6PrivacyExtensions"
+      "IPv4Forwarding"
+      "IPv6Forwarding"
+    ])
+    (assertValueOneOf "SpeedMeter" boolValues)
+    (assertValueOneOf "ManageForeignRoutingPolicyRules" boolValues)
+    (assertValueOneOf "ManageForeignRoutes" boolValues)
+    (assertValueOneOf "ManageForeignNextHops" boolValues)
   ];
   checkNetwork = checkUnitConfig "Network" [
     (assertOnlyFields [
@@ -230,6 +253,24 @@ let
     serviceConfig = mkOption {
       type = checked checkService;
       default = { };
+    };
+    # systemd-unit-options.nix serviceOptions: what switch-to-configuration
+    # does with a changed unit (X-RestartIfChanged=, X-StopIfChanged=, ...).
+    restartIfChanged = mkOption {
+      type = types.bool;
+      default = true;
+    };
+    reloadIfChanged = mkOption {
+      type = types.bool;
+      default = false;
+    };
+    stopIfChanged = mkOption {
+      type = types.bool;
+      default = true;
+    };
+    notSocketActivated = mkOption {
+      type = types.bool;
+      default = false;
     };
     restartTriggers = mkOption {
       type = types.listOf unitOption;
@@ -528,6 +569,11 @@ in
           };
           networks = mkOption {
             type = types.attrsOf (types.submodule { options = networkOptions; });
+            default = { };
+          };
+          # networkd.nix: config = submodule [ { options = networkdOptions; } networkdConfig ]
+          config.networkConfig = mkOption {
+            type = checked checkGlobalNetwork;
             default = { };
           };
           wait-online.enable = bool true;

@@ -132,6 +132,12 @@ func networkApply(ctx context.Context, env Env, host netcfg.Host, cfg *config.Va
 	if res.Reloaded {
 		fmt.Fprintln(env.Stdout, "reloaded systemd-networkd")
 	}
+	if res.Restarted {
+		fmt.Fprintln(env.Stdout, "restarted systemd-networkd (it reads networkd.conf.d at start only)")
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(env.Stdout, "note: %s\n", n)
+	}
 	for _, s := range res.Sysctls {
 		fmt.Fprintf(env.Stdout, "set %s\n", s)
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -41,10 +42,12 @@ type Options struct {
 
 // Result is what Apply did and what verification found.
 type Result struct {
-	Changed  []string // files written
-	Reloaded bool     // networkd was asked to reload
-	Sysctls  []string // sysctls changed, as "key=value"
-	Problems []string // verification failures, one per line; empty on success
+	Changed   []string // files written
+	Reloaded  bool     // networkd was asked to reload
+	Restarted bool     // networkd was restarted (its networkd.conf.d drop-in changed)
+	Sysctls   []string // sysctls changed, as "key=value"
+	Problems  []string // verification failures, one per line; empty on success
+	Notes     []string // what the operator should know, one per line
 }
 
 // Apply checks the input against the live host, writes the files (atomic,
@@ -54,11 +57,18 @@ type Result struct {
 // anything is written.
 func (h Host) Apply(ctx context.Context, cfg *config.Valid, opts Options) (Result, error) {
 	var res Result
-	files := Render(cfg, opts.Root)
+	files := Render(cfg, opts.Root).List()
 	if err := h.preflight(ctx, cfg, opts); err != nil {
 		return res, err
 	}
-	changed, undo, err := atomicfile.WriteSetUndo(files.List(), h.Write)
+	conf, note, err := neighbourFiles(cfg, opts)
+	if err != nil {
+		return res, err
+	}
+	if note != "" {
+		res.Notes = append(res.Notes, note)
+	}
+	changed, undo, err := atomicfile.WriteSetUndo(append(files, conf...), h.Write)
 	if err != nil {
 		return res, err
 	}
@@ -68,23 +78,15 @@ func (h Host) Apply(ctx context.Context, cfg *config.Valid, opts Options) (Resul
 		if uerr := undo(); uerr != nil {
 			return res, errors.Join(err, fmt.Errorf("restore files: %w", uerr))
 		}
-		if res.Reloaded {
+		if res.Reloaded || res.Restarted {
 			if rerr := h.Reloader.Reload(ctx); rerr != nil {
 				return res, errors.Join(err, rerr)
 			}
 		}
 		return res, fmt.Errorf("%w (files restored)", err)
 	}
-	switch {
-	case opts.Netlink:
-		if err := h.ensureLink(cfg); err != nil {
-			return fail(err)
-		}
-	case len(changed) > 0:
-		if err := h.Reloader.Reload(ctx); err != nil {
-			return fail(err)
-		}
-		res.Reloaded = true
+	if err := h.bringUp(ctx, cfg, opts, changed, conf, &res); err != nil {
+		return fail(err)
 	}
 	if res.Sysctls, err = h.setUplinkSysctls(cfg.Network.Uplinks); err != nil {
 		return fail(err)
@@ -92,7 +94,7 @@ func (h Host) Apply(ctx context.Context, cfg *config.Valid, opts Options) (Resul
 	res.Changed = changed
 	// Files unchanged but the link or a VIP gone (deleted by hand, networkd
 	// restarted late): one reload lets networkd recreate them.
-	if !opts.Netlink && !res.Reloaded && len(Verify(h.Netlink, h.Sysctl, cfg)) > 0 {
+	if !opts.Netlink && !res.Reloaded && !res.Restarted && len(Verify(h.Netlink, h.Sysctl, cfg)) > 0 {
 		if err := h.Reloader.Reload(ctx); err != nil {
 			return res, err
 		}
@@ -100,6 +102,28 @@ func (h Host) Apply(ctx context.Context, cfg *config.Valid, opts Options) (Resul
 	}
 	res.Problems = h.waitVerified(ctx, cfg, opts.Wait)
 	return res, nil
+}
+
+// bringUp makes the link and VIPs appear: with netlink directly, else by
+// restarting networkd when its networkd.conf.d drop-in changed (it reads
+// networkd.conf at start only: a reload would configure dummyvip0 under
+// the old settings) or reloading it when another file did.
+func (h Host) bringUp(ctx context.Context, cfg *config.Valid, opts Options, changed []string, conf []atomicfile.File, res *Result) error {
+	switch {
+	case opts.Netlink:
+		return h.ensureLink(cfg)
+	case len(conf) > 0 && slices.Contains(changed, conf[0].Path):
+		if err := h.Reloader.Restart(ctx); err != nil {
+			return err
+		}
+		res.Restarted = true
+	case len(changed) > 0:
+		if err := h.Reloader.Reload(ctx); err != nil {
+			return err
+		}
+		res.Reloaded = true
+	}
+	return nil
 }
 
 // preflight rejects what would leave the host half-configured: a missing
@@ -272,8 +296,8 @@ type RemoveResult struct {
 // The uplink sysctls keep their values until reboot: harmless without a VIP.
 func (h Host) Remove(ctx context.Context, cfg *config.Valid, opts Options) (RemoveResult, error) {
 	var res RemoveResult
-	files := Render(cfg, opts.Root)
-	for _, f := range files.List() {
+	files := append(Render(cfg, opts.Root).List(), NetworkdConf(cfg, opts.Root))
+	for _, f := range files {
 		err := os.Remove(f.Path)
 		if err == nil {
 			res.Removed = append(res.Removed, f.Path)

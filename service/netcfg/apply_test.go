@@ -18,10 +18,11 @@ import (
 // fakeNetworkd counts reloads and, like networkd, configures the link on
 // reload (on a veth stand-in, since this kernel has no dummy module).
 type fakeNetworkd struct {
-	host    *Host
-	cfg     *config.Valid
-	reloads int
-	down    bool
+	host     *Host
+	cfg      *config.Valid
+	reloads  int
+	restarts int
+	down     bool
 }
 
 func (f *fakeNetworkd) Running(context.Context) error {
@@ -33,6 +34,11 @@ func (f *fakeNetworkd) Running(context.Context) error {
 
 func (f *fakeNetworkd) Reload(context.Context) error {
 	f.reloads++
+	return f.host.ensureLink(f.cfg)
+}
+
+func (f *fakeNetworkd) Restart(context.Context) error {
+	f.restarts++
 	return f.host.ensureLink(f.cfg)
 }
 
@@ -62,8 +68,10 @@ func TestApplyIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(first.Changed) != 3 || !first.Reloaded || fake.reloads != 1 || len(first.Problems) != 0 {
-		t.Fatalf("first apply: %+v, reloads %d; want 3 files, one reload, no problems", first, fake.reloads)
+	// Four files (networkd runs for vipproxy alone here: its
+	// networkd.conf.d drop-in too), and a restart, which reads it.
+	if len(first.Changed) != 4 || !first.Restarted || fake.restarts != 1 || fake.reloads != 0 || len(first.Problems) != 0 {
+		t.Fatalf("first apply: %+v, restarts %d, reloads %d; want 4 files, one restart, no problems", first, fake.restarts, fake.reloads)
 	}
 	wantSysctls := []string{"net.ipv4.conf.up0.arp_ignore=1", "net.ipv4.conf.up0.arp_announce=2"}
 	if !slices.Equal(first.Sysctls, wantSysctls) {
@@ -75,7 +83,7 @@ func TestApplyIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(second.Changed) != 0 || second.Reloaded || fake.reloads != 1 || len(second.Sysctls) != 0 || len(second.Problems) != 0 {
+	if len(second.Changed) != 0 || second.Reloaded || second.Restarted || fake.reloads+fake.restarts != 1 || len(second.Sysctls) != 0 || len(second.Problems) != 0 {
 		t.Fatalf("second apply: %+v, reloads %d; want nothing written, no reload", second, fake.reloads)
 	}
 	if after := modTimes(t, first.Changed); !slices.Equal(stamps, after) {
@@ -88,7 +96,7 @@ func TestApplyIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(third.Changed) != 0 || !third.Reloaded || fake.reloads != 2 || len(third.Problems) != 0 {
+	if len(third.Changed) != 0 || !third.Reloaded || fake.reloads != 1 || len(third.Problems) != 0 {
 		t.Fatalf("apply after the VIP was removed: %+v, reloads %d; want no file written, one repair reload", third, fake.reloads)
 	}
 }
@@ -251,5 +259,60 @@ func TestApplyNetlinkCreatesDummy(t *testing.T) {
 	}
 	if rm, err := h.Remove(context.Background(), cfg, Options{Netlink: true, Root: t.TempDir()}); err != nil || !rm.LinkDeleted {
 		t.Errorf("remove: %+v, %v; want the dummy deleted", rm, err)
+	}
+}
+
+// TestApplyKeepsNeighboursRules: where networkd runs for vipproxy alone,
+// apply writes the networkd.conf.d drop-in that stops networkd from
+// deleting a CNI's rules and routes, and restarts networkd once so that it
+// reads it; the files of the operator's own networkd setup leave
+// networkd.conf to them (a note says what to set), with a plain reload.
+// remove deletes the drop-in with the other files.
+func TestApplyKeepsNeighboursRules(t *testing.T) {
+	cfg := testConfig(t)
+	_, h, fake := hostIn(t, cfg)
+	root := t.TempDir()
+	ctx := context.Background()
+	res, err := h.Apply(ctx, cfg, Options{Root: root, Wait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(root, "etc/systemd/networkd.conf.d/60-vipproxy.conf")
+	data, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatalf("no networkd.conf.d drop-in: %v (wrote %v)", err, res.Changed)
+	}
+	for _, want := range []string{"[Network]\n", "ManageForeignRoutingPolicyRules=no\n", "ManageForeignRoutes=no\n"} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("%s lacks %q:\n%s", conf, want, data)
+		}
+	}
+	if !res.Restarted || fake.restarts != 1 || fake.reloads != 0 || len(res.Notes) != 0 {
+		t.Errorf("apply: %+v, restarts %d, reloads %d; want one restart (networkd.conf is read at start) and no note", res, fake.restarts, fake.reloads)
+	}
+	rm, err := h.Remove(ctx, cfg, Options{Root: root})
+	if err != nil || !slices.Contains(rm.Removed, conf) {
+		t.Errorf("remove: %+v, %v; want %s removed", rm, err, conf)
+	}
+
+	// The operator's networkd manages eth0: networkd.conf is theirs.
+	own := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(own, "etc/systemd/network"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mine := filepath.Join(own, "etc/systemd/network/10-eth0.network")
+	if err := os.WriteFile(mine, []byte("[Match]\nName=eth0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err = h.Apply(ctx, cfg, Options{Root: own, Wait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(own, "etc/systemd/networkd.conf.d/60-vipproxy.conf")); !os.IsNotExist(err) {
+		t.Errorf("drop-in written beside the operator's %s (%v)", mine, err)
+	}
+	if len(res.Changed) != 3 || res.Restarted || len(res.Notes) != 1 ||
+		!strings.Contains(res.Notes[0], mine) || !strings.Contains(res.Notes[0], "ManageForeignRoutingPolicyRules=no") {
+		t.Errorf("apply beside the operator's networkd: %+v; want 3 files, no restart, a note naming %s and the setting", res, mine)
 	}
 }

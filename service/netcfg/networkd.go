@@ -16,6 +16,8 @@ type Reloader interface {
 	Running(ctx context.Context) error
 	// Reload makes networkd re-read its configuration and reconfigure links.
 	Reload(ctx context.Context) error
+	// Restart restarts networkd, which then reads networkd.conf again.
+	Restart(ctx context.Context) error
 }
 
 // ErrNetworkdDown says systemd-networkd is not running, so drop-ins have no effect.
@@ -47,6 +49,16 @@ func (Networkctl) Reload(ctx context.Context) error {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("networkctl reload: %w: %s", err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
+// Restart runs `systemctl restart systemd-networkd.service`. A stopping
+// networkd leaves links, addresses and routes as they are.
+func (Networkctl) Restart(ctx context.Context) error {
+	out, err := exec.CommandContext(ctx, "systemctl", "restart", "systemd-networkd.service").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("systemctl restart systemd-networkd.service: %w: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

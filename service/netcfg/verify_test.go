@@ -78,8 +78,8 @@ func TestRemove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Removed) != 3 || !res.Reloaded || fake.reloads != 2 || len(res.AddrsGone) != 2 || res.LinkDeleted {
-		t.Fatalf("remove: %+v (reloads %d); want 3 files, a reload, 2 VIPs removed, the veth kept", res, fake.reloads)
+	if len(res.Removed) != 4 || !res.Reloaded || fake.reloads != 1 || len(res.AddrsGone) != 2 || res.LinkDeleted {
+		t.Fatalf("remove: %+v (reloads %d); want 4 files (networkd.conf.d too), a reload, 2 VIPs removed, the veth kept", res, fake.reloads)
 	}
 	got := Verify(h.Netlink, h.Sysctl, cfg)
 	want := []string{"link dummyvip0 lacks VIP 10.0.0.100/32", "link dummyvip0 lacks VIP 2001:db8:1::100/128"}
