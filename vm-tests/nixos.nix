@@ -76,7 +76,15 @@ let
     && lib.hasSuffix ".py" name
     # nixos-twin.py makes a Debian node NixOS-shaped (it writes under
     # /etc/systemd/system); on NixOS, nixos-module.py is the real thing.
-    && !(lib.elem name [ "nixos-module.py" "lint.py" "nixos-twin.py" ])
+    # neighbours.py and flood.py are Debian only: an ifupdown node and apt's
+    # unit actions; a Go test binary from the Debian harness's staging disk.
+    && !(lib.elem name [
+      "nixos-module.py"
+      "lint.py"
+      "nixos-twin.py"
+      "neighbours.py"
+      "flood.py"
+    ])
   ) (builtins.readDir ./.);
 
   sharedTest =

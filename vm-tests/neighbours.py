@@ -1,0 +1,273 @@
+# nodes: cp1
+# vipproxy as a good neighbour on a real node (issue 21), Debian only:
+#  1. An ifupdown node (eth1 from /etc/network/interfaces, networkd not
+#     running) with a CNI's routing state: Cilium-style `ip rule`s (fwmark
+#     0x200/0xf00 lookup 2004) and table 2004, Calico/BIRD-style routes
+#     (proto bird, a blackhole), a proto static route via the uplink and a
+#     route on a cni0 bridge. `vipproxy-network` start (which starts
+#     networkd through Wants=), `networkctl reload`, a restart of
+#     vipproxy-network and of systemd-networkd leave `ip rule` and
+#     `ip route show table all` (both families) exactly as they were, and
+#     networkd manages dummyvip0 and nothing else.
+#  2. Upgrades under a local request loop and three watches through the
+#     VIP: the unit actions of an `apt` upgrade (restart of all three
+#     units) and of `nixos-rebuild switch` (package change: restart of
+#     vipproxy.service alone, the socket untouched; config change: reload):
+#     0 failed, 0 refused; the VIP never leaves dummyvip0; a network
+#     restart keeps the watches, a daemon restart closes them (idle after
+#     timeouts.drain_idle) and they reconnect.
+# The image has ifupdown with networking.service masked (guest/masks): the
+# script unmasks it.
+VIP4 = "192.168.1.100"
+VIP6 = "2001:db8:1::100"
+NODE = "192.168.1.1"  # the only node is number 1
+PEER = "192.168.1.3"  # a gateway that need not exist: routes are only looked at
+CONF = "/etc/vipproxy/vipproxy.toml"
+PKI = "/etc/vipproxy/pki"
+CURL = f"curl -sS --cacert {PKI}/ca.pem --cert {PKI}/client.pem --key {PKI}/client-key.pem"
+RUN = "systemd-run --setenv=PATH=$PATH --collect"
+BACKENDS = {"cp1a": 7443, "cp1b": 8443}
+UNITS = "vipproxy-network.service vipproxy.socket vipproxy.service"
+
+# Default paths (/etc/systemd/network, /etc/sysctl.d, the socket drop-in in
+# /etc/systemd/system): what a Debian operator has.
+CONFIG = f"""
+[vip]
+addresses = ["{VIP4}", "{VIP6}"]
+
+[network]
+uplinks = ["eth1"]
+
+[health]
+type = "tcp"
+interval = "1s"
+""" + "".join(f'\n[[backend]]\nname = "{n}"\naddress = "{NODE}:{p}"\n' for n, p in BACKENDS.items())
+
+INTERFACES = f"""# eth1 by ifupdown, as on a Debian node installed without networkd
+auto lo
+iface lo inet loopback
+auto eth1
+iface eth1 inet static
+    address {NODE}/24
+    gateway 192.168.1.254
+iface eth1 inet6 static
+    address 2001:db8:1::1/64
+    accept_ra 0
+"""
+
+# What the CNIs and a routing daemon put on a node (cilium/cilium#18706,
+# flatcar/Flatcar#620: networkd removed exactly these).
+NEIGHBOURS = [
+    "ip rule add fwmark 0x200/0xf00 pref 9 lookup 2004",
+    "ip -6 rule add fwmark 0x200/0xf00 pref 9 lookup 2004",
+    "ip route add local 0.0.0.0/0 dev lo table 2004",
+    "ip -6 route add local ::/0 dev lo table 2004",
+    f"ip route add 10.244.1.0/24 via {PEER} dev eth1 proto bird",
+    "ip route add blackhole 10.244.0.0/26 proto bird",
+    f"ip route add 10.96.0.0/12 via {PEER} dev eth1 proto static",
+    "ip link add cni0 type bridge",
+    "ip addr add 10.244.0.1/24 dev cni0",
+    "ip link set cni0 up",
+    "ip route add 10.244.50.0/24 dev cni0",
+]
+
+# Every rule and route of both families, minus vipproxy's own link.
+STATE = "{ ip rule; ip -6 rule; ip route show table all; ip -6 route show table all; } | grep -v dummyvip0 | sort"
+
+# reqloop URL LOG: one mTLS request every 0.3 s; a line per request:
+#   <start epoch> <curl exit> <http code> <apiserver name>
+REQLOOP = r"""#!/bin/bash
+url=$1 log=$2
+while :; do
+    t=$(date +%s.%N)
+    code=$(CURL --connect-timeout 20 --max-time 40 -o /run/reqloop.body -w '%{http_code}' "$url/name" 2>/dev/null)
+    rc=$?
+    echo "$t $rc ${code:-000} $(cat /run/reqloop.body 2>/dev/null)" >> "$log"
+    rm -f /run/reqloop.body
+    sleep 0.3
+done
+"""
+
+# watch N URL: one watch stream, reconnected when it ends; /run/watchN.log
+# gets "<epoch> connect" per connection and "<epoch> end <curl exit>" per end.
+WATCH = r"""#!/bin/bash
+n=$1 url=$2
+while :; do
+    echo "$(date +%s.%N) connect" >> /run/watch$n.log
+    CURL -N --max-time 600 -o /dev/null "$url/watch" 2>/dev/null
+    echo "$(date +%s.%N) end $?" >> /run/watch$n.log
+    sleep 0.5
+done
+"""
+
+
+def put(path, text, mode="0644"):
+    cp1.succeed(f"cat > {path} <<'EOF'\n{text}\nEOF", f"chmod {mode} {path}")
+
+
+def state():
+    return cp1.succeed(STATE)
+
+
+def assert_unchanged(before, what):
+    after = state()
+    if after != before:
+        gone = sorted(set(before.splitlines()) - set(after.splitlines()))
+        new = sorted(set(after.splitlines()) - set(before.splitlines()))
+        print(f"RESULT neighbours after {what}: gone {gone}, new {new}")
+        raise AssertionError(f"{what} changed the node's rules/routes: gone {gone}, new {new}")
+    print(f"RESULT neighbours after {what}: {len(before.splitlines())} rules and routes, all unchanged")
+
+
+def networkd_links():
+    """networkctl's SETUP column by link name."""
+    out = cp1.succeed("networkctl list --no-legend --no-pager")
+    return {f[1]: f[4] for f in (line.split() for line in out.splitlines()) if len(f) >= 5}
+
+
+def assert_only_dummy_managed(what):
+    links = networkd_links()
+    managed = sorted(n for n, setup in links.items() if setup != "unmanaged")
+    print(f"RESULT networkd after {what}: manages {managed}; {links}")
+    assert managed == ["dummyvip0"], f"after {what} networkd manages {managed}, want dummyvip0 alone: {links}"
+
+
+def vip_on_dummy():
+    cp1.succeed(f"ip -4 addr show dev dummyvip0 | grep -qw {VIP4}/32", f"ip -6 addr show dev dummyvip0 | grep -qw {VIP6}/128")
+
+
+def load_start():
+    cp1.succeed("rm -f /run/req.log /run/watch*.log")
+    put("/root/reqloop.sh", REQLOOP.replace("CURL", CURL))
+    put("/root/watch.sh", WATCH.replace("CURL", CURL))
+    cp1.succeed(f"{RUN} --unit=reqloop bash /root/reqloop.sh https://{VIP4}:6443 /run/req.log")
+    for i in (1, 2, 3):
+        cp1.succeed(f"{RUN} --unit=watch{i} bash /root/watch.sh {i} https://{VIP4}:6443")
+    cp1.wait_until_succeeds("grep -q ' 0 200 ' /run/req.log", timeout=60)
+    cp1.wait_until_succeeds("test $(cat /run/watch1.log /run/watch2.log /run/watch3.log | grep -c connect) -ge 3", timeout=30)
+
+
+def watch_events():
+    """(connects, ends) summed over the three watches."""
+    out = cp1.succeed("cat /run/watch1.log /run/watch2.log /run/watch3.log")
+    return out.count("connect"), out.count(" end ")
+
+
+def vip_gaps():
+    """How often the VIP was seen missing by the 0.1 s poller (vipwatch)."""
+    return int(cp1.succeed("grep -c missing /run/vipwatch.log || true"))
+
+
+def under_load(what, *commands):
+    """Run the unit actions under the loop and watches; check the outcome."""
+    t0 = float(cp1.succeed("date +%s.%N"))
+    c0, e0 = watch_events()
+    gaps0 = vip_gaps()
+    for cmd in commands:
+        cp1.succeed(cmd, timeout=120)
+    cp1.wait_until_succeeds(f"test $(awk '$1 > {t0} + 0 && $2 == 0' /run/req.log | wc -l) -ge 8", timeout=120)
+    # Every watch connected again after the action.
+    cp1.wait_until_succeeds(
+        "for i in 1 2 3; do tail -n1 /run/watch$i.log | grep -q connect || exit 1; done", timeout=60
+    )
+    rows = [l.split() for l in cp1.succeed(f"awk '$1 > {t0}' /run/req.log").splitlines()]
+    bad = [r for r in rows if r[1] != "0" or r[2] != "200"]
+    refused = [r for r in rows if r[1] == "7"]
+    c1, e1 = watch_events()
+    gaps = vip_gaps() - gaps0
+    print(f"RESULT {what}: {len(rows)} requests, {len(bad)} failed, {len(refused)} refused; watches closed {e1 - e0}, reconnected {c1 - c0}; VIP missing from dummyvip0 in {gaps} polls")
+    assert not refused, f"{what}: refused connections: {refused[:5]}"
+    assert not bad, f"{what}: failed requests: {bad[:5]}"
+    assert gaps == 0, f"{what}: the VIP left dummyvip0 ({gaps} polls)"
+    return e1 - e0
+
+
+start_all()
+
+with subtest("boot"):
+    cp1.wait_for_unit("multi-user.target")
+    cp1.succeed("command -v ifup")
+
+with subtest("an ifupdown node: eth1 from /etc/network/interfaces, networkd not running"):
+    cp1.succeed(
+        "systemctl disable --now systemd-networkd.socket systemd-networkd.service",
+        "rm -f /etc/systemd/network/10-eth1.network",
+        "ip addr flush dev eth1",
+    )
+    put("/etc/network/interfaces", INTERFACES)
+    cp1.succeed(
+        "rm -f /etc/systemd/system/networking.service",  # the image masks it
+        "systemctl daemon-reload",
+        "systemctl start networking.service",
+    )
+    cp1.succeed(f"ip -4 addr show dev eth1 | grep -q {NODE}/24", "ip route show default | grep -q 'dev eth1'")
+    cp1.fail("systemctl is-active systemd-networkd.service")
+
+with subtest("the CNI's rules and routes"):
+    for cmd in NEIGHBOURS:
+        cp1.succeed(cmd)
+    before = state()
+    for want in ["fwmark 0x200/0xf00 lookup 2004", "proto bird", "blackhole 10.244.0.0/26", "proto static", "dev cni0", "table 2004"]:
+        assert want in before, f"{want!r} missing from the set-up state:\n{before}"
+    print(f"RESULT neighbours before: {len(before.splitlines())} rules and routes")
+
+with subtest("stand-in apiservers, config, units written"):
+    cp1.succeed(f"vipproxy-apiserver pki --dir {PKI} --hosts {NODE},{VIP4},{VIP6}", f"chmod 0644 {PKI}/*")
+    for name, port in BACKENDS.items():
+        cp1.succeed(
+            f"{RUN} --unit={name} vipproxy-apiserver --listen {NODE}:{port} --name {name} --watch-interval 10s"
+            f" --cert {PKI}/server.pem --key {PKI}/server-key.pem --client-ca {PKI}/ca.pem"
+        )
+        cp1.wait_for_open_port(port, addr=NODE, timeout=90)
+    put(CONF, CONFIG)
+    cp1.succeed(f"vipproxy check --config {CONF}", f"vipproxy units write --config {CONF}", "systemctl daemon-reload")
+
+with subtest("1a. start vipproxy-network (it starts networkd): rules and routes unchanged"):
+    cp1.succeed("systemctl start vipproxy-network.service", timeout=120)
+    cp1.succeed("systemctl is-active systemd-networkd.service")
+    vip_on_dummy()
+    assert_unchanged(before, "vipproxy-network start")
+    assert_only_dummy_managed("vipproxy-network start")
+
+with subtest("1b. networkctl reload: unchanged"):
+    cp1.succeed("networkctl reload")
+    cp1.sleep(2)
+    vip_on_dummy()
+    assert_unchanged(before, "networkctl reload")
+
+with subtest("1c. restart vipproxy-network: unchanged, the VIP stays"):
+    cp1.succeed("systemctl restart vipproxy-network.service", timeout=120)
+    vip_on_dummy()
+    assert_unchanged(before, "vipproxy-network restart")
+    assert_only_dummy_managed("vipproxy-network restart")
+
+with subtest("1d. restart systemd-networkd: unchanged"):
+    cp1.succeed("systemctl restart systemd-networkd.service")
+    cp1.wait_until_succeeds("networkctl list --no-legend dummyvip0 | grep -q configured", timeout=30)
+    vip_on_dummy()
+    assert_unchanged(before, "systemd-networkd restart")
+    assert_only_dummy_managed("systemd-networkd restart")
+
+with subtest("2. upgrades under a request loop and three watches through the VIP"):
+    cp1.succeed("systemctl start vipproxy.socket vipproxy.service", timeout=120)
+    cp1.wait_until_succeeds(f"{CURL} --max-time 10 https://{VIP4}:6443/name", timeout=60)
+    # The VIP on dummyvip0, polled every 0.1 s from here on.
+    cp1.succeed(
+        f"{RUN} --unit=vipwatch bash -c 'while :; do ip -4 addr show dev dummyvip0 2>/dev/null | grep -qw {VIP4} || echo \"$(date +%s.%N) missing\" >> /run/vipwatch.log; sleep 0.1; done'"
+    )
+    load_start()
+    # apt (dh_installsystemd): postinst restarts every unit of the package.
+    closed = under_load("apt upgrade: systemctl restart of all three units", f"systemctl restart {UNITS}")
+    assert closed >= 3, f"a daemon restart closes the watches (drain_idle), {closed} closed"
+    # nixos-rebuild switch, new package: vipproxy.service restarted alone
+    # (stopIfChanged = false: the socket is never stopped); networkd
+    # restarted only when its files change, which they do not here.
+    under_load("nixos-rebuild switch, package change: restart vipproxy.service", "systemctl restart vipproxy.service")
+    # nixos-rebuild switch, settings change: reloadTriggers reload the daemon.
+    cp1.succeed(f"sed -i 's/interval = \"1s\"/interval = \"2s\"/' {CONF}")
+    closed = under_load("config change: systemctl reload vipproxy.service", "systemctl reload vipproxy.service")
+    assert closed == 0, f"a reload keeps the watches, {closed} closed"
+    closed = under_load("vipproxy-network restart alone", "systemctl restart vipproxy-network.service")
+    assert closed == 0, f"a network restart keeps the watches, {closed} closed"
+    assert_unchanged(before, "the upgrades")
+    cp1.succeed("systemctl stop reqloop watch1 watch2 watch3 vipwatch")
