@@ -48,6 +48,21 @@ func setup(m *testing.M) (int, error) {
 	}
 	defer os.RemoveAll(dir)
 	binDir = filepath.Join(dir, "bin")
+	if prebuilt := os.Getenv("VIPPROXY_TEST_BIN"); prebuilt != "" {
+		// A guest without Go (vm-tests/flood.py): the binaries built with
+		// this test binary.
+		binDir = prebuilt
+	} else if err := buildBinaries(binDir); err != nil {
+		return 0, err
+	}
+	if pki, err = testpki.Write(filepath.Join(dir, "pki"), nil); err != nil {
+		return 0, err
+	}
+	return m.Run(), nil
+}
+
+// buildBinaries builds vipproxy and vipproxy-apiserver into binDir.
+func buildBinaries(binDir string) error {
 	args := []string{"build", "-o", binDir + "/"}
 	cgo := "CGO_ENABLED=0"
 	if raceOn {
@@ -58,12 +73,9 @@ func setup(m *testing.M) (int, error) {
 	build := exec.Command("go", append(args, "../../cmd/vipproxy", "../../cmd/vipproxy-apiserver")...)
 	build.Env = append(os.Environ(), cgo)
 	if out, err := build.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("go build: %v\n%s", err, out)
+		return fmt.Errorf("go build: %v\n%s", err, out)
 	}
-	if pki, err = testpki.Write(filepath.Join(dir, "pki"), nil); err != nil {
-		return 0, err
-	}
-	return m.Run(), nil
+	return nil
 }
 
 // freePort returns a loopback port that was free a moment ago.
