@@ -36,7 +36,13 @@ func runProbe(ctx context.Context, env Env, args []string) int {
 	if code, ok := parseFlags(env, fs, args); !ok {
 		return code
 	}
-	body, code, err := askDaemon(ctx, path, addr, control, "/readyz", *timeout)
+	sockets := []string{control}
+	if control == admin.DefaultProbePath() {
+		// A daemon older than the probe socket (an upgrade not yet
+		// restarted) still answers root on its control socket.
+		sockets = append(sockets, admin.DefaultControlPath())
+	}
+	body, code, err := askDaemon(ctx, path, addr, sockets, "/readyz", *timeout)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "vipproxy probe: not ready: %v\n", err)
 		return ExitFailure
@@ -56,17 +62,20 @@ func runProbe(ctx context.Context, env Env, args []string) int {
 	return ExitOK
 }
 
-// askDaemon GETs urlPath from the daemon: the control socket first, then
-// admin.listen (addr, or the config's at path). A config that cannot be
-// loaded matters only when the admin endpoint is needed.
-func askDaemon(ctx context.Context, path, addr, control, urlPath string, timeout time.Duration) (string, int, error) {
+// askDaemon GETs urlPath from the daemon: its unix sockets in order ("" :
+// none), then admin.listen (addr, or the config's at path). A config that
+// cannot be loaded matters only when the admin endpoint is needed.
+func askDaemon(ctx context.Context, path, addr string, sockets []string, urlPath string, timeout time.Duration) (string, int, error) {
 	var controlErr error
-	if control != "" {
-		body, code, err := get(ctx, "unix:"+control, urlPath, timeout)
+	for _, sock := range sockets {
+		if sock == "" {
+			continue
+		}
+		body, code, err := get(ctx, "unix:"+sock, urlPath, timeout)
 		if err == nil {
 			return body, code, nil
 		}
-		controlErr = err
+		controlErr = errors.Join(controlErr, err)
 	}
 	if addr == "" {
 		cfg, err := config.Load(path)

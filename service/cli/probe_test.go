@@ -92,3 +92,17 @@ func TestProbeTimesOut(t *testing.T) {
 		t.Fatal("probe did not give up on a silent server")
 	}
 }
+
+// A daemon from before the probe socket (a package upgrade not yet
+// restarted) has only its control socket: the probe, left at its default,
+// asks that next, before admin.listen.
+func TestProbeFallsBackToTheControlSocket(t *testing.T) {
+	runDir := t.TempDir()
+	serveReadyz(t, listen(t, "unix", filepath.Join(runDir, "control.sock")), http.StatusOK)
+	t.Setenv("RUNTIME_DIRECTORY", runDir)
+	var out, errOut bytes.Buffer
+	code := Main(context.Background(), Env{Stdout: &out, Stderr: &errOut}, []string{"probe", "--admin", "127.0.0.1:1", "--timeout", "5s"})
+	if code != ExitOK || out.String() != "ready: state\n" {
+		t.Errorf("probe with only control.sock: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+}

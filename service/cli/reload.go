@@ -77,7 +77,7 @@ func waitReloaded(ctx context.Context, path, addr, control string, before uint64
 
 // daemonStatus reads the daemon's /status.
 func daemonStatus(ctx context.Context, path, addr, control string) (admin.Status, error) {
-	body, code, err := askDaemon(ctx, path, addr, control, "/status", 5*time.Second)
+	body, code, err := askDaemon(ctx, path, addr, []string{control}, "/status", 5*time.Second)
 	if err != nil {
 		return admin.Status{}, err
 	}
