@@ -7,6 +7,7 @@ package standin
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -32,8 +33,9 @@ type Options struct {
 	Hang bool
 	// AnonymousOff serves as kube-apiserver started with
 	// --anonymous-auth=false (k3s, RKE2): a client certificate is asked
-	// for but not required in the handshake, and a request without a
-	// verified one gets 401 on every path, /readyz included.
+	// for but neither required nor verified in the handshake; a request
+	// without one that chains to TLS.ClientCAs gets 401 on every path,
+	// /readyz included.
 	AnonymousOff bool
 	// FailFile: /readyz fails while this file exists.
 	FailFile string
@@ -170,25 +172,27 @@ func (s *Server) Close() error {
 	return err
 }
 
-// serverTLS is Options.TLS, asking for a client certificate without
-// requiring one under AnonymousOff.
+// serverTLS is Options.TLS, under AnonymousOff asking for a client
+// certificate that the handler verifies, as kube-apiserver's
+// authenticator does (a certificate from another CA gets 401, not a
+// failed handshake).
 func (s *Server) serverTLS() *tls.Config {
 	if !s.opts.AnonymousOff {
 		return s.opts.TLS
 	}
 	c := s.opts.TLS.Clone()
-	c.ClientAuth = tls.VerifyClientCertIfGiven
+	c.ClientAuth = tls.RequestClientCert
 	return c
 }
 
 // authenticated refuses, under AnonymousOff, a request without a client
-// certificate with the 401 kube-apiserver sends.
+// certificate from the client CA with the 401 kube-apiserver sends.
 func (s *Server) authenticated(next http.Handler) http.Handler {
 	if !s.opts.AnonymousOff {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		if !s.verifiedClient(r) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
 			io.WriteString(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}`+"\n")
@@ -196,6 +200,18 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+func (s *Server) verifiedClient(r *http.Request) bool {
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		return false
+	}
+	opts := x509.VerifyOptions{Roots: s.opts.TLS.ClientCAs, Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	for _, c := range r.TLS.PeerCertificates[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	_, err := r.TLS.PeerCertificates[0].Verify(opts)
+	return err == nil
 }
 
 func (s *Server) handler() http.Handler {

@@ -164,6 +164,13 @@ func TestAnonymousOff(t *testing.T) {
 	if code, body := get(t, client(t, files), "https://"+srv.Addr()+"/readyz"); code != 200 {
 		t.Errorf("/readyz with the client certificate: %d %q", code, body)
 	}
+	other, err := testpki.Write(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := get(t, client(t, &testpki.Files{CA: files.CA, ClientCert: other.ClientCert, ClientKey: other.ClientKey}), "https://"+srv.Addr()+"/readyz"); code != 401 {
+		t.Errorf("/readyz with a certificate from another CA: %d, want 401 (as kube-apiserver: refused by the authenticator, not the handshake)", code)
+	}
 }
 
 // TestWatchStreams reads several lines of /watch, then checks that Close

@@ -12,13 +12,15 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/vipproxy/vipproxy/service/admin"
 	"github.com/vipproxy/vipproxy/service/doctor"
 )
 
-// runDoctor runs the host checks and prints each as PASS, FAIL (with the
-// fix) or SKIP: exit 0 when none failed, 1 otherwise, 2 on a bad config.
+// runDoctor runs the host checks and prints each as PASS, WARN or FAIL
+// (with the fix) or SKIP: exit 0 when none failed, 1 otherwise, 2 on a
+// bad config.
 func runDoctor(ctx context.Context, env Env, args []string) int {
-	var path, only string
+	var path, only, addr, control string
 	var asJSON bool
 	h := doctor.Host{}
 	fs := newFlags(env, "doctor", &path)
@@ -28,8 +30,13 @@ func runDoctor(ctx context.Context, env Env, args []string) int {
 	fs.StringVar(&h.KeepalivedConf, "keepalived-conf", "", "keepalived's main config file (default: the one the running keepalived reads, as systemd and /proc tell; else "+doctor.DefaultKeepalivedConf+")")
 	fs.DurationVar(&h.DialTimeout, "timeout", 2*time.Second, "how long to wait for each backend")
 	fs.BoolVar(&asJSON, "json", false, "print the results as JSON")
+	fs.StringVar(&control, "control", admin.DefaultControlPath(), "the daemon's control socket, asked first (\"\" : only the admin endpoint)")
+	fs.StringVar(&addr, "admin", "", "admin endpoint to ask when the control socket does not answer; default from the config")
 	if code, ok := parseFlags(env, fs, args); !ok {
 		return code
+	}
+	h.Daemon = func(ctx context.Context, urlPath string) (string, int, error) {
+		return askDaemon(ctx, path, addr, []string{control}, urlPath, h.DialTimeout)
 	}
 	cfg, ok := loadConfig(env, path)
 	if !ok {

@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/discovery"
@@ -151,33 +149,6 @@ func checkKeepalived(ctx context.Context, h Host, cfg *config.Valid) Result {
 		return fail(fix.keepalivedUnit, "keepalived.service is %s", strings.TrimSpace(out))
 	}
 	return pass("keepalived.service active; %s (%s) tracks %s_probe; no virtual_server for the VIP", conf, h.Install.KeepalivedFrom, cfg.Keepalived.Instance)
-}
-
-// checkBackends dials every backend at once, each bounded by DialTimeout.
-func checkBackends(ctx context.Context, h Host, cfg *config.Valid) Result {
-	errs := make([]error, len(cfg.Backends))
-	var wg sync.WaitGroup
-	for i, b := range cfg.Backends {
-		wg.Go(func() {
-			d := net.Dialer{Timeout: h.DialTimeout}
-			c, err := d.DialContext(ctx, "tcp", b.Address)
-			if err == nil {
-				c.Close()
-			}
-			errs[i] = err
-		})
-	}
-	wg.Wait()
-	var bad []string
-	for i, err := range errs {
-		if err != nil {
-			bad = append(bad, fmt.Sprintf("%s (%s): %v", cfg.Backends[i].Name, cfg.Backends[i].Address, err))
-		}
-	}
-	if len(bad) > 0 {
-		return fail("check those apiservers (systemctl status, firewall: they must accept this node on their port)", "%d of %d backends unreachable: %s", len(bad), len(cfg.Backends), strings.Join(bad, "; "))
-	}
-	return pass("all %d backends accept TCP connections", len(cfg.Backends))
 }
 
 // checkDiscovery lists the kubernetes EndpointSlices once with discovery's

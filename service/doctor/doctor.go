@@ -19,10 +19,12 @@ import (
 // Status is a check's outcome.
 type Status string
 
-// The outcomes: a skipped check could not run here (no systemd, no
-// netlink) and counts as neither.
+// The outcomes: a warning works but needs the operator's attention (it
+// does not fail doctor); a skipped check could not run here (no systemd,
+// no netlink) and counts as neither.
 const (
 	Pass Status = "PASS"
+	Warn Status = "WARN"
 	Fail Status = "FAIL"
 	Skip Status = "SKIP"
 )
@@ -50,11 +52,17 @@ type Host struct {
 	DialTimeout time.Duration
 	// Install is what runs here; nil: Run asks systemd (Locate).
 	Install *Install
+	// Daemon GETs a path from the running daemon (its control socket,
+	// else admin.listen) and returns the body and status; nil: the
+	// daemon check is skipped.
+	Daemon func(ctx context.Context, path string) (string, int, error)
 }
 
+// check is one named check: run gives one result, or many one per port.
 type check struct {
 	name string
 	run  func(ctx context.Context, h Host, cfg *config.Valid) Result
+	many func(ctx context.Context, h Host, cfg *config.Valid) []Result
 }
 
 // Checks are the names of every check, in the order they run.
@@ -68,13 +76,15 @@ func Checks() []string {
 
 func checks() []check {
 	return []check{
-		{"vip-port", checkVIPPort},
-		{"vip-link", checkVIPLink},
-		{"arp", checkARP},
-		{"drop-ins", checkDropIns},
-		{"keepalived", checkKeepalived},
-		{"backends", checkBackends},
-		{"discovery", checkDiscovery},
+		{"vip-port", checkVIPPort, nil},
+		{"vip-link", checkVIPLink, nil},
+		{"arp", checkARP, nil},
+		{"drop-ins", checkDropIns, nil},
+		{"keepalived", checkKeepalived, nil},
+		{"daemon", checkDaemon, nil},
+		{"backends", nil, checkBackends},
+		{"vip-answers", nil, checkVIPAnswers},
+		{"discovery", checkDiscovery, nil},
 	}
 }
 
@@ -94,9 +104,16 @@ func Run(ctx context.Context, h Host, cfg *config.Valid, only []string) ([]Resul
 		if len(only) > 0 && !slices.Contains(only, c.name) {
 			continue
 		}
-		r := c.run(ctx, h, cfg)
-		r.Check = c.name
-		out = append(out, r)
+		var rs []Result
+		if c.many != nil {
+			rs = c.many(ctx, h, cfg)
+		} else {
+			rs = []Result{c.run(ctx, h, cfg)}
+		}
+		for _, r := range rs {
+			r.Check = c.name
+			out = append(out, r)
+		}
 	}
 	return out, nil
 }
@@ -108,6 +125,10 @@ func Failed(rs []Result) bool {
 
 func pass(format string, args ...any) Result {
 	return Result{Status: Pass, Detail: fmt.Sprintf(format, args...)}
+}
+
+func warn(fix, format string, args ...any) Result {
+	return Result{Status: Warn, Detail: fmt.Sprintf(format, args...), Fix: fix}
 }
 
 func fail(fix, format string, args ...any) Result {

@@ -57,13 +57,29 @@ func (p *httpsProber) judge(status int) error {
 		return nil
 	case (status == http.StatusUnauthorized || status == http.StatusForbidden) && !p.credentials:
 		return &Unverified{Path: p.path, Status: status}
-	case status == http.StatusUnauthorized && p.credentials:
-		return fmt.Errorf("status 401 Unauthorized: the apiserver refused the check's credentials (health.cert_file/token_file: expired, or not signed by the cluster's client CA?)")
-	case status == http.StatusForbidden && p.credentials:
-		return fmt.Errorf("status 403 Forbidden: the check's user may not GET %s (RBAC: system:public-info-viewer grants it to every authenticated user)", p.path)
+	case (status == http.StatusUnauthorized || status == http.StatusForbidden) && p.credentials:
+		return &Refused{Path: p.path, Status: status}
 	}
 	return fmt.Errorf("status %d", status)
 }
+
+// Refused is a check with credentials that the backend refused: 401 (it
+// does not take them) or 403 (it takes them, RBAC says no).
+type Refused struct {
+	Path   string
+	Status int
+}
+
+func (r *Refused) Error() string {
+	if r.Status == http.StatusForbidden {
+		return fmt.Sprintf("status 403 Forbidden: the check's user may not GET %s (RBAC: system:public-info-viewer grants it to every authenticated user)", r.Path)
+	}
+	return "status 401 Unauthorized: the apiserver refused the check's credentials (health.cert_file/token_file: expired, or not signed by the cluster's client CA?)"
+}
+
+// RefusedFix is what to do about a Refused check.
+const RefusedFix = "point [health] cert_file/key_file or token_file at a current credential the apiserver takes (openssl x509 -noout -enddate -issuer -in CERT: not expired, issued by the cluster's client CA, i.e. --client-ca-file); " +
+	"a 403 means RBAC: keep the system:public-info-viewer binding for system:authenticated"
 
 // authorize adds the bearer token, if the check has one.
 func (p *httpsProber) authorize(req *http.Request) {

@@ -11,16 +11,23 @@ import (
 
 // `vipproxy doctor` on a broken host in a network namespace: a wildcard
 // listener on the VIP port (a local apiserver's default), no VIP link
-// setup, the naive all.arp_ignore=1, no drop-ins, no keepalived config. Each
-// is a FAIL with its fix; after the fixes every check passes.
+// setup, the naive all.arp_ignore=1, no drop-ins, no keepalived config, no
+// daemon, and no node holding the VIP (the peer on eth0, another node,
+// does not answer ARP for it). Each is a FAIL with its fix; after the
+// fixes (the daemon running, the peer holding the VIP on its uplink as the
+// VRRP master does) every check passes.
 func TestDoctorBrokenHostThenFixed(t *testing.T) {
-	n, bin, _ := cliHost(t)
+	n, master, bin := newTestNS(t), newTestNS(t), vipproxyBin(t)
+	n.vethTo(t, "eth0", master, "eth0")
+	n.veth(t, "dummyvip0", "dummyvip0-peer")
 	n.serveGreeting(t, "127.0.0.1:16443", "apiserver")
 	cfg := writeConfig(t, `
 [vip]
 addresses = ["10.9.0.100"]
 [[backend]]
 address = "127.0.0.1:16443"
+[health]
+type = "tcp"
 [network]
 uplinks = ["eth0"]
 `)
@@ -34,7 +41,7 @@ uplinks = ["eth0"]
 	}
 	root := t.TempDir()
 	kconf := filepath.Join(root, "keepalived.conf")
-	args := []string{"doctor", "--config", cfg, "--root", root, "--keepalived-conf", kconf}
+	args := []string{"doctor", "--config", cfg, "--root", root, "--keepalived-conf", kconf, "--control", ""}
 
 	out, code := exitCode(n, bin, args...)
 	comm, _ := os.ReadFile("/proc/self/comm")
@@ -46,14 +53,16 @@ uplinks = ["eth0"]
 		"breaks pod -> VIP hairpin",
 		"FAIL drop-ins",
 		"FAIL keepalived " + kconf + " is missing or empty",
-		"PASS backends   all 1 backends accept TCP connections",
+		"FAIL daemon     the daemon does not answer",
+		"PASS backends   port api (6443): all 1 backends pass the tcp (connect) check",
+		"FAIL vip-answers no node answers ARP for VIP 10.9.0.100 on eth0: no node holds it",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor on a broken host lacks %q", want)
 		}
 	}
-	if code != 1 || strings.Count(out, "fix: ") != 5 {
-		t.Errorf("doctor on a broken host: exit %d, want 1 with 5 fixes:\n%s", code, out)
+	if code != 1 || strings.Count(out, "fix: ") != 7 {
+		t.Errorf("doctor on a broken host: exit %d, want 1 with 7 fixes:\n%s", code, out)
 	}
 
 	wild.Close()
@@ -72,8 +81,69 @@ uplinks = ["eth0"]
 	if err := os.WriteFile(kconf, []byte("include conf.d/*.conf\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("broken host:\n%s", out)
+	startProxy(t, n, bin, cfg, "10.9.0.100:6443", "apiserver")
+	master.ip(t, "addr", "add", "10.9.0.100/32", "dev", "eth0")
 	out, code = exitCode(n, bin, args...)
-	if code != 0 || strings.Contains(out, "FAIL") || strings.Count(out, "PASS") != 6 {
-		t.Errorf("doctor on the fixed host: exit %d, want 0 and 6 PASS:\n%s", code, out)
+	if code != 0 || strings.Contains(out, "FAIL") || strings.Count(out, "PASS") != 8 {
+		t.Errorf("doctor on the fixed host: exit %d, want 0 and 8 PASS:\n%s", code, out)
+	}
+	t.Logf("fixed host:\n%s", out)
+	for _, want := range []string{
+		"PASS daemon     the daemon is ready: 1/1 backends healthy",
+		"PASS vip-answers VIP 10.9.0.100 is held by another node: " + macOf(t, master, "eth0") + " answers ARP for it on eth0",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("doctor on the fixed host lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// doctor's vip-answers on one L2 segment (a bridge) with the node and two
+// peers: the VIP held by this node on its uplink and answering there
+// passes; held by two peers at once (split brain) fails naming both MACs.
+func TestDoctorVIPAnswers(t *testing.T) {
+	bin := vipproxyBin(t)
+	sw, node := newTestNS(t), newTestNS(t)
+	sw.ip(t, "link", "add", "br0", "type", "bridge")
+	sw.ip(t, "link", "set", "br0", "up")
+	attach := func(ns *testNS, port string) {
+		sw.vethTo(t, port, ns, "eth0")
+		sw.ip(t, "link", "set", port, "master", "br0")
+	}
+	attach(node, "p-node")
+	peers := []*testNS{newTestNS(t), newTestNS(t)}
+	for i, p := range peers {
+		attach(p, fmt.Sprintf("p-peer%d", i))
+	}
+	node.veth(t, "dummyvip0", "dummyvip0-peer")
+	cfg := writeConfig(t, `
+[vip]
+addresses = ["10.9.0.100"]
+[[backend]]
+address = "127.0.0.1:16443"
+[network]
+uplinks = ["eth0"]
+`)
+	doctor := func() (string, int) {
+		return exitCode(node, bin, "doctor", "--config", cfg, "--control", "", "--only", "vip-answers")
+	}
+
+	node.ip(t, "addr", "add", "10.9.0.100/32", "dev", "eth0")
+	node.serveGreeting(t, "10.9.0.100:6443", "proxy")
+	if out, code := doctor(); code != 0 || !strings.Contains(out, "PASS vip-answers VIP 10.9.0.100 is held by this node on eth0 (the VRRP master) and answers on port 6443") {
+		t.Errorf("VIP held here: exit %d\n%s", code, out)
+	}
+	node.ip(t, "addr", "del", "10.9.0.100/32", "dev", "eth0")
+
+	var macs []string
+	for _, p := range peers {
+		p.ip(t, "addr", "add", "10.9.0.100/32", "dev", "eth0")
+		macs = append(macs, macOf(t, p, "eth0"))
+	}
+	out, code := doctor()
+	if code != 1 || !strings.Contains(out, "FAIL vip-answers 2 nodes answer ARP for VIP 10.9.0.100 on eth0") ||
+		!strings.Contains(out, macs[0]) || !strings.Contains(out, macs[1]) || !strings.Contains(out, "fix: vipproxy network apply on every node") {
+		t.Errorf("VIP held by two peers: exit %d\n%s", code, out)
 	}
 }

@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/vipproxy/vipproxy/internal/standin"
+	"github.com/vipproxy/vipproxy/internal/testpki"
+)
+
+// anonOffApiservers starts n stand-in apiservers that serve as
+// kube-apiserver --anonymous-auth=false does.
+func anonOffApiservers(t *testing.T, pki *testpki.Files, n int) []*standin.Server {
+	t.Helper()
+	var out []*standin.Server
+	for i := range n {
+		tlsConf, err := pki.ServerTLS()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := standin.New(standin.Options{Name: fmt.Sprint("api", i), Listen: "127.0.0.1:0", TLS: tlsConf, AnonymousOff: true, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		out = append(out, s)
+	}
+	return out
+}
+
+// doctorConfig is a loopback VIP over the apiservers with the default
+// https check and the given [health] credential lines.
+func doctorConfig(t *testing.T, apis []*standin.Server, vipPort int, admin, creds string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[vip]\naddresses = [\"127.0.0.1\"]\nport = %d\n[admin]\nlisten = %q\n", vipPort, admin)
+	for i, a := range apis {
+		fmt.Fprintf(&b, "[[backend]]\nname = \"b%d\"\naddress = %q\n", i, a.Addr())
+	}
+	fmt.Fprintf(&b, "[health]\ninterval = \"200ms\"\ntimeout = \"200ms\"\n%s", creds)
+	return b.String()
+}
+
+// doctor names the cause and the fix of what keeps the VIP from serving
+// against apiservers with anonymous auth off: without credentials it
+// warns that readiness is unverified (and passes); with credentials the
+// apiservers refuse it fails the backends (no healthy backend on the
+// port, 401 named, the fix for the credential) and the daemon (not
+// ready, each backend's error); with no daemon it fails saying so.
+func TestDoctorNamesCauseAndFix(t *testing.T) {
+	pki, other := newPKI(t), newPKI(t)
+	apis := anonOffApiservers(t, pki, 2)
+	doctor := func(path string) (string, int) {
+		t.Helper()
+		out, errOut, code := runBin(t, "doctor", "--config", path, "--control", "", "--only", "daemon,backends,vip-answers")
+		return out + errOut, code
+	}
+
+	vipPort, admin := freeLoopbackPort(t), fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
+	path, logs, cmd := startDaemon(t, doctorConfig(t, apis, vipPort, admin, fmt.Sprintf("ca_file = %q\n", pki.CA)))
+	var out string
+	var code int
+	waitFor(t, "doctor to see the daemon ready", func() bool { out, code = doctor(path); return strings.Contains(out, "PASS daemon") })
+	for _, want := range []string{
+		"PASS daemon     the daemon is ready: 2/2 backends healthy",
+		fmt.Sprintf("WARN backends   port api (%d): 2 of 2 backends answer, readiness unverified", vipPort),
+		"fix: give [health] ca_file + cert_file + key_file (or token_file)",
+		fmt.Sprintf("PASS vip-answers VIP 127.0.0.1 is on loopback: this node's own and answers on port %d", vipPort),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("doctor without credentials lacks %q:\n%s\ndaemon log:\n%s", want, out, logs())
+		}
+	}
+	if code != 0 {
+		t.Errorf("doctor with only a warning: exit %d, want 0", code)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+
+	if out, code := doctor(path); code != ExitFailure || !strings.Contains(out, "FAIL daemon     the daemon does not answer") ||
+		!strings.Contains(out, "fix: systemctl status vipproxy.socket vipproxy.service") {
+		t.Errorf("doctor without a daemon: exit %d\n%s", code, out)
+	}
+
+	refused := fmt.Sprintf("ca_file = %q\ncert_file = %q\nkey_file = %q\n", pki.CA, other.ClientCert, other.ClientKey)
+	path, logs, _ = startDaemon(t, doctorConfig(t, apis, freeLoopbackPort(t), fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t)), refused))
+	waitFor(t, "doctor to see the daemon not ready", func() bool { out, code = doctor(path); return strings.Contains(out, "FAIL daemon     the daemon is not ready (not ready: 0/2") })
+	for _, want := range []string{
+		"keepalived's track script fails, so this node cannot hold the VIP; b0 (" + apis[0].Addr() + ") down: https GET /readyz: status 401 Unauthorized",
+		"has no healthy backend: all 2 fail the https (GET /readyz, want 200) check: b0 (" + apis[0].Addr() + "): https GET /readyz: status 401 Unauthorized: the apiserver refused the check's credentials",
+		"fix: point [health] cert_file/key_file or token_file at a current credential the apiserver takes",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("doctor with refused credentials lacks %q:\n%s\ndaemon log:\n%s", want, out, logs())
+		}
+	}
+	if code != ExitFailure {
+		t.Errorf("doctor with refused credentials: exit %d, want %d", code, ExitFailure)
+	}
+}
+
+func newPKI(t *testing.T) *testpki.Files {
+	t.Helper()
+	f, err := testpki.Write(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}

@@ -1,0 +1,90 @@
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/netcfg"
+)
+
+// arpWait is how long the VIP check listens for ARP answers: three probes
+// over it; a node answers within milliseconds.
+const arpWait = 1500 * time.Millisecond
+
+const (
+	noHolderFix = "keepalived must run on the control-plane nodes with vipproxy's instance and its track script (`vipproxy probe`) pass on one of them: " +
+		"systemctl status keepalived; journalctl -u keepalived; `vipproxy doctor` on each node names why its daemon is not ready"
+	twoHoldersFix = "vipproxy network apply on every node (arp_ignore=1 on the uplinks: only the VRRP master may answer); " +
+		"let VRRP adverts (IP protocol 112) pass between the nodes, or the backups also become masters"
+	listenerFix = "systemctl status vipproxy.socket (it listens on every VIP and port); vipproxy doctor --only vip-port"
+)
+
+// checkVIPAnswers: the VIP answers on some node. This node holds it
+// (keepalived put it on an uplink) and its ports answer here; or another
+// node answers ARP for it on the VRRP interface. Nobody answering is the
+// outage doctor exists for; two answering is a split brain or ARP flux.
+func checkVIPAnswers(ctx context.Context, h Host, cfg *config.Valid) []Result {
+	if h.Netlink == nil {
+		return []Result{skip("no netlink here")}
+	}
+	held, err := netcfg.HeldVIPs(h.Netlink, cfg.Network.Interface, cfg.VIP.Addresses)
+	if err != nil {
+		return []Result{fail("run as root on the node", "%v", err)}
+	}
+	var out []Result
+	for _, vip := range cfg.VIP.Addresses {
+		switch {
+		case held[vip] || vip.IsLoopback():
+			out = append(out, vipServesHere(ctx, h, cfg, vip))
+		case vip.Is4():
+			out = append(out, vipHolder(ctx, cfg, vip))
+		default:
+			out = append(out, skip("VIP %s: not held by this node; who holds an IPv6 VIP is not checked (`vipproxy status` on each node says whether it holds it)", vip))
+		}
+	}
+	return out
+}
+
+// vipServesHere dials every port the VIP serves on vip, from this node.
+func vipServesHere(ctx context.Context, h Host, cfg *config.Valid, vip netip.Addr) Result {
+	where := "held by this node on " + cfg.Keepalived.Interface + " (the VRRP master)"
+	if vip.IsLoopback() {
+		where = "on loopback: this node's own"
+	}
+	var ports, bad []string
+	for _, p := range cfg.ServedPorts() {
+		addr := netip.AddrPortFrom(vip, p.Port).String()
+		ports = append(ports, fmt.Sprint(p.Port))
+		d := net.Dialer{Timeout: max(h.DialTimeout, time.Second)}
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("%s: %v", addr, err))
+			continue
+		}
+		c.Close()
+	}
+	if len(bad) > 0 {
+		return fail(listenerFix, "VIP %s is %s but does not answer: %s", vip, where, strings.Join(bad, "; "))
+	}
+	return pass("VIP %s is %s and answers on port %s", vip, where, strings.Join(ports, ", "))
+}
+
+// vipHolder asks by ARP on the VRRP interface which node holds vip.
+func vipHolder(ctx context.Context, cfg *config.Valid, vip netip.Addr) Result {
+	iface := cfg.Keepalived.Interface
+	macs, err := arpProbe(ctx, iface, vip, arpWait)
+	switch {
+	case err != nil:
+		return skip("VIP %s: not held by this node; cannot ask on %s who holds it: %v", vip, iface, err)
+	case len(macs) == 0:
+		return fail(noHolderFix, "no node answers ARP for VIP %s on %s: no node holds it (no VRRP master), so nothing reaches the apiservers through it", vip, iface)
+	case len(macs) > 1:
+		return fail(twoHoldersFix, "%d nodes answer ARP for VIP %s on %s (%s): VRRP split brain or ARP flux; connections break as answers flip", len(macs), vip, iface, strings.Join(macs, ", "))
+	}
+	return pass("VIP %s is held by another node: %s answers ARP for it on %s", vip, macs[0], iface)
+}
