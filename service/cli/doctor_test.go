@@ -89,7 +89,10 @@ func TestDoctorNamesCauseAndFix(t *testing.T) {
 
 	refused := fmt.Sprintf("ca_file = %q\ncert_file = %q\nkey_file = %q\n", pki.CA, other.ClientCert, other.ClientKey)
 	path, logs, _ = startDaemon(t, doctorConfig(t, apis, freeLoopbackPort(t), fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t)), refused))
-	waitFor(t, "doctor to see the daemon not ready", func() bool { out, code = doctor(path); return strings.Contains(out, "FAIL daemon     the daemon is not ready (not ready: 0/2") })
+	waitFor(t, "doctor to see the daemon not ready", func() bool {
+		out, code = doctor(path)
+		return strings.Contains(out, "FAIL daemon     the daemon is not ready (not ready: 0/2")
+	})
 	for _, want := range []string{
 		"keepalived's track script fails, so this node cannot hold the VIP; b0 (" + apis[0].Addr() + ") down: https GET /readyz: status 401 Unauthorized",
 		"has no healthy backend: all 2 fail the https (GET /readyz, want 200) check: b0 (" + apis[0].Addr() + "): https GET /readyz: status 401 Unauthorized: the apiserver refused the check's credentials",
