@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -14,9 +15,12 @@ import (
 // EndpointSlices is the stand-in's `kubernetes` EndpointSlices in namespace
 // default, answering list and watch (with bookmarks and 410 Gone) as an
 // apiserver does. The test decides the endpoints: Set, SetReady, Expire.
-// Endpoints are grouped into one slice per port, named kubernetes-PORT (an
-// apiserver has one port; stand-ins on loopback have several), so the union
-// over slices is exercised too.
+// As the apiservers' lease reconciler writes it, the slice is named
+// `kubernetes`, labelled only kubernetes.io/service-name=kubernetes, and
+// holds every endpoint on the apiservers' one port. Endpoints on other
+// ports (stand-ins on loopback may differ) go to slices named
+// kubernetes-PORT, which no apiserver writes: discovery ignores them.
+// AddForeign adds a slice someone else wrote.
 type EndpointSlices struct {
 	// Bookmark, if set, is the period of BOOKMARK events on a watch that
 	// asked for them.
@@ -26,6 +30,7 @@ type EndpointSlices struct {
 	rv      int                        // current resourceVersion
 	oldest  int                        // a watch from below this gets 410
 	current map[string]json.RawMessage // slice name -> object
+	foreign map[string]bool            // slices AddForeign wrote
 	history []sliceEvent               // events after oldest, in order
 	changed chan struct{}              // closed and replaced on every change
 	lists   int
@@ -35,6 +40,7 @@ type EndpointSlices struct {
 type sliceEvent struct {
 	rv     int
 	typ    string
+	name   string
 	object json.RawMessage
 }
 
@@ -72,7 +78,10 @@ func (e *EndpointSlices) Set(eps ...Endpoint) {
 	slices.Sort(ports)
 	for _, p := range ports {
 		// Named by port, so a change touches only the slices it changes.
-		name := fmt.Sprintf("kubernetes-%d", p)
+		name := "kubernetes"
+		if p != ports[0] {
+			name = fmt.Sprintf("kubernetes-%d", p)
+		}
 		next[name] = true
 		typ := "MODIFIED"
 		if _, ok := e.current[name]; !ok {
@@ -81,10 +90,27 @@ func (e *EndpointSlices) Set(eps ...Endpoint) {
 		e.emit(typ, name, byPort[p])
 	}
 	for name := range e.current {
-		if !next[name] {
+		if !next[name] && !e.foreign[name] {
 			e.emit("DELETED", name, nil)
 		}
 	}
+}
+
+// AddForeign adds (or replaces) a slice that the apiservers did not write
+// but that carries their label: anyone allowed to create EndpointSlices in
+// default can. labels are added to kubernetes.io/service-name=kubernetes.
+func (e *EndpointSlices) AddForeign(name string, labels map[string]string, eps ...Endpoint) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.foreign == nil {
+		e.foreign = map[string]bool{}
+	}
+	typ := "MODIFIED"
+	if _, ok := e.current[name]; !ok {
+		typ = "ADDED"
+	}
+	e.foreign[name] = true
+	e.emitLabelled(typ, name, labels, eps)
 }
 
 // SetAddrs is Set with every endpoint ready.
@@ -116,15 +142,19 @@ func (e *EndpointSlices) Requests() (lists, watches int) {
 
 // emit records one change; the caller holds mu.
 func (e *EndpointSlices) emit(typ, name string, eps []Endpoint) {
+	e.emitLabelled(typ, name, nil, eps)
+}
+
+func (e *EndpointSlices) emitLabelled(typ, name string, labels map[string]string, eps []Endpoint) {
 	e.rv++
-	obj := sliceObject(name, e.rv, eps)
+	obj := sliceObject(name, e.rv, labels, eps)
 	if typ == "DELETED" {
 		obj = e.current[name]
 		delete(e.current, name)
 	} else {
 		e.current[name] = obj
 	}
-	e.history = append(e.history, sliceEvent{rv: e.rv, typ: typ, object: obj})
+	e.history = append(e.history, sliceEvent{rv: e.rv, typ: typ, name: name, object: obj})
 	if len(e.history) > maxHistory {
 		e.oldest = e.history[0].rv + 1
 		e.history = e.history[1:]
@@ -138,7 +168,7 @@ func (e *EndpointSlices) wake() {
 }
 
 // sliceObject renders one discovery.k8s.io/v1 EndpointSlice.
-func sliceObject(name string, rv int, eps []Endpoint) json.RawMessage {
+func sliceObject(name string, rv int, extra map[string]string, eps []Endpoint) json.RawMessage {
 	type cond struct {
 		Ready bool `json:"ready"`
 	}
@@ -158,11 +188,15 @@ func sliceObject(name string, rv int, eps []Endpoint) json.RawMessage {
 	if len(eps) > 0 {
 		port = eps[0].Addr.Port()
 	}
+	labels := map[string]string{"kubernetes.io/service-name": "kubernetes"}
+	for k, v := range extra {
+		labels[k] = v
+	}
 	obj := map[string]any{
 		"kind": "EndpointSlice", "apiVersion": "discovery.k8s.io/v1",
 		"metadata": map[string]any{
 			"name": name, "namespace": "default", "resourceVersion": strconv.Itoa(rv),
-			"labels": map[string]string{"kubernetes.io/service-name": "kubernetes"},
+			"labels": labels,
 		},
 		"addressType": family,
 		"endpoints":   list,
@@ -182,19 +216,34 @@ func (e *EndpointSlices) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the stand-in serves only labelSelector=kubernetes.io/service-name=kubernetes", http.StatusBadRequest)
 		return
 	}
+	only := ""
+	if fs := r.URL.Query().Get("fieldSelector"); fs != "" {
+		name, ok := strings.CutPrefix(fs, "metadata.name=")
+		if !ok {
+			http.Error(w, "the stand-in serves only fieldSelector=metadata.name=NAME", http.StatusBadRequest)
+			return
+		}
+		only = name
+	}
 	if q := r.URL.Query().Get("watch"); q == "1" || q == "true" {
-		e.watch(w, r)
+		e.watch(w, r, only)
 		return
 	}
-	e.list(w)
+	e.list(w, only)
 }
 
-func (e *EndpointSlices) list(w http.ResponseWriter) {
+// selected says whether a slice is in an answer for fieldSelector
+// metadata.name=only ("" selects every slice).
+func selected(only, name string) bool { return only == "" || only == name }
+
+func (e *EndpointSlices) list(w http.ResponseWriter, only string) {
 	e.mu.Lock()
 	e.lists++
 	names := make([]string, 0, len(e.current))
 	for n := range e.current {
-		names = append(names, n)
+		if selected(only, n) {
+			names = append(names, n)
+		}
 	}
 	slices.Sort(names)
 	items := make([]json.RawMessage, 0, len(names))
@@ -212,7 +261,7 @@ func (e *EndpointSlices) list(w http.ResponseWriter) {
 
 // watch streams the events after ?resourceVersion, one JSON object a line,
 // until the client leaves, timeoutSeconds pass or the history expires.
-func (e *EndpointSlices) watch(w http.ResponseWriter, r *http.Request) {
+func (e *EndpointSlices) watch(w http.ResponseWriter, r *http.Request, only string) {
 	q := r.URL.Query()
 	from, err := strconv.Atoi(q.Get("resourceVersion"))
 	e.mu.Lock()
@@ -248,7 +297,7 @@ func (e *EndpointSlices) watch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, ev := range pending {
-			if enc.Encode(map[string]any{"type": ev.typ, "object": ev.object}) != nil {
+			if selected(only, ev.name) && enc.Encode(map[string]any{"type": ev.typ, "object": ev.object}) != nil {
 				return
 			}
 			from = ev.rv

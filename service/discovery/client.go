@@ -46,6 +46,7 @@ func (c *client) get(ctx context.Context, addr string, q url.Values) (*http.Resp
 		return nil, fmt.Errorf("credentials: %w", err)
 	}
 	q.Set("labelSelector", selector)
+	q.Set("fieldSelector", fieldSelector)
 	u := &url.URL{Scheme: "https", Host: addr, Path: slicesPath, RawQuery: q.Encode()}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
@@ -136,7 +137,11 @@ func (c *client) list(ctx context.Context, addr string) (view, string, error) {
 	}
 	v := view{}
 	for i := range l.Items {
-		v[l.Items[i].Metadata.Name] = l.Items[i].endpoints()
+		// The field selector leaves only the apiservers' slice; a server
+		// that ignored it would send others, never read.
+		if l.Items[i].foreign() == "" {
+			v[l.Items[i].Metadata.Name] = l.Items[i].endpoints()
+		}
 	}
 	return v, l.Metadata.ResourceVersion, nil
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/vipproxy/vipproxy/internal/standin"
 )
 
 // listsIn counts the lists the watcher makes in d against a server whose
@@ -129,4 +131,57 @@ func TestBookmarksOnAHugeSliceCostNothing(t *testing.T) {
 		t.Errorf("%s of CPU per bookmark (%d bookmarks)", per, bookmarks)
 	}
 	t.Logf("%d bookmarks in 1 s, %s of CPU each", bookmarks, fmt.Sprint((c1-c0)/time.Duration(bookmarks)))
+}
+
+// Only the slice the apiservers write is read: a slice another writer
+// gives the same service-name label (anyone allowed to create
+// EndpointSlices in default can) adds no backend, whether the server
+// honours the field selector or not, in the list and in the watch.
+func TestForeignSlicesAreIgnored(t *testing.T) {
+	for _, fault := range []string{"", "ignore-field-selector"} {
+		t.Run("fault="+fault, func(t *testing.T) {
+			a := newAPI(t)
+			a.setFault(fault)
+			a.slices.SetAddrs(ap("192.0.2.1:6443"))
+			a.slices.AddForeign("evil", nil, standin.Endpoint{Addr: ap("192.0.2.66:6443")})
+			w, ch := run(t, Options{Credentials: certCreds(a), Seeds: []string{a.addr()}, Policy: Policy{Max: 16, Grace: time.Minute},
+				Damping: time.Millisecond})
+			waitFor(t, ch, []string{"192.0.2.1:6443"}, nil)
+			waitStatus(t, w, "watching", func(s Status) bool { return s.State == StateWatching })
+			a.slices.AddForeign("kubernetes-evil", map[string]string{"endpointslice.kubernetes.io/managed-by": "someone"},
+				standin.Endpoint{Addr: ap("192.0.2.67:6443")})
+			a.slices.AddForeign("evil", nil, standin.Endpoint{Addr: ap("192.0.2.68:6443")})
+			a.slices.SetAddrs(ap("192.0.2.1:6443"), ap("192.0.2.2:6443"))
+			waitFor(t, ch, []string{"192.0.2.1:6443", "192.0.2.2:6443"}, nil)
+			if got := Active(w.Members()); len(got) != 2 {
+				t.Fatalf("members %v, want only the apiservers' slice", got)
+			}
+		})
+	}
+}
+
+func TestForeign(t *testing.T) {
+	slice := func(name, ns, addrType string, labels map[string]string) *endpointSlice {
+		s := &endpointSlice{AddressType: addrType}
+		s.Metadata.Name, s.Metadata.Namespace, s.Metadata.Labels = name, ns, labels
+		return s
+	}
+	own := map[string]string{"kubernetes.io/service-name": "kubernetes"}
+	for _, tc := range []struct {
+		s    *endpointSlice
+		want bool
+	}{
+		{slice("kubernetes", "default", "IPv4", own), false},
+		{slice("kubernetes", "", "IPv6", own), false},
+		{slice("kubernetes-abcde", "default", "IPv4", own), true},
+		{slice("kubernetes", "kube-system", "IPv4", own), true},
+		{slice("kubernetes", "default", "IPv4", nil), true},
+		{slice("kubernetes", "default", "FQDN", own), true},
+		{slice("kubernetes", "default", "IPv4", map[string]string{"kubernetes.io/service-name": "kubernetes",
+			"endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"}), true},
+	} {
+		if got := tc.s.foreign() != ""; got != tc.want {
+			t.Errorf("%+v: foreign %v (%q), want %v", tc.s.Metadata, got, tc.s.foreign(), tc.want)
+		}
+	}
 }

@@ -7,22 +7,38 @@ import (
 	"slices"
 )
 
-// What vipproxy follows: the EndpointSlices the apiservers' lease
-// reconciler keeps for the `kubernetes` service.
+// What vipproxy follows: the one EndpointSlice the apiservers themselves
+// write for the `kubernetes` service. kube-apiserver's endpoint reconciler
+// (pkg/controlplane/reconcilers, EndpointsAdapter, v1.34) names it
+// `kubernetes` in namespace default, sets its labels to exactly
+// kubernetes.io/service-name=kubernetes (no managed-by label: no
+// controller owns it), its addressType to IPv4 (IPv6 when every apiserver
+// address is IPv6), and one endpoint per apiserver on port `https`. Any
+// other slice with that label was written by someone else, and anyone
+// allowed to create EndpointSlices in default could otherwise add
+// backends to every node's VIP: it is never read.
 const (
-	Namespace   = "default"
-	ServiceName = "kubernetes"
-	PortName    = "https"
-	slicesPath  = "/apis/discovery.k8s.io/v1/namespaces/" + Namespace + "/endpointslices"
-	selector    = "kubernetes.io/service-name=" + ServiceName
+	Namespace    = "default"
+	ServiceName  = "kubernetes"
+	PortName     = "https"
+	slicesPath   = "/apis/discovery.k8s.io/v1/namespaces/" + Namespace + "/endpointslices"
+	serviceLabel = "kubernetes.io/service-name"
+	selector     = serviceLabel + "=" + ServiceName
+	// fieldSelector asks the apiserver for that one slice by name.
+	fieldSelector = "metadata.name=" + ServiceName
+	// managedByLabel names the controller that owns a slice; the
+	// apiservers' own slice never carries it.
+	managedByLabel = "endpointslice.kubernetes.io/managed-by"
 )
 
 // endpointSlice is the part of a discovery.k8s.io/v1 EndpointSlice that
 // vipproxy reads; encoding/json ignores the rest.
 type endpointSlice struct {
 	Metadata struct {
-		Name            string `json:"name"`
-		ResourceVersion string `json:"resourceVersion"`
+		Name            string            `json:"name"`
+		Namespace       string            `json:"namespace"`
+		ResourceVersion string            `json:"resourceVersion"`
+		Labels          map[string]string `json:"labels"`
 	} `json:"metadata"`
 	AddressType string `json:"addressType"`
 	Endpoints   []struct {
@@ -61,12 +77,27 @@ type status struct {
 	Message string `json:"message"`
 }
 
-// endpoints returns the ready endpoints of the slice on its `https` port.
-// A slice without that port or of type FQDN gives none.
-func (s *endpointSlice) endpoints() []netip.AddrPort {
-	if s.AddressType != "IPv4" && s.AddressType != "IPv6" {
-		return nil
+// foreign says why a slice is not the one the apiservers write, or "".
+func (s *endpointSlice) foreign() string {
+	m := &s.Metadata
+	switch {
+	case m.Name != ServiceName:
+		return fmt.Sprintf("named %q, not %q", m.Name, ServiceName)
+	case m.Namespace != "" && m.Namespace != Namespace:
+		return fmt.Sprintf("in namespace %q", m.Namespace)
+	case m.Labels[serviceLabel] != ServiceName:
+		return "without the label " + selector
+	case m.Labels[managedByLabel] != "":
+		return fmt.Sprintf("labelled %s=%s, which the apiservers never write", managedByLabel, m.Labels[managedByLabel])
+	case s.AddressType != "IPv4" && s.AddressType != "IPv6":
+		return fmt.Sprintf("of addressType %q", s.AddressType)
 	}
+	return ""
+}
+
+// endpoints returns the ready endpoints of the slice on its `https` port.
+// A slice without that port gives none.
+func (s *endpointSlice) endpoints() []netip.AddrPort {
 	var port uint16
 	for _, p := range s.Ports {
 		if p.Name != nil && *p.Name == PortName && p.Port != nil && *p.Port > 0 && *p.Port <= 65535 {
@@ -131,8 +162,12 @@ func (v view) apply(ev watchEvent) (rv string, changed, gone bool, err error) {
 }
 
 // fold applies one object event and says whether the endpoints changed.
+// A slice the apiservers did not write is never read.
 func (v view) fold(typ string, s *endpointSlice) bool {
 	name := s.Metadata.Name
+	if typ != "BOOKMARK" && s.foreign() != "" {
+		return false
+	}
 	old, had := v[name]
 	switch typ {
 	case "ADDED", "MODIFIED":
