@@ -41,10 +41,8 @@ func checkVIPAnswers(ctx context.Context, h Host, cfg *config.Valid) []Result {
 		switch {
 		case held[vip] || vip.IsLoopback():
 			out = append(out, vipServesHere(ctx, h, cfg, vip))
-		case vip.Is4():
-			out = append(out, vipHolder(ctx, cfg, vip))
 		default:
-			out = append(out, skip("VIP %s: not held by this node; who holds an IPv6 VIP is not checked (`vipproxy status` on each node says whether it holds it)", vip))
+			out = append(out, vipHolder(ctx, cfg, vip))
 		}
 	}
 	return out
@@ -74,17 +72,22 @@ func vipServesHere(ctx context.Context, h Host, cfg *config.Valid, vip netip.Add
 	return pass("VIP %s is %s and answers on port %s", vip, where, strings.Join(ports, ", "))
 }
 
-// vipHolder asks by ARP on the VRRP interface which node holds vip.
+// vipHolder asks on the VRRP interface which node holds vip: by ARP for
+// IPv4, by neighbour discovery for IPv6.
 func vipHolder(ctx context.Context, cfg *config.Valid, vip netip.Addr) Result {
 	iface := cfg.Keepalived.Interface
-	macs, err := arpProbe(ctx, iface, vip, arpWait)
+	probe, how := arpProbe, "ARP"
+	if vip.Is6() {
+		probe, how = ndProbe, "neighbour discovery"
+	}
+	macs, err := probe(ctx, iface, vip, arpWait)
 	switch {
 	case err != nil:
 		return skip("VIP %s: not held by this node; cannot ask on %s who holds it: %v", vip, iface, err)
 	case len(macs) == 0:
-		return fail(noHolderFix, "no node answers ARP for VIP %s on %s: no node holds it (no VRRP master), so nothing reaches the apiservers through it", vip, iface)
+		return fail(noHolderFix, "no node answers %s for VIP %s on %s: no node holds it (no VRRP master), so nothing reaches the apiservers through it", how, vip, iface)
 	case len(macs) > 1:
-		return fail(twoHoldersFix, "%d nodes answer ARP for VIP %s on %s (%s): VRRP split brain or ARP flux; connections break as answers flip", len(macs), vip, iface, strings.Join(macs, ", "))
+		return fail(twoHoldersFix, "%d nodes answer %s for VIP %s on %s (%s): VRRP split brain or ARP flux; connections break as answers flip", len(macs), how, vip, iface, strings.Join(macs, ", "))
 	}
-	return pass("VIP %s is held by another node: %s answers ARP for it on %s", vip, macs[0], iface)
+	return pass("VIP %s is held by another node: %s answers %s for it on %s", vip, macs[0], how, iface)
 }

@@ -100,8 +100,10 @@ uplinks = ["eth0"]
 }
 
 // doctor's vip-answers on one L2 segment (a bridge) with the node and two
-// peers: the VIP held by this node on its uplink and answering there
-// passes; held by two peers at once (split brain) fails naming both MACs.
+// peers, for an IPv4 and an IPv6 VIP: held by this node on its uplink and
+// answering there passes; held by one peer passes naming its MAC (ARP,
+// neighbour discovery); held by two peers at once (split brain) fails
+// naming both.
 func TestDoctorVIPAnswers(t *testing.T) {
 	bin := vipproxyBin(t)
 	sw, node := newTestNS(t), newTestNS(t)
@@ -112,6 +114,7 @@ func TestDoctorVIPAnswers(t *testing.T) {
 		sw.ip(t, "link", "set", port, "master", "br0")
 	}
 	attach(node, "p-node")
+	node.ip(t, "addr", "add", "2001:db8:9::1/64", "dev", "eth0", "nodad")
 	peers := []*testNS{newTestNS(t), newTestNS(t)}
 	for i, p := range peers {
 		attach(p, fmt.Sprintf("p-peer%d", i))
@@ -119,7 +122,7 @@ func TestDoctorVIPAnswers(t *testing.T) {
 	node.veth(t, "dummyvip0", "dummyvip0-peer")
 	cfg := writeConfig(t, `
 [vip]
-addresses = ["10.9.0.100"]
+addresses = ["10.9.0.100", "2001:db8:9::100"]
 [[backend]]
 address = "127.0.0.1:16443"
 [network]
@@ -128,22 +131,46 @@ uplinks = ["eth0"]
 	doctor := func() (string, int) {
 		return exitCode(node, bin, "doctor", "--config", cfg, "--control", "", "--only", "vip-answers")
 	}
+	hold := func(ns *testNS, how string) {
+		ns.ip(t, "addr", how, "10.9.0.100/32", "dev", "eth0")
+		ns.ip(t, "addr", how, "2001:db8:9::100/128", "dev", "eth0", "nodad")
+	}
 
-	node.ip(t, "addr", "add", "10.9.0.100/32", "dev", "eth0")
+	hold(node, "add")
 	node.serveGreeting(t, "10.9.0.100:6443", "proxy")
-	if out, code := doctor(); code != 0 || !strings.Contains(out, "PASS vip-answers VIP 10.9.0.100 is held by this node on eth0 (the VRRP master) and answers on port 6443") {
-		t.Errorf("VIP held here: exit %d\n%s", code, out)
-	}
-	node.ip(t, "addr", "del", "10.9.0.100/32", "dev", "eth0")
-
-	var macs []string
-	for _, p := range peers {
-		p.ip(t, "addr", "add", "10.9.0.100/32", "dev", "eth0")
-		macs = append(macs, macOf(t, p, "eth0"))
-	}
+	node.serveGreeting(t, "[2001:db8:9::100]:6443", "proxy")
 	out, code := doctor()
-	if code != 1 || !strings.Contains(out, "FAIL vip-answers 2 nodes answer ARP for VIP 10.9.0.100 on eth0") ||
-		!strings.Contains(out, macs[0]) || !strings.Contains(out, macs[1]) || !strings.Contains(out, "fix: vipproxy network apply on every node") {
-		t.Errorf("VIP held by two peers: exit %d\n%s", code, out)
+	for _, want := range []string{
+		"PASS vip-answers VIP 10.9.0.100 is held by this node on eth0 (the VRRP master) and answers on port 6443",
+		"PASS vip-answers VIP 2001:db8:9::100 is held by this node on eth0 (the VRRP master) and answers on port 6443",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("VIP held here: exit %d, want 0 and %q:\n%s", code, want, out)
+		}
+	}
+	hold(node, "del")
+
+	hold(peers[0], "add")
+	mac := macOf(t, peers[0], "eth0")
+	out, code = doctor()
+	for _, want := range []string{
+		"PASS vip-answers VIP 10.9.0.100 is held by another node: " + mac + " answers ARP for it on eth0",
+		"PASS vip-answers VIP 2001:db8:9::100 is held by another node: " + mac + " answers neighbour discovery for it on eth0",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("VIP held by one peer: exit %d, want 0 and %q:\n%s", code, want, out)
+		}
+	}
+
+	hold(peers[1], "add")
+	out, code = doctor()
+	for _, want := range []string{
+		"FAIL vip-answers 2 nodes answer ARP for VIP 10.9.0.100 on eth0",
+		"FAIL vip-answers 2 nodes answer neighbour discovery for VIP 2001:db8:9::100 on eth0",
+		macOf(t, peers[1], "eth0"), "fix: vipproxy network apply on every node",
+	} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Errorf("VIP held by two peers: exit %d, want 1 and %q:\n%s", code, want, out)
+		}
 	}
 }
