@@ -114,7 +114,10 @@ lib.nix|s/LinkLocalAddressing = "no";/LinkLocalAdressing = "no";/|a misspelt [Ne
 module.nix|s/^          enable = true;$/          enable = true; openFirewall = cfg.openFirewall;/|keepalived.openFirewall passed on (iptables rules on an nftables node)
 module.nix|s#vlib.vrrpScript "${exe} probe#vlib.vrrpScript "/usr/bin/vipproxy probe#|a /usr/bin command in the rendered vrrp_script
 module.nix|s/onVip = server && vlib.listenerOnVip s listener;/onVip = false;/|no assertion on a k3s or RKE2 server on *:6443
-lib.nix|s/bind = lastFlag "bind-address" "0.0.0.0" flags;/bind = lastFlag "bind-address" "127.0.0.1" flags;/|a wrong default bind address for k3s and RKE2'
+lib.nix|s/bind = lastFlag "bind-address" "0.0.0.0" flags;/bind = lastFlag "bind-address" "127.0.0.1" flags;/|a wrong default bind address for k3s and RKE2
+lib.nix|s/stopIfChanged = false;/stopIfChanged = true;/|stopIfChanged back to its default (a package upgrade stops the socket: the VIP port refuses)
+module.nix|s/reloadTriggers = \[ configFile \];/restartTriggers = [ configFile ];/|a settings change restarting the daemon instead of reloading it
+module.nix|s/lib.mkIf networkdForVipOnly (/lib.mkIf true (/|networkd.conf taken over where networkd runs the node'
 
 check_nixos() {
 	local lib out plant file expr what copy

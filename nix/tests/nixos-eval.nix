@@ -48,7 +48,10 @@ let
             };
         in
         valueType;
-      generate = name: value: builtins.seq (builtins.toJSON value) "/nix/store/00000000000000000000000000000000-${name}";
+      # A store-like path that changes with the content, as a real one does.
+      generate =
+        name: value:
+        "/nix/store/${builtins.substring 0 32 (builtins.hashString "sha256" (builtins.toJSON value))}-${name}";
     };
   };
 
@@ -168,6 +171,9 @@ let
         && c.systemd.sockets.vipproxy.socketConfig.ExecStartPre
           == "${pkgs.vipproxy}/bin/vipproxy doctor --only vip-port --config /etc/vipproxy/vipproxy.toml"
         && c.systemd.services.vipproxy.serviceConfig.RuntimeDirectoryMode == "0711"
+        # networkd runs for the VIP link alone: it keeps others' rules and routes.
+        && c.systemd.network.config.networkConfig.ManageForeignRoutes == "no"
+        && c.systemd.network.config.networkConfig.ManageForeignRoutingPolicyRules == "no"
         && !c.services.resolved.enable;
     };
     dualStack = case {
@@ -217,7 +223,26 @@ let
     # networkd manages the node already: resolved is the node's own default.
     useNetworkd = case {
       modules = [ (nodeWith { resolved = null; } dualStack { networking.useNetworkd = true; }) ];
-      check = c: c.services.resolved.enable && c.systemd.network.enable;
+      # networkd.conf stays the operator's when networkd runs the node.
+      check =
+        c:
+        c.services.resolved.enable
+        && c.systemd.network.enable
+        && !(c.systemd.network.config.networkConfig ? ManageForeignRoutes);
+    };
+    # Scripted networking, but networkd also manages a link of the operator's:
+    # networkd.conf is theirs.
+    networkdOtherNetwork = case {
+      modules = [ (node ipv4 { systemd.network.networks."10-eth0".matchConfig.Name = "eth0"; }) ];
+      check = c: !(c.systemd.network.config.networkConfig ? ManageForeignRoutes);
+    };
+    # The operator's own value wins over the module's default.
+    networkdForeignOperatorChoice = case {
+      modules = [ (node ipv4 { systemd.network.config.networkConfig.ManageForeignRoutes = "yes"; }) ];
+      check =
+        c:
+        c.systemd.network.config.networkConfig.ManageForeignRoutes == "yes"
+        && c.systemd.network.config.networkConfig.ManageForeignRoutingPolicyRules == "no";
     };
     # Scripted networking and no word on DNS: the module asks instead of
     # letting networkd switch /etc/resolv.conf to the stub.
@@ -396,6 +421,94 @@ let
     };
   };
 
+  # What nixpkgs' switch-to-configuration-ng does with a unit whose file
+  # changed (handle_modified_unit, transcribed): sockets are left alone (a
+  # FIXME there); a change of X-Reload-Triggers only reloads; then
+  # reloadIfChanged reloads, restartIfChanged = false skips,
+  # stopIfChanged = false restarts the service alone, and otherwise a
+  # socket-activated service is stopped with its socket and only the
+  # socket is started after the activation (the VIP port refuses meanwhile).
+  switchAction =
+    {
+      name,
+      unit,
+      onlyReloadTriggers,
+    }:
+    if lib.hasSuffix ".socket" name then
+      "leave it (sockets are not restarted)"
+    else if onlyReloadTriggers || unit.reloadIfChanged then
+      "reload"
+    else if !unit.restartIfChanged then
+      "skip"
+    else if !unit.stopIfChanged then
+      "restart the service alone"
+    else
+      "stop the service and its socket, start the socket after the activation";
+
+  # One node before and after a change: what switch-to-configuration does
+  # with vipproxy.service and vipproxy.socket.
+  switchCase =
+    {
+      before,
+      after,
+      service,
+      socket,
+    }:
+    let
+      unitsOf = modules: (run modules).c.systemd;
+      a = unitsOf before;
+      b = unitsOf after;
+      json = builtins.toJSON;
+      strip = u: json (builtins.removeAttrs u [ "reloadTriggers" ]);
+      actionOf =
+        kind: name: if json a.${kind}.vipproxy == json b.${kind}.vipproxy then
+          "nothing"
+        else
+          switchAction {
+            inherit name;
+            unit = b.${kind}.vipproxy;
+            onlyReloadTriggers = kind == "services" && strip a.services.vipproxy == strip b.services.vipproxy;
+          };
+      got = {
+        service = actionOf "services" "vipproxy.service";
+        socket = actionOf "sockets" "vipproxy.socket";
+      };
+    in
+    if got == { inherit service socket; } then
+      "ok"
+    else
+      "evaluates, but switch-to-configuration would ${got.service} vipproxy.service and ${got.socket} vipproxy.socket; want ${service} and ${socket}";
+
+  newPackage = fakeDrv "vipproxy-2" // {
+    meta.mainProgram = "vipproxy";
+  };
+  switchCases = {
+    # A new package (ExecStart's store path): the daemon restarts, the
+    # socket and its queue stay with systemd (its changed ExecStartPre= is
+    # read when it next starts).
+    switchPackageUpgrade = switchCase {
+      before = [ (node ipv4 { }) ];
+      after = [ (node ipv4 { services.vipproxy.package = newPackage; }) ];
+      service = "restart the service alone";
+      socket = "leave it (sockets are not restarted)";
+    };
+    # A settings change: only the config file's store path (a reload trigger).
+    switchSettingsChange = switchCase {
+      before = [ (node ipv4 { }) ];
+      after = [ (node (ipv4 // { keepalived.priority = 90; }) { }) ];
+      service = "reload";
+      socket = "nothing";
+    };
+    # A new VIP: the daemon reloads, but switch leaves the socket bound to
+    # the old VIP (documented: systemctl restart vipproxy.socket).
+    switchVipChange = switchCase {
+      before = [ (node ipv4 { }) ];
+      after = [ (node (ipv4 // { vip.addresses = [ "192.0.2.20" ]; }) { }) ];
+      service = "reload";
+      socket = "leave it (sockets are not restarted)";
+    };
+  };
+
   # Breaks that must not pass: each must throw or fail an assertion.
   caught =
     modules:
@@ -424,6 +537,6 @@ let
   };
 in
 {
-  inherit cases;
+  cases = cases // switchCases;
   planted = lib.mapAttrs (_: c: if c then "caught" else "NOT CAUGHT") planted;
 }
