@@ -11,6 +11,7 @@ type fixes struct {
 	trackProbe     string // no vrrp_script running the probe, or not tracked
 	virtualServer  string // an IPVS virtual_server on the VIP
 	keepalivedUnit string // keepalived.service not active
+	twoHolders     string // two nodes answer for the VIP: split brain or ARP flux
 }
 
 const noAllARP = "; do not set net.ipv4.conf.all.arp_ignore (the naive fix): it reaches pod veths and breaks pod -> VIP hairpin"
@@ -23,6 +24,8 @@ var debianFixes = fixes{
 	trackProbe:     "vipproxy keepalived --out /etc/keepalived/conf.d/vipproxy.conf; include it from keepalived.conf; systemctl reload keepalived",
 	virtualServer:  "remove the virtual_server: vipproxy balances the VIP",
 	keepalivedUnit: "systemctl enable --now keepalived; journalctl -u keepalived",
+	twoHolders: "vipproxy network apply on every node (arp_ignore=1 on the uplinks: only the VRRP master may answer); " +
+		"let VRRP adverts (IP protocol 112) pass between the nodes, or the backups also become masters",
 }
 
 var nixosFixes = fixes{
@@ -39,6 +42,9 @@ var nixosFixes = fixes{
 	virtualServer: "remove that virtual_server from services.keepalived.extraConfig (vipproxy balances the VIP), nixos-rebuild switch",
 	keepalivedUnit: "systemctl start keepalived (NixOS starts it 5 s after boot, keepalived-boot-delay.timer); " +
 		"journalctl -u keepalived; services.vipproxy.keepalived.enable must be true",
+	twoHolders: "services.vipproxy on every node with settings.network.uplinks set (arp_ignore=1 on the uplinks: only the " +
+		"VRRP master may answer), nixos-rebuild switch; let VRRP adverts (IP protocol 112) pass between the nodes " +
+		"(services.vipproxy.openFirewall = true), or the backups also become masters",
 }
 
 func (in Install) fixes() fixes {

@@ -168,7 +168,7 @@ func TestDoctorNixOSWording(t *testing.T) {
 // the files or commands of the Debian install.
 func TestNixOSFixesNameNoDebianPath(t *testing.T) {
 	f := nixosFixes
-	for i, fix := range []string{f.network, f.arp, f.socket, f.keepalivedConf, f.trackProbe, f.virtualServer, f.keepalivedUnit} {
+	for i, fix := range []string{f.network, f.arp, f.socket, f.keepalivedConf, f.trackProbe, f.virtualServer, f.keepalivedUnit, f.twoHolders} {
 		if fix == "" || !strings.Contains(fix, "services.") && !strings.Contains(fix, "systemctl") {
 			t.Errorf("NixOS fix %d is empty or names no option or unit: %q", i, fix)
 		}

@@ -19,8 +19,6 @@ const arpWait = 1500 * time.Millisecond
 const (
 	noHolderFix = "keepalived must run on the control-plane nodes with vipproxy's instance and its track script (`vipproxy probe`) pass on one of them: " +
 		"systemctl status keepalived; journalctl -u keepalived; `vipproxy doctor` on each node names why its daemon is not ready"
-	twoHoldersFix = "vipproxy network apply on every node (arp_ignore=1 on the uplinks: only the VRRP master may answer); " +
-		"let VRRP adverts (IP protocol 112) pass between the nodes, or the backups also become masters"
 	listenerFix = "systemctl status vipproxy.socket (it listens on every VIP and port); vipproxy doctor --only vip-port"
 )
 
@@ -42,7 +40,7 @@ func checkVIPAnswers(ctx context.Context, h Host, cfg *config.Valid) []Result {
 		case held[vip] || vip.IsLoopback():
 			out = append(out, vipServesHere(ctx, h, cfg, vip))
 		default:
-			out = append(out, vipHolder(ctx, cfg, vip))
+			out = append(out, vipHolder(ctx, cfg, vip, h.Install.fixes().twoHolders))
 		}
 	}
 	return out
@@ -74,7 +72,8 @@ func vipServesHere(ctx context.Context, h Host, cfg *config.Valid, vip netip.Add
 
 // vipHolder asks on the VRRP interface which node holds vip: by ARP for
 // IPv4, by neighbour discovery for IPv6.
-func vipHolder(ctx context.Context, cfg *config.Valid, vip netip.Addr) Result {
+// twoHoldersFix is worded for how vipproxy was installed (Install.fixes).
+func vipHolder(ctx context.Context, cfg *config.Valid, vip netip.Addr, twoHoldersFix string) Result {
 	iface := cfg.Keepalived.Interface
 	probe, how := arpProbe, "ARP"
 	if vip.Is6() {
