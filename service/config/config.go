@@ -40,6 +40,8 @@ type VIP struct {
 	// Port is the one port of a config without [[port]] tables; with them
 	// it is 0 (not written), each [[port]] naming its own.
 	Port uint16 `toml:"port,omitempty"`
+	// Mode says how this node holds the VIP (see VIPMode).
+	Mode VIPMode `toml:"mode"`
 }
 
 // Backend is one apiserver.
@@ -231,7 +233,7 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.Strin
 // Default returns the configuration used for every key the file leaves out.
 func Default() Config {
 	return Config{
-		VIP:     VIP{Port: 6443},
+		VIP:     VIP{Port: 6443, Mode: ModeVRRP},
 		Balance: Balance{Algorithm: RoundRobin, DialAttempts: 3, CloseOnDown: true},
 		Health: Health{
 			Type: CheckHTTPS, Interval: Duration{time.Second}, Timeout: Duration{time.Second},

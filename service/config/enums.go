@@ -36,6 +36,41 @@ const (
 // CheckKinds lists every check kind.
 var CheckKinds = []CheckKind{CheckTCP, CheckTLS, CheckHTTPS}
 
+// VIPMode is vip.mode: how this node holds the VIP, and so which host
+// setup it needs. What each mode needs is answered here (UsesKeepalived,
+// UsesVIPLink); the renderers and commands ask, never compare names.
+type VIPMode string
+
+// VIP modes.
+const (
+	// ModeVRRP: controller nodes; keepalived moves the VIP between them and
+	// every node also holds it on the dummy link to serve it locally.
+	ModeVRRP VIPMode = "vrrp"
+	// ModeNodeLocal: worker-only nodes (Talos KubePrism, the k3s/RKE2 agent
+	// load balancer, k0s node-local load balancing): the VIP is a loopback
+	// address that only this node's kubelet and pods on the host network
+	// use; no keepalived, no dummy link, no ARP sysctls.
+	ModeNodeLocal VIPMode = "node-local"
+)
+
+// VIPModes lists every mode, the default first.
+var VIPModes = []VIPMode{ModeVRRP, ModeNodeLocal}
+
+// UsesKeepalived: the mode needs keepalived's VRRP instance and track script.
+func (m VIPMode) UsesKeepalived() bool { return m == ModeVRRP }
+
+// UsesVIPLink: the mode needs the dummy link holding the VIP and the
+// uplink ARP sysctls (vipproxy network).
+func (m VIPMode) UsesVIPLink() bool { return m != ModeNodeLocal }
+
+func (m VIPMode) String() string { return string(m) }
+
+// UnmarshalText accepts only the names in VIPModes.
+func (m *VIPMode) UnmarshalText(text []byte) error { return oneOf(m, VIPModes, string(text)) }
+
+// MarshalText writes the name.
+func (m VIPMode) MarshalText() ([]byte, error) { return []byte(m), nil }
+
 func (a Algorithm) String() string { return string(a) }
 
 // UnmarshalText accepts only the names in Algorithms.

@@ -53,7 +53,7 @@ func (v *validator) bad(key, format string, args ...any) {
 // rules are every check, in the order of the file's tables.
 func (v *validator) rules() []func() {
 	return []func(){
-		v.vip, v.ports, v.backends, v.balance, v.health, v.timeouts, v.limits,
+		v.vip, v.nodeLocal, v.ports, v.backends, v.balance, v.health, v.timeouts, v.limits,
 		v.durations, v.admin, v.network, v.uplinks, v.keepalived, v.vrrp, v.log, v.discovery,
 	}
 }
@@ -62,7 +62,7 @@ func (v *validator) rules() []func() {
 // neighbour discovery has no ARP flux), or every node answers ARP for it.
 // A loopback VIP never leaves the host.
 func (v *validator) uplinks() {
-	if len(v.c.Network.Uplinks) > 0 {
+	if len(v.c.Network.Uplinks) > 0 || !v.c.VIP.Mode.UsesVIPLink() {
 		return
 	}
 	for _, a := range v.c.VIP.Addresses {
@@ -70,6 +70,23 @@ func (v *validator) uplinks() {
 			v.bad("network.uplinks", "the IPv4 VIP %s needs at least one uplink interface (its ARP sysctls are set there)", a)
 			return
 		}
+	}
+}
+
+// nodeLocal: a node-local VIP serves this node alone, so it is a loopback
+// address (nothing else would keep it off the network: no VRRP decides who
+// holds it), and no uplink gets ARP sysctls for it.
+func (v *validator) nodeLocal() {
+	if v.c.VIP.Mode != ModeNodeLocal {
+		return
+	}
+	for i, a := range v.c.VIP.Addresses {
+		if !a.IsLoopback() {
+			v.bad(fmt.Sprintf("vip.addresses[%d]", i), "%s is not a loopback address: vip.mode = %q serves this node only; use one such as 127.0.0.1 (the kubelet's kubeconfig names it)", a, ModeNodeLocal)
+		}
+	}
+	if len(v.c.Network.Uplinks) > 0 {
+		v.bad("network.uplinks", "vip.mode = %q sets no ARP sysctls (its VIP never leaves the node): remove network.uplinks", ModeNodeLocal)
 	}
 }
 
@@ -472,6 +489,9 @@ func keepalivedWord(s string) bool {
 }
 
 func (v *validator) keepalived() {
+	if !v.c.VIP.Mode.UsesKeepalived() {
+		return // its keys are not read
+	}
 	k := v.c.Keepalived
 	if !keepalivedWord(k.Instance) {
 		v.bad("keepalived.instance", "%q must be one word of letters, digits, _ . : -", k.Instance)
@@ -502,6 +522,9 @@ func (v *validator) keepalived() {
 // vrrp checks the VRRP instance against the VIPs: it needs an interface,
 // and speaks the first VIP's family (VRRPv2 for IPv4, VRRPv3 for IPv6).
 func (v *validator) vrrp() {
+	if !v.c.VIP.Mode.UsesKeepalived() {
+		return
+	}
 	k := v.c.Keepalived
 	if k.Interface == "" {
 		v.bad("keepalived.interface", "no VRRP interface: set keepalived.interface or network.uplinks")
