@@ -471,3 +471,22 @@ func TestStatusForAPerson(t *testing.T) {
 		t.Errorf("status of a dead daemon: exit %d\n%s", code, out)
 	}
 }
+
+// TestStatusNodeLocal: on a node-local node status names the loopback VIP
+// as this node's own and says nothing of VRRP or keepalived.
+func TestStatusNodeLocal(t *testing.T) {
+	runDir := t.TempDir()
+	port := freeLoopbackPort(t)
+	cfg := strings.Replace(adminConfig(port, backendListener(t), "", false), "[vip]\n", "[vip]\nmode = \"node-local\"\n", 1)
+	path, logs, _ := startDaemon(t, cfg, "RUNTIME_DIRECTORY="+runDir)
+	var out string
+	waitFor(t, "status ready", func() bool {
+		o, _, code := runBin(t, "status", "--config", path, "--control", filepath.Join(runDir, "control.sock"))
+		out = o
+		return code == 0
+	})
+	want := fmt.Sprintf("VIP 127.0.0.1:%d: node-local (loopback of this node, no VRRP)\n", port)
+	if !strings.Contains(out, want) || strings.Contains(out, "VRRP master") || strings.Contains(out, "keepalived") {
+		t.Errorf("status of a node-local node:\n%s\nwant %q and no VRRP or keepalived line\nlog:\n%s", out, want, logs())
+	}
+}

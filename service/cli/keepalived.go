@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/vipproxy/vipproxy/service/atomicfile"
+	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/keepalived"
 )
 
@@ -22,6 +23,14 @@ func runKeepalived(_ context.Context, env Env, args []string) int {
 	cfg, ok := loadConfig(env, path)
 	if !ok {
 		return ExitUsage
+	}
+	if !cfg.VIP.Mode.UsesKeepalived() {
+		// Nothing written, not even an empty file: keepalived would start
+		// with no instance and an operator would think the VIP is managed.
+		fmt.Fprintf(env.Stderr, "vipproxy keepalived: vip.mode = %q runs no keepalived: there is no VRRP instance to render "+
+			"(the VIP is a loopback address of this node only)\n  fix: on this node, systemctl disable --now keepalived.service; "+
+			"use vip.mode = %q on the controller nodes that share a VIP\n", cfg.VIP.Mode, config.ModeVRRP)
+		return ExitFailure
 	}
 	data := keepalived.Render(cfg)
 	if out == "" {

@@ -61,6 +61,9 @@ func runNetwork(ctx context.Context, env Env, args []string) int {
 	if !ok {
 		return ExitUsage
 	}
+	if !cfg.VIP.Mode.UsesVIPLink() && sub != "remove" {
+		return networkNodeLocal(env, cfg, sub, root)
+	}
 	if sub == "render" || sub == "write" || diff {
 		return networkFiles(env, cfg, sub, root, diff)
 	}
@@ -78,8 +81,36 @@ func runNetwork(ctx context.Context, env Env, args []string) int {
 	case "remove":
 		return networkRemove(ctx, env, host, cfg, opts)
 	default:
-		return reportProblems(env, "check", netcfg.Verify(host.Netlink, host.Sysctl, cfg))
+		return reportProblems(env, "check", netcfg.Verify(host.Netlink, host.Sysctl, cfg), "VIP link, addresses and uplink ARP sysctls as configured")
 	}
+}
+
+// networkNodeLocal answers render, write, apply and check on a node whose
+// mode needs no host network setup: nothing is written; what a vrrp setup
+// left behind (drop-ins that bring the dummy link back at boot, the link)
+// fails write, apply and check with the command that removes it.
+func networkNodeLocal(env Env, cfg *config.Valid, sub, root string) int {
+	note := netcfg.NodeLocalNote(cfg)
+	if sub == "render" {
+		fmt.Fprintf(env.Stderr, "vipproxy network render: nothing to render: %s\n", note)
+		return ExitOK
+	}
+	nl, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "vipproxy network %s: open netlink: %v\n", sub, err)
+		return ExitFailure
+	}
+	defer nl.Close()
+	if sub == "check" {
+		return reportProblems(env, "check", netcfg.VerifyNodeLocal(nl, cfg, "/"), note)
+	}
+	if left := netcfg.Leftovers(nl, cfg, root); len(left) > 0 {
+		fmt.Fprintf(env.Stderr, "vipproxy network %s: %s, but a vrrp setup left %s behind\n  fix: %s\n",
+			sub, note, strings.Join(left, ", "), netcfg.LeftoversFix)
+		return ExitFailure
+	}
+	fmt.Fprintf(env.Stdout, "nothing to do: %s\n", note)
+	return ExitOK
 }
 
 // networkFiles prints (render), diffs (--diff) or writes (write) the
@@ -151,7 +182,7 @@ func networkApply(ctx context.Context, env Env, host netcfg.Host, cfg *config.Va
 	if len(res.Changed) == 0 && len(res.Sysctls) == 0 {
 		fmt.Fprintln(env.Stdout, "nothing changed")
 	}
-	return reportProblems(env, "apply", res.Problems)
+	return reportProblems(env, "apply", res.Problems, "VIP link, addresses and uplink ARP sysctls as configured")
 }
 
 func networkRemove(ctx context.Context, env Env, host netcfg.Host, cfg *config.Valid, opts netcfg.Options) int {
@@ -177,9 +208,9 @@ func networkRemove(ctx context.Context, env Env, host netcfg.Host, cfg *config.V
 
 // reportProblems prints one line per verification problem and maps them to
 // the exit code: 0 when none, 1 otherwise.
-func reportProblems(env Env, sub string, problems []string) int {
+func reportProblems(env Env, sub string, problems []string, ok string) int {
 	if len(problems) == 0 {
-		fmt.Fprintln(env.Stdout, "ok: VIP link, addresses and uplink ARP sysctls as configured")
+		fmt.Fprintln(env.Stdout, "ok: "+ok)
 		return ExitOK
 	}
 	fmt.Fprintf(env.Stderr, "vipproxy network %s: %d problem(s):\n", sub, len(problems))

@@ -22,11 +22,14 @@ import (
 // statusReport is what `vipproxy status` shows: the daemon's /status and
 // what only the host knows (who holds the VIP, keepalived's unit).
 type statusReport struct {
-	Daemon     *admin.Status `json:"daemon"`
-	DaemonErr  string        `json:"daemon_error,omitempty"`
-	Ready      bool          `json:"ready"`
-	VIP        []vipHolding  `json:"vip,omitempty"`
-	Keepalived string        `json:"keepalived,omitempty"`
+	Daemon    *admin.Status `json:"daemon"`
+	DaemonErr string        `json:"daemon_error,omitempty"`
+	Ready     bool          `json:"ready"`
+	VIP       []vipHolding  `json:"vip,omitempty"`
+	// Mode is vip.mode; with "node-local" VIP and Keepalived stay empty.
+	Mode       string   `json:"mode,omitempty"`
+	NodeLocal  []string `json:"node_local,omitempty"`
+	Keepalived string   `json:"keepalived,omitempty"`
 }
 
 // vipHolding says whether this node holds a VIP on the VRRP interface,
@@ -57,10 +60,16 @@ func runStatus(ctx context.Context, env Env, args []string) int {
 		rep.Daemon = &st
 		rep.Ready = st.Ready && healthyBackends(st) > 0
 	}
-	if cfg, err := config.Load(path); err == nil {
-		rep.VIP = vipHoldings(cfg)
+	cfg, err := config.Load(path)
+	if err == nil {
+		rep.Mode = cfg.VIP.Mode.String()
+		if cfg.VIP.Mode.UsesKeepalived() {
+			rep.VIP = vipHoldings(cfg)
+		} else {
+			rep.NodeLocal = nodeLocalVIPs(cfg)
+		}
 	}
-	if sc := systemctl(); sc != nil {
+	if sc := systemctl(); sc != nil && (err != nil || cfg.VIP.Mode.UsesKeepalived()) {
 		out, _ := sc(ctx, "is-active", "keepalived.service")
 		rep.Keepalived = strings.TrimSpace(out)
 	}
@@ -103,6 +112,18 @@ func vipHoldings(cfg *config.Valid) []vipHolding {
 	return out
 }
 
+// nodeLocalVIPs are the listeners of a node-local VIP: every address on
+// every port.
+func nodeLocalVIPs(cfg *config.Valid) []string {
+	var out []string
+	for _, p := range cfg.ServedPorts() {
+		for _, a := range cfg.VIP.Addresses {
+			out = append(out, netip.AddrPortFrom(a, p.Port).String())
+		}
+	}
+	return out
+}
+
 func printStatus(w io.Writer, rep statusReport, now time.Time) {
 	if rep.Daemon == nil {
 		fmt.Fprintf(w, "daemon: not reachable: %s\n", rep.DaemonErr)
@@ -115,6 +136,9 @@ func printStatus(w io.Writer, rep statusReport, now time.Time) {
 		} else {
 			fmt.Fprintf(w, "VIP %s: not on %s (this node is not the VRRP master)\n", v.Address, v.Interface)
 		}
+	}
+	for _, v := range rep.NodeLocal {
+		fmt.Fprintf(w, "VIP %s: node-local (loopback of this node, no VRRP)\n", v)
 	}
 	if rep.Keepalived != "" {
 		fmt.Fprintf(w, "keepalived.service: %s\n", rep.Keepalived)

@@ -363,11 +363,16 @@ func (d *Daemon) evacuateLater(b *balance.Backend) {
 
 // heldVIPs says, at scrape time, which VIPs this node holds (netlink).
 // Nothing when netlink cannot answer: the alert on a VIP held by no node
-// then says so.
+// then says so. Nothing for a node-local VIP either.
 func (d *Daemon) heldVIPs() map[string]bool {
 	d.mu.Lock()
-	dummy, vips := d.cfg.Network.Interface, d.cfg.VIP.Addresses
+	dummy, vips, mode := d.cfg.Network.Interface, d.cfg.VIP.Addresses, d.cfg.VIP.Mode
 	d.mu.Unlock()
+	if !mode.UsesVIPLink() {
+		// A node-local VIP is on every worker's lo: held by all, moved by
+		// none. A series would set off the alert on a VIP held twice.
+		return nil
+	}
 	h, err := netlink.NewHandle()
 	if err != nil {
 		return nil

@@ -61,10 +61,11 @@ func TestMTLSPassthrough(t *testing.T) {
 }
 
 // apiserverProc runs the stand-in as its own process, so it can be SIGKILLed.
-func apiserverProc(t *testing.T, name, addr string) *exec.Cmd {
+func apiserverProc(t *testing.T, name, addr string, extra ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "vipproxy-apiserver"), "--listen", addr, "--name", name,
-		"--cert", pki.ServerCert, "--key", pki.ServerKey, "--client-ca", pki.CA, "--log-level", "error")
+	args := append([]string{"--listen", addr, "--name", name,
+		"--cert", pki.ServerCert, "--key", pki.ServerKey, "--client-ca", pki.CA, "--log-level", "error"}, extra...)
+	cmd := exec.Command(filepath.Join(binDir, "vipproxy-apiserver"), args...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -143,7 +143,11 @@ type settings struct {
 	Interval  string // default 200ms
 	// DrainIdle is timeouts.drain_idle; default the config's default.
 	DrainIdle string
-	Extra     string // appended TOML
+	// Mode is vip.mode; default the config's default (vrrp).
+	Mode string
+	// ServerName is health.server_name (tls and https checks).
+	ServerName string
+	Extra      string // appended TOML
 }
 
 func (s settings) toml() string {
@@ -156,7 +160,11 @@ func (s settings) toml() string {
 	if interval == "" {
 		interval = "200ms"
 	}
-	fmt.Fprintf(&b, "[vip]\naddresses = [\"127.0.0.1\"]\nport = %d\n\n", s.Port)
+	fmt.Fprintf(&b, "[vip]\naddresses = [\"127.0.0.1\"]\nport = %d\n", s.Port)
+	if s.Mode != "" {
+		fmt.Fprintf(&b, "mode = %q\n", s.Mode)
+	}
+	b.WriteString("\n")
 	for i, a := range s.Backends {
 		fmt.Fprintf(&b, "[[backend]]\nname = \"b%d\"\naddress = %q\n\n", i, a)
 	}
@@ -166,6 +174,9 @@ func (s settings) toml() string {
 		fmt.Fprintf(&b, "ca_file = %q\n", pki.CA)
 	case check != "tcp":
 		fmt.Fprintf(&b, "ca_file = %q\ncert_file = %q\nkey_file = %q\n", pki.CA, pki.ClientCert, pki.ClientKey)
+		if s.ServerName != "" {
+			fmt.Fprintf(&b, "server_name = %q\n", s.ServerName)
+		}
 	}
 	fmt.Fprintf(&b, "\n[timeouts]\ndial = \"1s\"\ndrain = \"5s\"\n")
 	if s.DrainIdle != "" {

@@ -59,6 +59,9 @@ func checkVIPLink(_ context.Context, h Host, cfg *config.Valid) Result {
 	if h.Netlink == nil {
 		return skip("no netlink here")
 	}
+	if !cfg.VIP.Mode.UsesVIPLink() {
+		return checkLoopbackVIP(h, cfg)
+	}
 	if p := netcfg.VerifyLink(h.Netlink, cfg); len(p) > 0 {
 		return fail(h.Install.fixes().network, "%s", strings.Join(p, "; "))
 	}
@@ -73,7 +76,22 @@ func addrs(cfg *config.Valid) string {
 	return strings.Join(s, ", ")
 }
 
+// checkLoopbackVIP is vip-link for a node-local VIP: lo holds it and no
+// dummy link or drop-in of a vrrp setup is left.
+func checkLoopbackVIP(h Host, cfg *config.Valid) Result {
+	if left := netcfg.Leftovers(h.Netlink, cfg, h.Root); len(left) > 0 {
+		return fail(netcfg.LeftoversFix, "vip.mode = %q, but a vrrp setup left %s", cfg.VIP.Mode, strings.Join(left, ", "))
+	}
+	if p := netcfg.VerifyNodeLocal(h.Netlink, cfg, h.Root); len(p) > 0 {
+		return fail("ip link set lo up (and IPv6 on lo for an IPv6 VIP)", "%s", strings.Join(p, "; "))
+	}
+	return pass("node-local: lo holds %s; no dummy link", addrs(cfg))
+}
+
 func checkARP(_ context.Context, h Host, cfg *config.Valid) Result {
+	if !cfg.VIP.Mode.UsesVIPLink() {
+		return skip("vip.mode = %q: no ARP sysctls (the VIP never leaves this node)", cfg.VIP.Mode)
+	}
 	p := netcfg.VerifyARP(h.Sysctl, cfg)
 	if len(p) == 0 {
 		return pass("arp_ignore=1 arp_announce=2 on %s; all/default arp_ignore untouched (0)", strings.Join(cfg.Network.Uplinks, ", "))
@@ -89,15 +107,21 @@ func checkDropIns(ctx context.Context, h Host, cfg *config.Valid) Result {
 	if h.Install.NixOS {
 		return checkNixOSSocket(ctx, h, cfg)
 	}
-	files := netcfg.Render(cfg, h.Root)
-	var stale []string
-	for _, f := range files.List() {
-		if !same(f.Path, f.Data) {
-			stale = append(stale, f.Path)
-		}
+	nodeLocal := !cfg.VIP.Mode.UsesVIPLink()
+	if left := netcfg.Leftovers(nil, cfg, h.Root); nodeLocal && len(left) > 0 {
+		return fail(netcfg.LeftoversFix, "vip.mode = %q sets up no host network, but these are there: %s", cfg.VIP.Mode, strings.Join(left, ", "))
 	}
 	if sock := units.SocketDropIn(cfg, h.Root); !same(sock.Path, sock.Data) {
 		return fail(h.Install.fixes().socket, "%s missing or not what the config renders", sock.Path)
+	}
+	if nodeLocal {
+		return pass("socket drop-in current; no networkd or sysctl drop-in (vip.mode = %q)", cfg.VIP.Mode)
+	}
+	var stale []string
+	for _, f := range netcfg.Render(cfg, h.Root).List() {
+		if !same(f.Path, f.Data) {
+			stale = append(stale, f.Path)
+		}
 	}
 	if len(stale) > 0 {
 		return fail(h.Install.fixes().network, "missing or not what the config renders: %s", strings.Join(stale, ", "))
@@ -131,6 +155,9 @@ func same(path string, want []byte) bool {
 // probe as track script, and has no IPVS virtual_server for the VIP. The
 // file is the one the running keepalived reads (Install.KeepalivedConf).
 func checkKeepalived(ctx context.Context, h Host, cfg *config.Valid) Result {
+	if !cfg.VIP.Mode.UsesKeepalived() {
+		return skip("vip.mode = %q: no keepalived on this node", cfg.VIP.Mode)
+	}
 	conf, fix := h.Install.KeepalivedConf, h.Install.fixes()
 	info, err := os.Stat(conf)
 	if errors.Is(err, fs.ErrNotExist) || err == nil && info.Size() == 0 {
