@@ -119,3 +119,35 @@ func anchors(headings []string) map[string]bool {
 	}
 	return set
 }
+
+var exampleRE = regexp.MustCompile("(?s)<!-- example: (\\S+) -->\n```toml\n(.*?)```\n<!-- end example -->")
+
+// TestExamplesShownAsTheyAre: a config shown in the docs as one of
+// examples/ (between <!-- example: FILE --> markers) is that file byte for
+// byte, so what a reader copies is what the tests run; and every
+// distribution example is shown.
+func TestExamplesShownAsTheyAre(t *testing.T) {
+	shown := map[string]bool{}
+	for _, doc := range documents(t) {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range exampleRE.FindAllStringSubmatch(string(b), -1) {
+			want, err := os.ReadFile(filepath.Join("..", m[1]))
+			if err != nil {
+				t.Errorf("%s shows %s: %v", doc, m[1], err)
+				continue
+			}
+			if m[2] != string(want) {
+				t.Errorf("%s shows %s, but not as the file is: copy the file into the block", doc, m[1])
+			}
+			shown[m[1]] = true
+		}
+	}
+	for _, name := range []string{"kubeadm", "k3s", "rke2", "k0s", "node-local"} {
+		if f := "examples/" + name + ".toml"; !shown[f] {
+			t.Errorf("no document shows %s", f)
+		}
+	}
+}
