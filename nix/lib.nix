@@ -11,6 +11,7 @@ let
     vip = {
       addresses = [ ];
       port = 6443;
+      mode = "vrrp";
     };
     network = {
       interface = "dummyvip0";
@@ -284,6 +285,16 @@ rec {
       s = withDefaults settings;
     in
     map (a: joinHostPort a s.vip.port) s.vip.addresses;
+
+  # vip.mode = "node-local" (service/config.ModeNodeLocal): a worker-only
+  # node's loopback VIP; no dummy link, ARP sysctls or keepalived.
+  nodeLocal = settings: (withDefaults settings).vip.mode == "node-local";
+
+  # Loopback as Go's netip.Addr.IsLoopback: 127.0.0.0/8 and ::1.
+  isLoopback = addr: builtins.match "127\\.[0-9.]+" addr != null || addr == "::1";
+
+  # The VIPs a node-local node cannot have: every one that is not loopback.
+  nonLoopbackVips = settings: builtins.filter (a: !isLoopback a) (withDefaults settings).vip.addresses;
 
   ipv4Addresses = settings: builtins.filter (a: !isIPv6 a) (withDefaults settings).vip.addresses;
   ipv6Addresses = settings: builtins.filter isIPv6 (withDefaults settings).vip.addresses;

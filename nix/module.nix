@@ -34,6 +34,9 @@ let
     "token_file"
   ];
   vips = s.vip.addresses;
+  # A worker-only node (settings.vip.mode = "node-local"): a loopback VIP,
+  # no dummy link, no ARP sysctls, no keepalived.
+  nodeLocal = vlib.nodeLocal s;
   iface = s.network.interface;
   vrrpInterface = vlib.vrrpInterface s;
   keepalivedText = config.services.keepalived.extraConfig;
@@ -174,6 +177,21 @@ in
             default = 6443;
             description = "TCP port of the VIP listener (all VIPs share it).";
           };
+          vip.mode = lib.mkOption {
+            type = lib.types.enum [
+              "vrrp"
+              "node-local"
+            ];
+            default = "vrrp";
+            description = ''
+              How this node holds the VIP. `vrrp`: a control-plane node;
+              keepalived moves the VIP between the nodes, and every node holds
+              it on the dummy link to serve it locally. `node-local`: a
+              worker-only node; the VIP is a loopback address (e.g.
+              `127.0.0.1`, port 7445) that this node's kubelet uses, and the
+              module sets up no dummy link, no ARP sysctls and no keepalived.
+            '';
+          };
           backend = lib.mkOption {
             type = lib.types.listOf (lib.types.submodule backendModule);
             default = [ ];
@@ -249,7 +267,8 @@ in
 
     keepalived.enable = lib.mkOption {
       type = lib.types.bool;
-      default = true;
+      default = !vlib.nodeLocal config.services.vipproxy.settings;
+      defaultText = lib.literalExpression ''config.services.vipproxy.settings.vip.mode != "node-local"'';
       description = ''
         Whether to configure keepalived to move the VIPs between the nodes:
         a VRRP instance on the uplink (`settings.keepalived`) that tracks
@@ -281,7 +300,29 @@ in
             '';
           }
           {
-            assertion = vlib.ipv4Addresses s == [ ] || s.network.uplinks != [ ];
+            assertion = !nodeLocal || vlib.nonLoopbackVips s == [ ];
+            message = ''
+              services.vipproxy.settings.vip.mode = "node-local" serves this node only, but settings.vip.addresses
+              has ${lib.concatStringsSep ", " (vlib.nonLoopbackVips s)}: use a loopback address such as 127.0.0.1
+              (the kubelet's kubeconfig names it), or settings.vip.mode = "vrrp" on control-plane nodes.
+            '';
+          }
+          {
+            assertion = !nodeLocal || s.network.uplinks == [ ];
+            message = ''
+              services.vipproxy.settings.vip.mode = "node-local" sets no ARP sysctls (its VIP never leaves the
+              node): remove settings.network.uplinks.
+            '';
+          }
+          {
+            assertion = !nodeLocal || !cfg.keepalived.enable;
+            message = ''
+              services.vipproxy.settings.vip.mode = "node-local" runs no keepalived (the VIP is this node's
+              loopback address): remove services.vipproxy.keepalived.enable = true.
+            '';
+          }
+          {
+            assertion = nodeLocal || vlib.ipv4Addresses s == [ ] || s.network.uplinks != [ ];
             message = ''
               services.vipproxy.settings.vip.addresses has an IPv4 VIP but settings.network.uplinks is empty.
               Set settings.network.uplinks to the interface(s) facing the clients (e.g. [ "eth0" ]): their
@@ -289,7 +330,7 @@ in
             '';
           }
           {
-            assertion = !cfg.keepalived.enable || vrrpInterface != "";
+            assertion = nodeLocal || !cfg.keepalived.enable || vrrpInterface != "";
             message = ''
               services.vipproxy.keepalived.enable needs a VRRP interface: set settings.network.uplinks
               or settings.keepalived.interface.
@@ -328,7 +369,8 @@ in
             # whenever systemd.network.enable; a value set at a higher
             # priority (a plain definition) is the operator's choice.
             assertion =
-              config.networking.useNetworkd
+              nodeLocal
+              || config.networking.useNetworkd
               || options.services.resolved.enable.highestPrio < (lib.mkDefault true).priority;
             message = ''
               services.vipproxy enables systemd-networkd for the VIP's dummy link, and NixOS's networkd
@@ -379,8 +421,13 @@ in
           serviceConfig = vlib.serviceConfig // vlib.serviceExec exe configPath;
         };
 
-        # The dummy link holding the VIPs, through systemd-networkd (as
-        # `vipproxy network apply` does on other distributions).
+        networking.firewall.allowedTCPPorts = lib.mkIf (cfg.openFirewall && !nodeLocal) [ s.vip.port ];
+      }
+
+      # The dummy link holding the VIPs, through systemd-networkd (as
+      # `vipproxy network apply` does on other distributions), and the
+      # uplink sysctls: nothing of it on a node-local node.
+      (lib.mkIf (!nodeLocal) {
         systemd.network.enable = true;
         systemd.network.netdevs.${vlib.netdevName s}.netdevConfig = (vlib.netdev s).NetDev;
         systemd.network.networks.${vlib.networkName s} =
@@ -408,9 +455,7 @@ in
 
         # Per uplink only, never all/default.
         boot.kernel.sysctl = vlib.sysctl s;
-
-        networking.firewall.allowedTCPPorts = lib.mkIf cfg.openFirewall [ s.vip.port ];
-      }
+      })
 
       # VRRP through the firewall NixOS runs (both chains accept what the
       # rules before their final refusal let through).
@@ -443,7 +488,8 @@ in
         );
       })
 
-      (lib.mkIf cfg.keepalived.enable {
+      # (node-local with keepalived.enable is refused above; none is set up.)
+      (lib.mkIf (cfg.keepalived.enable && !nodeLocal) {
         services.keepalived = {
           enable = true;
           vrrpScripts.${vlib.probeScriptName s} = vlib.vrrpScript "${exe} probe --config ${configPath}" // {

@@ -20,6 +20,7 @@ let
       nonEmptyListOf = t: { nonEmptyListOf = t; };
       submodule = m: { submodule = m; };
       ints.between = lo: hi: { between = [ lo hi ]; };
+      enum = values: { enum = values; };
     };
     mkIf = condition: content: { _type = "if"; inherit condition content; };
     mkMerge = contents: { _type = "merge"; inherit contents; };

@@ -108,6 +108,16 @@ let
     keepalived.interface = "eth0";
   };
 
+  # A worker-only node: vipproxy on a loopback VIP for its own kubelet.
+  nodeLocalSettings = {
+    vip = {
+      mode = "node-local";
+      addresses = [ "127.0.0.1" ];
+      port = 7445;
+    };
+    backend = backends;
+  };
+
   # Everything the module defines, forced: type errors and unknown
   # options throw here; returns the messages of the failing assertions.
   run =
@@ -156,6 +166,41 @@ let
   hasVrrpRule = text: lib.hasInfix "112" text;
 
   cases = {
+    # No dummy link, sysctls, keepalived or firewall opening; the socket on
+    # the loopback VIP.
+    nodeLocal = case {
+      modules = [ (node nodeLocalSettings { services.vipproxy.openFirewall = true; }) ];
+      check =
+        c:
+        c.systemd.sockets.vipproxy.listenStreams == [ "127.0.0.1:7445" ]
+        && !c.services.keepalived.enable
+        && c.boot.kernel.sysctl == { }
+        && c.systemd.network.netdevs == { }
+        && c.systemd.network.networks == { }
+        && c.networking.firewall.allowedTCPPorts == [ ]
+        && c.networking.firewall.extraCommands == "";
+    };
+    nodeLocalNotLoopback = case {
+      modules = [
+        (node (
+          nodeLocalSettings
+          // {
+            vip = nodeLocalSettings.vip // {
+              addresses = [ "192.0.2.10" ];
+            };
+            network.uplinks = [ "eth0" ];
+          }
+        ) { })
+      ];
+      fails = [
+        "loopback address"
+        "remove settings.network.uplinks"
+      ];
+    };
+    nodeLocalWithKeepalived = case {
+      modules = [ (node nodeLocalSettings { services.vipproxy.keepalived.enable = true; }) ];
+      fails = [ "runs no keepalived" ];
+    };
     ipv4 = case {
       modules = [ (node ipv4 { }) ];
       check =
