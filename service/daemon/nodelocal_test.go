@@ -23,9 +23,11 @@ func TestNodeLocalDiscoveryAndKilledApiserver(t *testing.T) {
 	// endpoint on the VIP's own address would be refused. Each serves the
 	// EndpointSlices from one file, as apiservers share etcd.
 	slices := filepath.Join(t.TempDir(), "endpoints")
+	// One port on three addresses, as apiservers have it.
+	port := sharedPort(t, "127.0.0.2", "127.0.0.3", "127.0.0.4")
 	var addrs []string
 	for i := range 3 {
-		addrs = append(addrs, fmt.Sprintf("127.0.0.%d:%d", i+2, freePort(t)))
+		addrs = append(addrs, fmt.Sprintf("127.0.0.%d:%d", i+2, port))
 	}
 	publish := func(as ...string) {
 		if err := os.WriteFile(slices+".new", []byte(strings.Join(as, "\n")+"\n"), 0o644); err != nil {
