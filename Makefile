@@ -14,6 +14,11 @@ export CGO_ENABLED ?= 0
 
 APT_PACKAGES :=
 TEST_TARGETS :=
+# Long preparations make test starts in the background as it starts (the VM
+# images, mk/40-vm.mk), so they overlap the first tests: the test that needs
+# one waits for it itself (a lock), and any still running when make test
+# ends, passed or failed, is stopped (its process group).
+TEST_BACKGROUND :=
 
 .PHONY: all build test deps demo clean
 all: build
@@ -34,7 +39,12 @@ deps:
 	$(GO) mod download
 
 test: deps
-	@set -e; for t in $(TEST_TARGETS); do echo "=== make $$t"; $(MAKE) --no-print-directory $$t; done
+	@set -e; bg=; trap 'for p in $$bg; do kill -TERM -- -$$p 2>/dev/null || true; done; wait' EXIT; \
+	for b in $(TEST_BACKGROUND); do \
+		echo "=== make $$b (background)"; \
+		setsid $(MAKE) --no-print-directory $$b > >(sed -u "s/^/[$$b] /") 2>&1 & bg="$$bg $$!"; \
+	done; \
+	for t in $(TEST_TARGETS); do echo "=== make $$t"; $(MAKE) --no-print-directory $$t; done
 
 clean:
 	rm -rf $(BIN)

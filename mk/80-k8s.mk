@@ -12,8 +12,10 @@ K8S_VERSION ?= 1.34.4
 K8S_CACHE ?= /var/cache/vipproxy-k8s
 
 .PHONY: test-k8s k8s-apiserver
+# VM_LOCK (mk/40-vm.mk): on a shared machine the build and the three
+# apiservers take their turn like the VMs.
 k8s-apiserver:
-	k8s-tests/build-apiserver.sh $(K8S_VERSION) $(K8S_CACHE)
+	$(VM_LOCKED) k8s-tests/build-apiserver.sh $(K8S_VERSION) $(K8S_CACHE)
 
 test-k8s: build k8s-apiserver
-	k8s-tests/run.sh $(BIN)/vipproxy $(K8S_CACHE)/v$(K8S_VERSION)/kube-apiserver
+	$(VM_LOCKED) k8s-tests/run.sh $(BIN)/vipproxy $(K8S_CACHE)/v$(K8S_VERSION)/kube-apiserver

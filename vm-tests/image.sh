@@ -13,6 +13,14 @@
 #
 # usage: image.sh [--check] ARCH OUT      (ARCH: amd64 | arm64 | riscv64)
 #   --check: exit 0 if OUT holds the current image, 1 if it would be built
+#
+# The cache is shared (CI's background build and its tests, several
+# checkouts on one machine), so an image is never changed in place: it is
+# built in .ARCH.build beside OUT and renamed to ARCH.KEY, and OUT is a
+# symlink to the current one, replaced by a rename. A reader sees the old
+# complete image or the new one, never half of one; a build that fails or is
+# killed leaves the previous image current. Builds of one ARCH take turns
+# (.ARCH.lock): a second build waits for the first and then finds it done.
 set -euo pipefail
 
 CHECK=
@@ -23,8 +31,10 @@ fi
 ARCH=${1:?usage: image.sh ARCH OUT}
 OUT=${2:?usage: image.sh ARCH OUT}
 HERE=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
+OUT=${OUT%/}
+mkdir -p "$(dirname "$OUT")"
+CACHE=$(cd "$(dirname "$OUT")" && pwd)
+OUT=$CACHE/$(basename "$OUT")
 
 case $ARCH in
 amd64) SUITE=bookworm ;;
@@ -52,12 +62,18 @@ MIRROR=$(mirror)
 # the host's apt configuration is left alone (amd64 bookworm: the host's own).
 APT_OPTS=()
 if [[ $ARCH != amd64 || $SUITE != bookworm ]]; then
-	d=$OUT/apt
+	d=$CACHE/.apt-$ARCH-$SUITE # not in the image: it is read before the key is known
 	mkdir -p "$d/etc/apt.conf.d" "$d/etc/sources.list.d" "$d/etc/preferences.d" "$d/etc/trusted.gpg.d" "$d/state/lists/partial" "$d/cache/archives/partial"
 	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR $SUITE main" >"$d/etc/sources.list"
 	touch "$d/state/status"
 	APT_OPTS=(-o Dir::Etc="$d/etc" -o Dir::State="$d/state" -o Dir::State::status="$d/state/status"
 		-o Dir::Cache="$d/cache" -o APT::Architecture="$ARCH" -o APT::Architectures="$ARCH" -o Debug::NoLocking=1)
+fi
+
+# One build of ARCH at a time in this cache; --check only reads the link.
+if [[ -z $CHECK ]]; then
+	exec 9>"$CACHE/.$ARCH.lock"
+	flock 9
 fi
 
 # The kernel the mirror offers today, resolved with apt for the guest
@@ -94,10 +110,28 @@ unmount_under() {
 	done
 }
 
-WORK=$OUT/build
-unmount_under "$WORK"
-trap 'unmount_under "$WORK"' EXIT
-rm -rf "$WORK" "$OUT/stamp"
+# The build directory: a killed build's leftovers go first (the lock says
+# no other build uses it), and go again on any exit.
+# publish DIR NAME: DIR becomes CACHE/NAME and OUT points to it (rename,
+# then a symlink renamed over OUT); older images of ARCH are removed (a VM
+# still running from one keeps its open files).
+publish() {
+	local old
+	rm -rf "${CACHE:?}/$2"
+	mv -T "$1" "$CACHE/$2"
+	[[ -L $OUT || ! -e $OUT ]] || rm -rf "$OUT" # a directory: the layout before links
+	ln -sfn "$2" "$CACHE/.$ARCH.link"
+	mv -T "$CACHE/.$ARCH.link" "$OUT"
+	for old in "$CACHE/$ARCH".*; do
+		[[ $old == "$CACHE/$2" || ! -f $old/stamp ]] || rm -rf "$old"
+	done
+}
+
+WORK=$CACHE/.$ARCH.build
+cleanup() { unmount_under "$WORK"; rm -rf "$WORK"; }
+cleanup
+trap cleanup EXIT
+trap 'exit 143' TERM INT HUP # run the EXIT trap when make test is stopped
 mkdir -p "$WORK"
 t0=$SECONDS
 log() { echo "image.sh[$ARCH +$((SECONDS - t0))s]: $*"; }
@@ -185,12 +219,12 @@ EOF
 
 log "mkfs.ext4"
 unmount_under "$ROOT"
-mkfs.ext4 -q -F -O ^has_journal -L vmroot -d "$ROOT" "$WORK/rootfs.ext4" 1200M
-mv "$WORK/kernel" "$OUT/kernel"
-rm -rf "$OUT/initrd-base"
-mv "$WORK/initrd" "$OUT/initrd-base"
-mv "$WORK/rootfs.ext4" "$OUT/rootfs.ext4"
-echo "$KVER" >"$OUT/kver"
-rm -rf "$WORK"
-echo "$key" >"$OUT/stamp"
-log "done: $OUT"
+IMG=$WORK/image
+mkdir -p "$IMG"
+mkfs.ext4 -q -F -O ^has_journal -L vmroot -d "$ROOT" "$IMG/rootfs.ext4" 1200M
+mv "$WORK/kernel" "$IMG/kernel"
+mv "$WORK/initrd" "$IMG/initrd-base"
+echo "$KVER" >"$IMG/kver"
+echo "$key" >"$IMG/stamp"
+publish "$IMG" "$ARCH.$key"
+log "done: $OUT -> $ARCH.$key"

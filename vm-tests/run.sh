@@ -10,13 +10,16 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=${VM_WORK:-$HERE/.work}
 t0=$SECONDS
 "$HERE/image.sh" "$ARCH" "$WORK/$ARCH"
-"$HERE/initrd.sh" "$WORK/$ARCH"
+# The image this run boots, resolved once: a newer one published meanwhile
+# (another checkout's recipe) does not mix into the run.
+IMAGE=$(readlink -f "$WORK/$ARCH")
+"$HERE/initrd.sh" "$IMAGE"
 t_image=$((SECONDS - t0))
 "$HERE/stage.sh" "$ARCH" "$WORK/$ARCH-run/opt.ext4"
 rc=0
 for script in "$@"; do
 	name=$(basename "$script" .py)
-	python3 "$HERE/driver/run.py" --arch "$ARCH" --image "$WORK/$ARCH" --opt "$WORK/$ARCH-run/opt.ext4" \
+	python3 "$HERE/driver/run.py" --arch "$ARCH" --image "$IMAGE" --opt "$WORK/$ARCH-run/opt.ext4" \
 		--memory "${VM_MEMORY:-384}" --run-dir "$WORK/$ARCH-run/$name" "$script" || rc=1
 done
 echo "run.sh: $ARCH: image ${t_image} s, total $((SECONDS - t0)) s, exit $rc"
