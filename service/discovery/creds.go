@@ -86,11 +86,7 @@ func (c Credentials) load() (*material, error) {
 
 func (c Credentials) parts() (parts, error) {
 	if c.Kubeconfig != "" {
-		p, err := kubeconfigParts(c.Kubeconfig)
-		if err != nil {
-			return parts{}, fmt.Errorf("kubeconfig %s: %w", c.Kubeconfig, err)
-		}
-		return p, nil
+		return kubeconfigParts(c.Kubeconfig)
 	}
 	return parts{ca: source{file: c.CAFile}, cert: source{file: c.CertFile}, key: source{file: c.KeyFile}, token: source{file: c.TokenFile}}, nil
 }
@@ -148,67 +144,115 @@ func readFile(path string) ([]byte, error) {
 
 // kubeconfigParts reads the current context's cluster and user. Relative
 // file names are relative to the kubeconfig's directory, as kubectl has it.
+// An error names the file and line.
 func kubeconfigParts(path string) (parts, error) {
 	data, err := readFile(path)
 	if err != nil {
 		return parts{}, err
 	}
-	doc, err := parseKubeconfig(data)
+	p, err := partsOf(data, filepath.Dir(path))
+	var le *lineError
+	if errors.As(err, &le) && le.line > 0 {
+		return parts{}, fmt.Errorf("%s:%d: %s", path, le.line, le.msg)
+	}
 	if err != nil {
-		return parts{}, err
-	}
-	current := str(doc, "current-context")
-	ctx, err := named(doc, "contexts", "context", current)
-	if err != nil {
-		return parts{}, err
-	}
-	cluster, err := named(doc, "clusters", "cluster", str(ctx, "cluster"))
-	if err != nil {
-		return parts{}, err
-	}
-	user, err := named(doc, "users", "user", str(ctx, "user"))
-	if err != nil {
-		return parts{}, err
-	}
-	if _, ok := user["exec"]; ok {
-		return parts{}, errors.New("users[].user.exec (credential plugins) is not supported: use a client certificate or a token")
-	}
-	dir := filepath.Dir(path)
-	var p parts
-	p.serverName = str(cluster, "tls-server-name")
-	p.insecure = str(cluster, "insecure-skip-tls-verify") == "true"
-	for _, f := range []struct {
-		dst        *source
-		m          map[string]any
-		data, file string
-	}{
-		{&p.ca, cluster, "certificate-authority-data", "certificate-authority"},
-		{&p.cert, user, "client-certificate-data", "client-certificate"},
-		{&p.key, user, "client-key-data", "client-key"},
-	} {
-		if *f.dst, err = dataOrFile(f.m, f.data, f.file, dir); err != nil {
-			return parts{}, err
-		}
-	}
-	p.token = source{data: []byte(str(user, "token"))}
-	if tf := str(user, "tokenFile"); tf != "" && str(user, "token") == "" {
-		p.token = source{file: abs(dir, tf)}
+		return parts{}, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
 	return p, nil
 }
 
-func dataOrFile(m map[string]any, dataKey, fileKey, dir string) (source, error) {
-	if d := str(m, dataKey); d != "" {
-		raw, err := base64.StdEncoding.DecodeString(d)
+func partsOf(data []byte, dir string) (parts, error) {
+	doc, err := parseKubeconfig(data)
+	if err != nil {
+		return parts{}, err
+	}
+	current, err := doc.str(doc.root, "", "current-context")
+	if err != nil {
+		return parts{}, err
+	}
+	ctx, ctxPath, err := doc.named("contexts", "context", current)
+	if err != nil {
+		return parts{}, err
+	}
+	clusterName, err := doc.str(ctx, ctxPath, "cluster")
+	if err != nil {
+		return parts{}, err
+	}
+	userName, err := doc.str(ctx, ctxPath, "user")
+	if err != nil {
+		return parts{}, err
+	}
+	cluster, clusterPath, err := doc.named("clusters", "cluster", clusterName)
+	if err != nil {
+		return parts{}, err
+	}
+	user, userPath, err := doc.named("users", "user", userName)
+	if err != nil {
+		return parts{}, err
+	}
+	return doc.parts(cluster, clusterPath, user, userPath, dir)
+}
+
+// parts reads the TLS and credential fields of a cluster and a user.
+func (d *yamlDoc) parts(cluster map[string]any, clusterPath string, user map[string]any, userPath, dir string) (parts, error) {
+	for _, k := range []string{"exec", "auth-provider"} {
+		if _, ok := user[k]; ok {
+			return parts{}, d.errAt(userPath+"."+k, "users[].user.%s (credential plugins) is not supported: use a client certificate or a token", k)
+		}
+	}
+	var p parts
+	var err error
+	if p.serverName, err = d.str(cluster, clusterPath, "tls-server-name"); err != nil {
+		return parts{}, err
+	}
+	if p.insecure, err = d.boolean(cluster, clusterPath, "insecure-skip-tls-verify"); err != nil {
+		return parts{}, err
+	}
+	for _, f := range []struct {
+		dst              *source
+		m                map[string]any
+		path, data, file string
+	}{
+		{&p.ca, cluster, clusterPath, "certificate-authority-data", "certificate-authority"},
+		{&p.cert, user, userPath, "client-certificate-data", "client-certificate"},
+		{&p.key, user, userPath, "client-key-data", "client-key"},
+	} {
+		if *f.dst, err = d.dataOrFile(f.m, f.path, f.data, f.file, dir); err != nil {
+			return parts{}, err
+		}
+	}
+	token, err := d.str(user, userPath, "token")
+	if err != nil {
+		return parts{}, err
+	}
+	tokenFile, err := d.str(user, userPath, "tokenFile")
+	if err != nil {
+		return parts{}, err
+	}
+	p.token = source{data: []byte(token)}
+	if tokenFile != "" && token == "" {
+		p.token = source{file: abs(dir, tokenFile)}
+	}
+	return p, nil
+}
+
+func (d *yamlDoc) dataOrFile(m map[string]any, path, dataKey, fileKey, dir string) (source, error) {
+	data, err := d.str(m, path, dataKey)
+	if err != nil {
+		return source{}, err
+	}
+	if data != "" {
+		raw, err := base64.StdEncoding.DecodeString(data)
 		if err != nil {
-			return source{}, fmt.Errorf("%s: not base64: %w", dataKey, err)
+			return source{}, d.errAt(path+"."+dataKey, "%s: not base64: %v", dataKey, err)
 		}
 		return source{data: raw}, nil
 	}
-	if f := str(m, fileKey); f != "" {
-		return source{file: abs(dir, f)}, nil
+	file, err := d.str(m, path, fileKey)
+	if file == "" || err != nil {
+		return source{}, err
 	}
-	return source{}, nil
+	return source{file: abs(dir, file)}, nil
 }
 
 func abs(dir, f string) string {
@@ -218,41 +262,94 @@ func abs(dir, f string) string {
 	return filepath.Join(dir, f)
 }
 
-// named finds list[i][field] where list[i].name == name (the kubeconfig's
-// way of naming clusters, users and contexts); an empty name takes the
-// only entry if there is one.
-func named(doc map[string]any, list, field, name string) (map[string]any, error) {
-	items, _ := doc[list].([]any)
-	if name == "" && len(items) == 1 {
-		m, _ := items[0].(map[string]any)
-		inner, _ := m[field].(map[string]any)
-		return inner, nil
+// named finds doc[list][i][field] where doc[list][i].name == name (the
+// kubeconfig's way of naming clusters, users and contexts) and its path.
+// Two entries of one name are refused, as kubectl refuses them; an empty
+// name takes the only entry if there is one.
+func (d *yamlDoc) named(list, field, name string) (map[string]any, string, error) {
+	items, ok := d.root[list].([]any)
+	if !ok && d.root[list] != nil {
+		return nil, "", d.errAt(list, "%s is not a list", list)
 	}
-	for _, it := range items {
-		m, _ := it.(map[string]any)
-		if m != nil && str(m, "name") == name {
-			inner, _ := m[field].(map[string]any)
-			if inner == nil {
-				return map[string]any{}, nil
-			}
-			return inner, nil
+	found, at := -1, ""
+	seen := map[string]bool{}
+	for i, it := range items {
+		m, ok := it.(map[string]any)
+		itemPath := fmt.Sprintf("%s[%d]", list, i)
+		if !ok {
+			return nil, "", d.errAt(list, "%s[%d] is not a mapping", list, i)
+		}
+		n, err := d.str(m, itemPath, "name")
+		if err != nil {
+			return nil, "", err
+		}
+		if seen[n] {
+			return nil, "", d.errAt(itemPath+".name", "%s: two entries named %q (kubectl refuses the file)", list, n)
+		}
+		seen[n] = true
+		if n == name || (name == "" && len(items) == 1) {
+			found, at = i, itemPath
 		}
 	}
-	return nil, fmt.Errorf("%s: no entry named %q (current-context and its references)", list, name)
+	if found < 0 {
+		return nil, "", fmt.Errorf("%s: no entry named %q (current-context and its references)", list, name)
+	}
+	inner := items[found].(map[string]any)[field]
+	switch inner := inner.(type) {
+	case nil:
+		return map[string]any{}, at + "." + field, nil
+	case map[string]any:
+		return inner, at + "." + field, nil
+	}
+	return nil, "", d.errAt(at+"."+field, "%s.%s is not a mapping", at, field)
 }
 
-// str reads a string, or a bool written as JSON true/false, from a map.
-func str(m map[string]any, key string) string {
+// str reads a string: a missing key or null is "", anything else that is
+// not a string (a YAML boolean or number) is refused, as kubectl refuses it.
+func (d *yamlDoc) str(m map[string]any, path, key string) (string, error) {
 	switch v := m[key].(type) {
+	case nil:
+		return "", nil
 	case string:
-		return v
-	case bool:
-		if v {
-			return "true"
-		}
-		return "false"
+		return v, nil
+	default:
+		return "", d.errAt(path+"."+key, "%s is a YAML %s (%v), not a string, and kubectl refuses it: quote the value", key, typeName(v), v)
 	}
-	return ""
+}
+
+// boolean reads a boolean: only YAML's booleans (true, false, and YAML
+// 1.1's yes/no/on/off as kubectl's YAML library reads them); the string
+// "true" is refused, as kubectl refuses it.
+func (d *yamlDoc) boolean(m map[string]any, path, key string) (bool, error) {
+	switch v := m[key].(type) {
+	case nil:
+		return false, nil
+	case bool:
+		return v, nil
+	default:
+		return false, d.errAt(path+"."+key, "%s is a YAML %s (%q), not a boolean, and kubectl refuses it: write true or false without quotes", key, typeName(v), fmt.Sprint(v))
+	}
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	case yamlNumber:
+		return "number"
+	case []any:
+		return "list"
+	case map[string]any:
+		return "mapping"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// errAt is a refusal at the line of the key at path.
+func (d *yamlDoc) errAt(path, format string, args ...any) error {
+	return errorAt(d.lines[strings.TrimPrefix(path, ".")], format, args...)
 }
 
 func isNotExist(err error) bool { return errors.Is(err, os.ErrNotExist) }
