@@ -138,9 +138,11 @@ func TestMergeOfAHugeAnswerIsLinearAndLogsOncePerReason(t *testing.T) {
 	}
 	before := cpuTime(t)
 	members, notes := Merge(nil, answer, time.Now(), Policy{Max: 16})
-	if used := cpuTime(t) - before; used > 5*time.Second {
+	used := cpuTime(t) - before
+	if used > 5*time.Second {
 		t.Errorf("merging 271,000 endpoints used %s of CPU", used)
 	}
+	t.Logf("merging 271,000 endpoints used %s of CPU", used)
 	if len(members) != 16 {
 		t.Errorf("%d members, want 16", len(members))
 	}
