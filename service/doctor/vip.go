@@ -37,7 +37,7 @@ func checkVIPAnswers(ctx context.Context, h Host, cfg *config.Valid) []Result {
 	var out []Result
 	for _, vip := range cfg.VIP.Addresses {
 		switch {
-		case held[vip] || vip.IsLoopback():
+		case held[vip] || vip.IsLoopback() || !cfg.VIP.Mode.UsesKeepalived():
 			out = append(out, vipServesHere(ctx, h, cfg, vip))
 		default:
 			out = append(out, vipHolder(ctx, cfg, vip, h.Install.fixes().twoHolders))
@@ -49,7 +49,10 @@ func checkVIPAnswers(ctx context.Context, h Host, cfg *config.Valid) []Result {
 // vipServesHere dials every port the VIP serves on vip, from this node.
 func vipServesHere(ctx context.Context, h Host, cfg *config.Valid, vip netip.Addr) Result {
 	where := "held by this node on " + cfg.Keepalived.Interface + " (the VRRP master)"
-	if vip.IsLoopback() {
+	switch {
+	case !cfg.VIP.Mode.UsesKeepalived():
+		where = fmt.Sprintf("this node's own (vip.mode %s: no node holds it for others)", cfg.VIP.Mode)
+	case vip.IsLoopback():
 		where = "on loopback: this node's own"
 	}
 	var ports, bad []string

@@ -174,3 +174,23 @@ uplinks = ["eth0"]
 		}
 	}
 }
+
+// In node-local mode (no keepalived, the VIP this node's own) vip-answers
+// dials the VIP here: FAIL with the fix while nothing listens, PASS once
+// the proxy does.
+func TestDoctorVIPAnswersNodeLocal(t *testing.T) {
+	n, bin := newTestNS(t), vipproxyBin(t)
+	cfg := writeConfig(t, nodeLocalConfig)
+	doctor := func() (string, int) {
+		return exitCode(n, bin, "doctor", "--config", cfg, "--control", "", "--only", "vip-answers")
+	}
+	if out, code := doctor(); code != 1 || !strings.Contains(out, "FAIL vip-answers VIP 127.0.0.1 is this node's own (vip.mode node-local: no node holds it for others) but does not answer: 127.0.0.1:7445") ||
+		!strings.Contains(out, "fix: systemctl status vipproxy.socket") {
+		t.Errorf("node-local VIP without a listener: exit %d\n%s", code, out)
+	}
+	n.serveGreeting(t, "127.0.0.1:7445", "proxy")
+	n.serveGreeting(t, "[::1]:7445", "proxy")
+	if out, code := doctor(); code != 0 || strings.Count(out, "PASS vip-answers") != 2 {
+		t.Errorf("node-local VIP with a listener: exit %d, want 2 PASS\n%s", code, out)
+	}
+}
