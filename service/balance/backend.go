@@ -24,6 +24,9 @@ type Backend struct {
 	transitions atomic.Uint64 // state changes so far
 	lastChange  atomic.Int64  // unix nanoseconds of the latest change; 0: none
 	open        atomic.Int64
+	// checks counts the health check results in a row; only the pool
+	// reads or writes it, under Pool.mu.
+	checks streak
 
 	// Stats are this backend's metrics, resolved once so that the proxy's
 	// hot path does no label lookups.

@@ -27,7 +27,7 @@ func TestPickAllocatesNothing(t *testing.T) {
 	for _, a := range config.Algorithms {
 		p := newPool(t, a)
 		for _, b := range p.Backends() {
-			p.Observe(b, CheckUp)
+			p.Observe(b, CheckPassed)
 		}
 		pick := func() {
 			var triedBuf [8]*Backend // on the stack, as in the proxy's dial

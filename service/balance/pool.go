@@ -21,6 +21,7 @@ type Pool struct {
 	stats     func(name string) *metrics.BackendMetrics
 
 	mu         sync.Mutex // serialises Update and every change of availability
+	thresholds Thresholds
 	panicSince time.Time
 	observer   func(Transition)
 }
@@ -52,6 +53,15 @@ func (p *Pool) SetAlgorithm(algorithm config.Algorithm) error {
 	}
 	p.policy.Store(&pol)
 	return nil
+}
+
+// SetThresholds sets the checks in a row that move a backend (at start
+// and on reload); the counts so far are kept and the new values apply
+// from the next result. Until it is called, one result moves a backend.
+func (p *Pool) SetThresholds(th Thresholds) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.thresholds = th
 }
 
 // Backends returns the current backends; the slice must not be modified.

@@ -53,7 +53,7 @@ func TestRoundRobinIsEven(t *testing.T) {
 
 func TestRoundRobinSpreadsADownBackendsShare(t *testing.T) {
 	p := newPool(t, config.RoundRobin)
-	apply(p, "b", CheckDown)
+	apply(p, "b", CheckFailed)
 	got := countPicks(p, 300)
 	if got["a"] != 150 || got["c"] != 150 {
 		t.Errorf("with b down: %v, want a=150 c=150", got)
@@ -64,7 +64,7 @@ func TestPickSkipsDownAndTried(t *testing.T) {
 	for _, alg := range config.Algorithms {
 		t.Run(alg.String(), func(t *testing.T) {
 			p := newPool(t, alg)
-			apply(p, "b", CheckDown)
+			apply(p, "b", CheckFailed)
 			got := countPicks(p, 200)
 			if got["b"] != 0 || got["<nil>"] != 0 || got["a"] == 0 || got["c"] == 0 {
 				t.Errorf("with b down: picks %v, want only a and c", got)
@@ -85,7 +85,7 @@ func TestPickSkipsDownAndTried(t *testing.T) {
 func TestSuspectIsAvoidedButNotExcluded(t *testing.T) {
 	p := newPool(t, config.RoundRobin)
 	for _, n := range []string{"a", "b", "c"} {
-		apply(p, n, CheckUp)
+		apply(p, n, CheckPassed)
 	}
 	if !p.DialFailed(p.Lookup("a")) || p.DialFailed(p.Lookup("a")) {
 		t.Error("DialFailed: want newly suspect once, then not again")
@@ -93,7 +93,7 @@ func TestSuspectIsAvoidedButNotExcluded(t *testing.T) {
 	if got := countPicks(p, 90); got["a"] != 0 {
 		t.Errorf("suspect backend picked %d times while others are fine", got["a"])
 	}
-	apply(p, "b", CheckDown)
+	apply(p, "b", CheckFailed)
 	apply(p, "c", DialFailed)
 	if b := p.Pick(nil); b == nil || b.State() != Suspect {
 		t.Errorf("only suspects left: picked %v, want a suspect", b)
@@ -137,7 +137,7 @@ func TestRandomTwoChoicesPrefersLessLoaded(t *testing.T) {
 func TestUpdateKeepsUnchangedBackends(t *testing.T) {
 	p := newPool(t, config.RoundRobin)
 	a := p.Lookup("a")
-	apply(p, "a", CheckUp)
+	apply(p, "a", CheckPassed)
 	untrack := a.Track(&nopCloser{})
 	defer untrack()
 	added, removed := p.Update([]config.Backend{
@@ -165,8 +165,9 @@ func TestUpdateKeepsUnchangedBackends(t *testing.T) {
 
 func TestRecoveringBackendIsLastResort(t *testing.T) {
 	p := newPool(t, config.RoundRobin)
+	p.SetThresholds(Thresholds{Rise: 2, Fall: 2})
 	for _, n := range []string{"a", "b", "c"} {
-		apply(p, n, CheckDown)
+		apply(p, n, CheckFailed)
 	}
 	if b := p.Pick(nil); b != nil {
 		t.Fatalf("all down, none recovering: picked %s", b.Name)
@@ -180,7 +181,7 @@ func TestRecoveringBackendIsLastResort(t *testing.T) {
 		t.Errorf("c failed again: picked %s", b.Name)
 	}
 	apply(p, "c", CheckPassed)
-	apply(p, "a", CheckUp)
+	apply(p, "a", CheckPassed, CheckPassed) // rise = 2
 	for i := 0; i < 10; i++ {
 		if b := p.Pick(nil); b.Name != "a" {
 			t.Fatalf("a is up: picked %s, a recovering backend is only a last resort", b.Name)
@@ -227,7 +228,7 @@ func BenchmarkPick(b *testing.B) {
 		b.Run(alg.String(), func(b *testing.B) {
 			p := newPool(b, alg)
 			for _, n := range []string{"a", "b", "c"} {
-				apply(p, n, CheckUp) // the steady state: every backend up
+				apply(p, n, CheckPassed) // the steady state: every backend up
 			}
 			b.ReportAllocs()
 			for b.Loop() {

@@ -77,40 +77,43 @@ func (s State) Healthy() bool { return s == Up || s == Suspect }
 // Event is something that happened to a backend.
 type Event uint8
 
-// The events. The checker's rise/fall counting (package health) turns check
-// results into verdicts; a check that failed for a local reason (LocalFault)
-// is no event at all.
+// The events. Reporters send CheckPassed and CheckFailed for each health
+// check result (a check that failed for a local reason is no event at
+// all), DialFailed and Loops from the proxy. The pool counts the check
+// results in a row and turns the one that completes `rise` passes into
+// CheckRise and the one that completes `fall` failures into CheckFall, so
+// that this table, with the counting, is the whole machine.
 const (
-	// CheckUp is the checker's verdict up: the first check passed, or
-	// `rise` in a row did.
-	CheckUp Event = iota
-	// CheckDown is the verdict down: the first check failed, or `fall`
-	// in a row did.
-	CheckDown
-	// CheckPassed is one passed check that left the verdict as it was.
-	CheckPassed
-	// CheckFailed is one failed check that left the verdict as it was.
+	// CheckPassed is one passed check, fewer than `rise` in a row.
+	CheckPassed Event = iota
+	// CheckRise is a passed check that makes `rise` (or more) in a row.
+	CheckRise
+	// CheckFailed is one failed check, fewer than `fall` in a row.
 	CheckFailed
+	// CheckFall is a failed check that makes `fall` (or more) in a row.
+	CheckFall
 	// DialFailed: the proxy could not connect, or the backend closed a
 	// connection before answering it.
 	DialFailed
 	// Loops: a connection to it reached vipproxy's own listener (its name
 	// came to resolve to the VIP): down at once, whatever it was, so the
-	// proxy does not connect to itself until the descriptors run out.
+	// proxy does not connect to itself until the descriptors run out. It
+	// clears the count of checks in a row: only `rise` passes after it
+	// bring the backend back.
 	Loops
 	numEvents
 )
 
 func (e Event) String() string {
 	switch e {
-	case CheckUp:
-		return "check-up"
-	case CheckDown:
-		return "check-down"
 	case CheckPassed:
 		return "check-passed"
+	case CheckRise:
+		return "check-rise"
 	case CheckFailed:
 		return "check-failed"
+	case CheckFall:
+		return "check-fall"
 	case DialFailed:
 		return "dial-failed"
 	case Loops:
@@ -119,15 +122,28 @@ func (e Event) String() string {
 	return "invalid"
 }
 
+// check reports whether e is a health check result, and whether it passed.
+func (e Event) check() (isCheck, passed bool) {
+	switch e {
+	case CheckPassed, CheckRise:
+		return true, true
+	case CheckFailed, CheckFall:
+		return true, false
+	}
+	return false, false
+}
+
 // transitions is the whole state machine: the next state for every state
-// and event. Read a row as "in this state, on each event, go to".
+// and event. Read a row as "in this state, on each event, go to". The
+// first check result decides at once (the Unknown row), so that the
+// daemon can report READY after one round of checks.
 var transitions = [numStates][numEvents]State{
-	//           CheckUp CheckDown CheckPassed CheckFailed DialFailed Loops
-	Unknown:    {Up, Down, Unknown, Unknown, Unknown, Down},
-	Up:         {Up, Down, Up, Up, Suspect, Down},
-	Suspect:    {Up, Down, Up, Suspect, Suspect, Down},
-	Down:       {Up, Down, Recovering, Down, Down, Down},
-	Recovering: {Up, Down, Recovering, Down, Down, Down},
+	//           CheckPassed CheckRise CheckFailed CheckFall DialFailed Loops
+	Unknown:    {Up, Up, Down, Down, Unknown, Down},
+	Up:         {Up, Up, Up, Down, Suspect, Down},
+	Suspect:    {Up, Up, Suspect, Down, Suspect, Down},
+	Down:       {Recovering, Up, Down, Down, Down, Down},
+	Recovering: {Recovering, Up, Down, Down, Down, Down},
 }
 
 // next is the state after e in s.
@@ -136,6 +152,46 @@ func next(s State, e Event) State {
 		return s
 	}
 	return transitions[s][e]
+}
+
+// Thresholds are the checks in a row that move a backend: `rise` passes
+// bring a down one up, `fall` failures take an up one down. Each pool has
+// its own (a port may override [health]).
+type Thresholds struct {
+	Rise, Fall int
+}
+
+// streak counts the check results in a row that agree.
+type streak struct {
+	n      int
+	passed bool
+}
+
+// count adds one result (isCheck, passed from Event.check), or clears the
+// count on Loops, and returns the event the result earns under th.
+func (s *streak) count(e Event, th Thresholds) Event {
+	isCheck, passed := e.check()
+	if !isCheck {
+		if e == Loops {
+			*s = streak{}
+		}
+		return e
+	}
+	if s.n > 0 && s.passed == passed {
+		s.n++
+	} else {
+		*s = streak{n: 1, passed: passed}
+	}
+	switch {
+	case passed && s.n >= max(th.Rise, 1):
+		return CheckRise
+	case passed:
+		return CheckPassed
+	case s.n >= max(th.Fall, 1):
+		return CheckFall
+	default:
+		return CheckFailed
+	}
 }
 
 // Rotation is whether the operator or a reload keeps a backend out of

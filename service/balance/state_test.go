@@ -17,11 +17,11 @@ import (
 // table in state.go must change this one too.
 func TestTransitions(t *testing.T) {
 	want := map[State]map[Event]State{
-		Unknown:    {CheckUp: Up, CheckDown: Down, CheckPassed: Unknown, CheckFailed: Unknown, DialFailed: Unknown, Loops: Down},
-		Up:         {CheckUp: Up, CheckDown: Down, CheckPassed: Up, CheckFailed: Up, DialFailed: Suspect, Loops: Down},
-		Suspect:    {CheckUp: Up, CheckDown: Down, CheckPassed: Up, CheckFailed: Suspect, DialFailed: Suspect, Loops: Down},
-		Down:       {CheckUp: Up, CheckDown: Down, CheckPassed: Recovering, CheckFailed: Down, DialFailed: Down, Loops: Down},
-		Recovering: {CheckUp: Up, CheckDown: Down, CheckPassed: Recovering, CheckFailed: Down, DialFailed: Down, Loops: Down},
+		Unknown:    {CheckPassed: Up, CheckRise: Up, CheckFailed: Down, CheckFall: Down, DialFailed: Unknown, Loops: Down},
+		Up:         {CheckPassed: Up, CheckRise: Up, CheckFailed: Up, CheckFall: Down, DialFailed: Suspect, Loops: Down},
+		Suspect:    {CheckPassed: Up, CheckRise: Up, CheckFailed: Suspect, CheckFall: Down, DialFailed: Suspect, Loops: Down},
+		Down:       {CheckPassed: Recovering, CheckRise: Up, CheckFailed: Down, CheckFall: Down, DialFailed: Down, Loops: Down},
+		Recovering: {CheckPassed: Recovering, CheckRise: Up, CheckFailed: Down, CheckFall: Down, DialFailed: Down, Loops: Down},
 	}
 	for s := State(0); s < numStates; s++ {
 		for e := Event(0); e < numEvents; e++ {
@@ -35,8 +35,66 @@ func TestTransitions(t *testing.T) {
 			}
 		}
 	}
-	if got := next(numStates, CheckUp); got != numStates {
+	if got := next(numStates, CheckRise); got != numStates {
 		t.Errorf("an invalid state moved to %s", got)
+	}
+}
+
+// The machine with its counting: a sequence of reported events and the
+// state after each, for thresholds rise and fall. P and F are a passed and
+// a failed check as the checker reports them.
+func TestCountedTransitions(t *testing.T) {
+	const P, F = CheckPassed, CheckFailed
+	for _, tc := range []struct {
+		name       string
+		rise, fall int
+		events     []Event
+		states     []State
+	}{
+		{"the first success decides", 2, 3, []Event{P}, []State{Up}},
+		{"the first failure decides", 2, 3, []Event{F}, []State{Down}},
+		{"up stays up until fall failures", 2, 3, []Event{P, F, F, F}, []State{Up, Up, Up, Down}},
+		{"a success resets the failure count", 2, 2, []Event{P, F, P, F, F}, []State{Up, Up, Up, Up, Down}},
+		{"down recovers until rise successes", 3, 2, []Event{F, P, P, P}, []State{Down, Recovering, Recovering, Up}},
+		{"a failure resets the success count", 2, 2, []Event{F, P, F, P, P}, []State{Down, Recovering, Down, Recovering, Up}},
+		{"rise and fall of 1 flip at once", 1, 1, []Event{P, F, P, F}, []State{Up, Down, Up, Down}},
+		{"thresholds below 1 count as 1", 0, -5, []Event{P, F, P}, []State{Up, Down, Up}},
+		{"full cycle up down up", 2, 2, []Event{P, F, F, P, P, F, F}, []State{Up, Up, Down, Recovering, Up, Up, Down}},
+		// Issue 24: a self-loop marks a backend down while its checks
+		// pass. The checks that pass after it must bring it up, not leave
+		// it recovering (a last-resort tier) for good.
+		{"self-loop then passing checks: up", 2, 3, []Event{P, P, P, Loops, P, P, P}, []State{Up, Up, Up, Down, Recovering, Up, Up}},
+		{"self-loop from unknown", 2, 3, []Event{Loops, P, P}, []State{Down, Recovering, Up}},
+		{"self-loop clears the failure count", 2, 2, []Event{P, F, Loops, P, F, F}, []State{Up, Up, Down, Recovering, Down, Down}},
+		{"a dial failure leaves the counting alone", 2, 2, []Event{P, F, DialFailed, F}, []State{Up, Up, Suspect, Down}},
+		{"suspect back up on one pass", 3, 3, []Event{P, DialFailed, P}, []State{Up, Suspect, Up}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPool(t, config.RoundRobin)
+			p.SetThresholds(Thresholds{Rise: tc.rise, Fall: tc.fall})
+			b := p.Lookup("a")
+			for i, e := range tc.events {
+				p.Observe(b, e)
+				if got := b.State(); got != tc.states[i] {
+					t.Fatalf("after event %d (%s): %s, want %s", i, e, got, tc.states[i])
+				}
+			}
+		})
+	}
+}
+
+// The transition says which event the machine saw and the count behind it.
+func TestTransitionNamesTheCount(t *testing.T) {
+	p := newPool(t, config.RoundRobin)
+	p.SetThresholds(Thresholds{Rise: 2, Fall: 3})
+	b := p.Lookup("a")
+	apply(p, "a", CheckPassed, CheckFailed, CheckFailed)
+	tr := p.Observe(b, CheckFailed)
+	if tr.Event != CheckFall || tr.Streak != 3 || tr.From != Up || tr.To != Down {
+		t.Errorf("third failure: %s streak %d %s>%s, want check-fall streak 3 up>down", tr.Event, tr.Streak, tr.From, tr.To)
+	}
+	if tr := p.Observe(b, Loops); tr.Streak != 0 {
+		t.Errorf("loops: streak %d, want 0", tr.Streak)
 	}
 }
 
@@ -66,14 +124,14 @@ func TestRotation(t *testing.T) {
 func TestDrainingKeepsState(t *testing.T) {
 	p := newPool(t, config.RoundRobin)
 	for _, n := range []string{"a", "b", "c"} {
-		apply(p, n, CheckUp)
+		apply(p, n, CheckPassed)
 	}
 	a := p.Lookup("a")
 	p.SetDraining(a, true)
 	if got := countPicks(p, 30); got["a"] != 0 {
 		t.Errorf("draining backend picked %d times", got["a"])
 	}
-	apply(p, "a", CheckDown)
+	apply(p, "a", CheckFailed)
 	p.SetDraining(a, false)
 	if a.State() != Down || a.Draining() {
 		t.Errorf("undrained: %s draining=%v, want down and in rotation", a.State(), a.Draining())
@@ -84,7 +142,7 @@ func TestDrainingKeepsState(t *testing.T) {
 // checked while a known good one exists.
 func TestUnknownNotPickedWhileKnownGood(t *testing.T) {
 	p := newPool(t, config.RoundRobin)
-	apply(p, "a", CheckUp)
+	apply(p, "a", CheckPassed)
 	p.Update(append(threeBackends(), config.Backend{Name: "d", Address: "127.0.0.1:4"}))
 	if got := countPicks(p, 40); got["a"] != 40 {
 		t.Errorf("a up, the others unknown: picks %v, want all on a", got)
@@ -97,23 +155,24 @@ func TestUnknownNotPickedWhileKnownGood(t *testing.T) {
 
 func TestPanicMode(t *testing.T) {
 	p := newPool(t, config.RoundRobin)
+	p.SetThresholds(Thresholds{Rise: 2, Fall: 1})
 	var seen []Transition
 	p.SetObserver(func(tr Transition) { seen = append(seen, tr) })
 	for _, n := range []string{"a", "b", "c"} {
-		apply(p, n, CheckUp)
+		apply(p, n, CheckPassed)
 	}
-	apply(p, "a", CheckDown)
+	apply(p, "a", CheckFailed)
 	if on, _ := p.Panic(); on {
 		t.Fatal("one of three down: panic mode")
 	}
-	tr := p.Observe(p.Lookup("b"), CheckDown)
+	tr := p.Observe(p.Lookup("b"), CheckFailed)
 	if !tr.Panic || !tr.PanicChanged {
 		t.Fatalf("two of three down at once: %+v, want panic mode entered", tr)
 	}
 	if got := countPicks(p, 30); got["c"] != 30 {
 		t.Errorf("panic, c still up: picks %v, want c first", got)
 	}
-	apply(p, "c", CheckDown)
+	apply(p, "c", CheckFailed)
 	got := countPicks(p, 30)
 	if got["b"] != 15 || got["c"] != 15 {
 		t.Errorf("panic, all down: picks %v, want b and c (the last known good), not a", got)
@@ -122,7 +181,7 @@ func TestPanicMode(t *testing.T) {
 	if b := p.Pick(nil); b == nil || b.Name != "a" {
 		t.Errorf("panic: a recovering backend comes before the last known good; picked %v", b)
 	}
-	apply(p, "a", CheckUp)
+	apply(p, "a", CheckPassed)
 	if on, _ := p.Panic(); !on {
 		t.Error("one of three up is below half: panic mode ended")
 	}
@@ -134,19 +193,19 @@ func TestPanicMode(t *testing.T) {
 func TestPanicModeEnds(t *testing.T) {
 	p := newPool(t, config.RoundRobin)
 	for _, n := range []string{"a", "b", "c"} {
-		apply(p, n, CheckUp)
+		apply(p, n, CheckPassed)
 	}
 	for _, n := range []string{"a", "b", "c"} {
-		apply(p, n, CheckDown)
+		apply(p, n, CheckFailed)
 	}
 	if on, _ := p.Panic(); !on {
 		t.Fatal("all down at once: no panic mode")
 	}
-	apply(p, "a", CheckUp)
+	apply(p, "a", CheckPassed)
 	if on, _ := p.Panic(); !on {
 		t.Fatal("one of three up: panic mode ended")
 	}
-	tr := p.Observe(p.Lookup("b"), CheckUp)
+	tr := p.Observe(p.Lookup("b"), CheckPassed)
 	if tr.Panic || !tr.PanicChanged {
 		t.Errorf("two of three up: %+v, want panic mode ended", tr)
 	}
@@ -158,7 +217,7 @@ func TestPanicModeEnds(t *testing.T) {
 	// Never having been up is no panic: a start with every backend down.
 	q := newPool(t, config.RoundRobin)
 	for _, n := range []string{"a", "b", "c"} {
-		apply(q, n, CheckDown)
+		apply(q, n, CheckFailed)
 	}
 	if on, _ := q.Panic(); on {
 		t.Error("every backend down from the start: panic mode")
@@ -167,10 +226,11 @@ func TestPanicModeEnds(t *testing.T) {
 
 func TestObserverCountsTransitions(t *testing.T) {
 	p := newPool(t, config.RoundRobin)
+	p.SetThresholds(Thresholds{Rise: 2, Fall: 2})
 	var seen []string
 	p.SetObserver(func(tr Transition) { seen = append(seen, fmt.Sprintf("%s %s>%s", tr.Backend.Name, tr.From, tr.To)) })
 	before := time.Now()
-	apply(p, "a", CheckUp, CheckPassed, DialFailed, CheckFailed, CheckPassed)
+	apply(p, "a", CheckPassed, CheckPassed, DialFailed, CheckFailed, CheckPassed)
 	n, last := p.Lookup("a").Transitions()
 	if n != 3 || last.Before(before) {
 		t.Errorf("transitions %d at %v, want 3 after %v", n, last, before)

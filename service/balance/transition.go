@@ -4,8 +4,13 @@ import "time"
 
 // Transition is one event applied to a backend, as the observer sees it.
 type Transition struct {
-	Backend  *Backend
+	Backend *Backend
+	// Event is the event as the machine saw it: a check result reported
+	// as CheckPassed or CheckFailed becomes CheckRise or CheckFall when it
+	// completes the threshold. Streak is how many check results in a row
+	// agree with it (0 for an event that is no check).
 	Event    Event
+	Streak   int
 	From, To State
 	At       time.Time
 	// Panic says whether the pool is in panic mode after the event;
@@ -25,15 +30,21 @@ func (p *Pool) SetObserver(f func(Transition)) {
 	p.observer = f
 }
 
-// Observe applies e to b and returns what it did. A backend no longer in
-// the pool (removed by a reload) still changes state, for its draining
+// Observe applies e to b and returns what it did. A check result is
+// counted first (see Thresholds): report CheckPassed or CheckFailed, the
+// pool decides whether it completes a rise or a fall. A backend no longer
+// in the pool (removed by a reload) still changes state, for its draining
 // connections, but no longer counts for panic mode.
 func (p *Pool) Observe(b *Backend, e Event) Transition {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := time.Now()
+	e = b.checks.count(e, p.thresholds)
 	a := b.load()
 	tr := Transition{Backend: b, Event: e, From: a.state, To: next(a.state, e), At: now}
+	if isCheck, _ := e.check(); isCheck {
+		tr.Streak = b.checks.n
+	}
 	a.state = tr.To
 	b.store(a, now)
 	tr.PanicChanged = p.reassessLocked(b, tr.From, now)

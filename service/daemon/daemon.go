@@ -100,6 +100,7 @@ func (d *Daemon) run(ctx context.Context) error {
 		return err
 	}
 	d.pool = pool
+	pool.SetThresholds(thresholds(cfg.Health))
 	pool.SetObserver(d.onTransition)
 	prober, err := health.NewProber(cfg.Health, ownAddrs(cfg)...)
 	if err != nil {
@@ -206,7 +207,7 @@ func (d *Daemon) reloader(ctx context.Context, requests <-chan struct{}) {
 func (d *Daemon) waitUsable(ctx context.Context, cfg *config.Valid) {
 	wctx, cancel := context.WithTimeout(ctx, cfg.Health.Timeout.Duration+cfg.Health.Interval.Duration+time.Second)
 	defer cancel()
-	if err := d.checker.WaitUsable(wctx); err != nil {
+	if err := d.checker.WaitUsable(wctx, d.anyHealthy); err != nil {
 		d.log.Warn("no health check result yet; ready anyway", "err", err)
 	}
 }
@@ -307,18 +308,23 @@ func (d *Daemon) allBackends() []*balance.Backend {
 
 // onHealth feeds a health check result to the pool's state machine and
 // the metrics. A check that failed for a local reason is only counted.
-func (d *Daemon) onHealth(ev health.Event) {
-	if ev.Local {
-		d.metrics.ObserveLocalCheck(ev.Target.Name)
+func (d *Daemon) onHealth(r health.Result) {
+	if r.Outcome == health.LocalFault {
+		d.metrics.ObserveLocalCheck(r.Target.Name)
 		return
 	}
-	d.metrics.ObserveCheck(ev.Target.Name, ev.OK, ev.Latency)
-	d.metrics.SetUnverified(ev.Target.Name, health.IsUnverified(ev.Err))
-	b := d.pool.Lookup(ev.Target.Name)
-	if b == nil || b.Address != ev.Target.Address {
+	d.metrics.ObserveCheck(r.Target.Name, r.Outcome == health.Pass, r.Latency)
+	d.metrics.SetUnverified(r.Target.Name, health.IsUnverified(r.Err))
+	b := d.pool.Lookup(r.Target.Name)
+	if b == nil || b.Address != r.Target.Address {
 		return
 	}
-	tr := d.pool.Observe(b, checkEvent(ev))
+	e, failure := balance.CheckPassed, error(nil)
+	if r.Outcome == health.Fail {
+		e, failure = balance.CheckFailed, r.Err
+	}
+	tr := d.pool.Observe(b, e)
+	d.logTransition(tr, failure)
 	if tr.Changed() && tr.To == balance.Down && tr.From != balance.Recovering && !tr.Panic {
 		d.evacuateLater(b)
 	}
@@ -327,19 +333,50 @@ func (d *Daemon) onHealth(ev health.Event) {
 	}
 }
 
-// checkEvent is the pool's event for a check result: the checker's
-// rise/fall verdict when it changed, else the single result.
-func checkEvent(ev health.Event) balance.Event {
-	switch {
-	case ev.Changed() && ev.To == health.Up:
-		return balance.CheckUp
-	case ev.Changed() && ev.To == health.Down:
-		return balance.CheckDown
-	case ev.OK:
-		return balance.CheckPassed
-	default:
-		return balance.CheckFailed
+// logTransition says, once, that a check result took a backend up or
+// down. Recovering counts as still down: a backend that alternates between
+// passing and failing checks while down does not flood the journal.
+func (d *Daemon) logTransition(tr balance.Transition, err error) {
+	up := tr.To == balance.Up
+	down := tr.To == balance.Down && tr.From != balance.Recovering
+	if !tr.Changed() || !(up || down) {
+		return
 	}
+	level := slog.LevelInfo
+	if down {
+		level = slog.LevelWarn
+	}
+	d.log.Log(context.Background(), level, "backend "+tr.To.String(), "backend", tr.Backend.Name, "address", tr.Backend.Address,
+		"from", tr.From.String(), "to", tr.To.String(), "reason", checkReason(tr, err))
+}
+
+// checkReason explains in words the check result behind a transition;
+// err is the failed check's error, nil for a passed one.
+func checkReason(tr balance.Transition, err error) string {
+	switch {
+	case tr.From == balance.Unknown && err == nil:
+		return "first check succeeded"
+	case tr.From == balance.Unknown:
+		return "first check failed: " + err.Error()
+	case tr.Event == balance.CheckRise:
+		return fmt.Sprintf("%d consecutive successful checks", tr.Streak)
+	case tr.Event == balance.CheckFall:
+		return fmt.Sprintf("%d consecutive failed checks, last: %v", tr.Streak, err)
+	case err == nil:
+		return "check succeeded"
+	default:
+		return "check failed: " + err.Error()
+	}
+}
+
+// thresholds are the pool's rise and fall, from [health].
+func thresholds(h config.Health) balance.Thresholds {
+	return balance.Thresholds{Rise: h.Rise, Fall: h.Fall}
+}
+
+// anyHealthy says whether a backend in the pool is healthy now.
+func (d *Daemon) anyHealthy() bool {
+	return slices.ContainsFunc(d.pool.Backends(), (*balance.Backend).Healthy)
 }
 
 // evacuateLater takes the connections off a down backend (close_on_down)

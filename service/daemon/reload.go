@@ -58,6 +58,7 @@ func (d *Daemon) apply(next *config.Valid, prober health.Prober) {
 		d.log.Warn("admin endpoint settings change on the next restart")
 	}
 	d.pool.SetAlgorithm(next.Balance.Algorithm)
+	d.pool.SetThresholds(thresholds(next.Health))
 	d.checker.SetConfig(next.Health, prober)
 	d.proxy.SetOptions(proxyOptions(next, d.applyMaxConnections(next)))
 	d.level.Set(parseLevel(next.Log.Level))

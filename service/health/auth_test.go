@@ -249,7 +249,7 @@ func TestHTTPSCheckWedgedAfterHandshakeFails(t *testing.T) {
 	}
 }
 
-// The checker keeps an unverified backend up, shows why in its status,
+// The checker reports an unverified check as passed, shows why in its status,
 // and logs one WARN line with the fix for it, not one per check.
 func TestUnverifiedBackendIsUpAndLoggedOnce(t *testing.T) {
 	pki := newTestPKI(t)
@@ -261,7 +261,7 @@ func TestUnverifiedBackendIsUpAndLoggedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &events{}
+	rec := &results{}
 	c := New(cfg, prober, rec.add)
 	c.SetLogger(slog.New(slog.NewTextHandler(&buf, nil)))
 	c.SetTargets([]Target{{"api1", api.addr}})
@@ -271,8 +271,8 @@ func TestUnverifiedBackendIsUpAndLoggedOnce(t *testing.T) {
 	defer func() { cancel(); <-stopped }()
 	waitFor(t, "five checks", func() bool { return len(rec.of("api1")) >= 5 })
 	s := stateOf(c, "api1")
-	if s.State != Up || s.LastError != "" || !strings.Contains(s.Unverified, "answered 401") {
-		t.Errorf("status %+v: want up, no error, unverified", s)
+	if rec.last("api1") != Pass || s.LastError != "" || !strings.Contains(s.Unverified, "answered 401") {
+		t.Errorf("status %+v, outcome %v: want passed, no error, unverified", s, rec.last("api1"))
 	}
 	var warns []string
 	for _, l := range buf.lines() {

@@ -1,3 +1,7 @@
+// Package health runs the active health checks of the backends: one
+// goroutine per backend probes it on a ticker and reports each result as
+// passed, failed or a local fault. It keeps no verdict: the pool's state
+// machine (package balance) counts the results and decides.
 package health
 
 import (
@@ -19,40 +23,56 @@ type Target struct {
 	Address string
 }
 
-// Status is the checker's view of one target.
+// Status is the checker's view of one target: its latest check. What the
+// results mean for the backend (up, down...) is the pool's to decide.
 type Status struct {
 	Name, Address string
-	State         State
 	LastError     string // empty after a successful check
 	// Unverified says why the latest check passed without verifying
 	// readiness (see Unverified); empty when it verified it or failed.
 	Unverified  string
 	LastCheck   time.Time
 	LastLatency time.Duration
-	Since       time.Time // when State began
 }
 
-// Event is one check result. It is emitted for every result so the
-// daemon can count checks and update metrics; Changed tells a transition.
-type Event struct {
-	Target   Target
-	From, To State
-	Reason   string
-	Latency  time.Duration
-	OK       bool
-	Err      error
-	// Local: the check failed for a reason of this host (out of
+// Outcome is what one check says.
+type Outcome uint8
+
+// The outcomes of a check.
+const (
+	// Pass: the check passed (verified or, see Unverified, not).
+	Pass Outcome = iota
+	Fail
+	// LocalFault: the check failed for a reason of this host (out of
 	// descriptors or memory, see balance.LocalFault). It says nothing
-	// about the backend: the state machine did not see it, From == To.
-	Local bool
+	// about the backend and must not count against it.
+	LocalFault
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Pass:
+		return "passed"
+	case Fail:
+		return "failed"
+	case LocalFault:
+		return "local-fault"
+	}
+	return "invalid"
 }
 
-// Changed reports whether this result moved the target to another state.
-func (e Event) Changed() bool { return e.From != e.To }
+// Result is one check result, reported for every check in order per
+// target: the pool's state machine counts them.
+type Result struct {
+	Target  Target
+	Outcome Outcome
+	Err     error // nil when passed, or an *Unverified pass
+	Latency time.Duration
+}
 
 // Checker checks every target concurrently, one goroutine per target.
 type Checker struct {
-	onEvent func(Event)
+	onResult func(Result)
 
 	mu      sync.Mutex
 	log     *slog.Logger
@@ -69,7 +89,6 @@ type Checker struct {
 // target is the state of one checked backend; guarded by Checker.mu.
 type target struct {
 	Target
-	machine  Machine
 	status   Status
 	checked  bool
 	local    bool      // the latest check failed for a local reason
@@ -78,41 +97,41 @@ type target struct {
 	stop     context.CancelFunc
 }
 
-// New returns a checker for cfg using prober. onEvent, if not nil, is
+// New returns a checker for cfg using prober. onResult, if not nil, is
 // called from the target's goroutine for every result, in order per target.
-func New(cfg config.Health, prober Prober, onEvent func(Event)) *Checker {
+func New(cfg config.Health, prober Prober, onResult func(Result)) *Checker {
 	return &Checker{
-		onEvent: onEvent,
-		log:     slog.Default(),
-		cfg:     cfg,
-		prober:  prober,
-		targets: map[Target]*target{},
-		result:  make(chan struct{}),
+		onResult: onResult,
+		log:      slog.Default(),
+		cfg:      cfg,
+		prober:   prober,
+		targets:  map[Target]*target{},
+		result:   make(chan struct{}),
 	}
 }
 
-// SetLogger sets where transitions are logged (default slog.Default()).
+// SetLogger sets where local faults and, at debug, each check are logged
+// (default slog.Default()).
 func (c *Checker) SetLogger(log *slog.Logger) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.log = log
 }
 
-// SetConfig swaps the health settings and the prober (on reload). The
-// targets keep their state; new thresholds apply from the next result and
-// a new interval from the next tick.
+// SetConfig swaps the health settings and the prober (on reload). A new
+// interval applies from the next tick, a new prober from the next check.
 func (c *Checker) SetConfig(cfg config.Health, prober Prober) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cfg, c.prober = cfg, prober
 	for _, t := range c.targets {
-		t.machine.Rise, t.machine.Fall = cfg.Rise, cfg.Fall
 		t.warned = false // a new config that still cannot verify says so again
 	}
 }
 
 // SetTargets replaces the set of targets. Unchanged targets keep their
-// state and their goroutine; new ones start in Unknown; removed ones stop.
+// status and their goroutine; new ones are checked at once; removed ones
+// stop.
 func (c *Checker) SetTargets(targets []Target) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -144,8 +163,7 @@ func (c *Checker) addLocked(tg Target) {
 	now := time.Now()
 	t := &target{
 		Target:   tg,
-		machine:  Machine{Rise: c.cfg.Rise, Fall: c.cfg.Fall},
-		status:   Status{Name: tg.Name, Address: tg.Address, State: Unknown, Since: now},
+		status:   Status{Name: tg.Name, Address: tg.Address},
 		activity: now,
 	}
 	c.targets[tg] = t
@@ -224,7 +242,8 @@ func (c *Checker) interval() time.Duration {
 	return max(c.cfg.Interval.Duration, 10*time.Millisecond)
 }
 
-// check probes t once, records the result and reports it.
+// check probes t once and reports the result: first to onResult, then to
+// the waiters, so that one woken by it sees what onResult made of it.
 func (c *Checker) check(ctx context.Context, t *target) {
 	c.mu.Lock()
 	prober, timeout, log := c.prober, c.cfg.Timeout.Duration, c.log
@@ -240,110 +259,68 @@ func (c *Checker) check(ctx context.Context, t *target) {
 	if ctx.Err() != nil {
 		return // stopped or removed while probing: the result means nothing
 	}
-	if balance.LocalFault(err) {
-		c.local(ctx, log, t, err, start.Add(latency), latency)
-		return
-	}
-	ev, warn, ok := c.record(t, err, start.Add(latency), latency)
+	r := Result{Target: t.Target, Outcome: outcome(err), Err: err, Latency: latency}
+	first, ok := c.record(t, r, start.Add(latency))
 	if !ok {
 		return
 	}
-	if warn {
+	switch {
+	case r.Outcome == LocalFault && first:
+		log.Log(ctx, slog.LevelWarn, "health check failed for a local reason; not counted against the backend", "backend", t.Name,
+			"address", t.Address, "err", err)
+	case IsUnverified(err) && first:
 		log.Log(ctx, slog.LevelWarn, "backend readiness unverified: it refuses a check without credentials (anonymous auth off), so the check only shows that it answers HTTP over TLS; fix: "+CredentialsFix,
 			"backend", t.Name, "address", t.Address, "err", err)
+	case log.Enabled(ctx, slog.LevelDebug):
+		log.Debug("check", "backend", t.Name, "outcome", r.Outcome.String(), "latency", latency, "err", err)
 	}
-	if ev.Changed() {
-		level := slog.LevelInfo
-		if ev.To == Down {
-			level = slog.LevelWarn
-		}
-		log.Log(ctx, level, "backend "+ev.To.String(), "backend", t.Name, "address", t.Address,
-			"from", ev.From.String(), "to", ev.To.String(), "reason", ev.Reason)
-	} else if log.Enabled(ctx, slog.LevelDebug) {
-		log.Debug("check", "backend", t.Name, "ok", ev.OK, "state", ev.To.String(), "latency", latency, "err", err)
+	if c.onResult != nil {
+		c.onResult(r)
 	}
-	if c.onEvent != nil {
-		c.onEvent(ev)
+	c.mu.Lock()
+	t.checked = t.checked || r.Outcome != LocalFault
+	c.notifyLocked()
+	c.mu.Unlock()
+}
+
+// outcome is what a probe's error says about the backend.
+func outcome(err error) Outcome {
+	switch {
+	case Passed(err):
+		return Pass
+	case balance.LocalFault(err):
+		return LocalFault
+	default:
+		return Fail
 	}
 }
 
-// record feeds one result into t's machine. ok is false when t was
-// removed meanwhile; warn is true for t's first unverified pass.
-func (c *Checker) record(t *target, err error, at time.Time, latency time.Duration) (ev Event, warn, ok bool) {
+// record sets t's status from r. ok is false when t was removed meanwhile;
+// first says r is the first of a run of local faults, or t's first
+// unverified pass: each is logged once (every interval would flood the
+// journal).
+func (c *Checker) record(t *target, r Result, at time.Time) (first, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.targets[t.Target] != t {
-		return Event{}, false, false
+		return false, false
 	}
-	from := t.machine.State()
-	passed := Passed(err)
-	changed := t.machine.Observe(passed)
-	ev = Event{Target: t.Target, From: from, To: t.machine.State(), Latency: latency, OK: passed, Err: err}
-	ev.Reason = reason(ev, t.machine.Streak())
-	t.status.State = ev.To
 	t.status.LastCheck = at
-	t.status.LastLatency = latency
+	t.status.LastLatency = r.Latency
 	t.status.LastError, t.status.Unverified = "", ""
 	switch {
-	case IsUnverified(err):
-		t.status.Unverified = err.Error()
-		warn, t.warned = !t.warned, true
-	case err != nil:
-		t.status.LastError = err.Error()
+	case r.Outcome == LocalFault:
+		t.status.LastError = "local: " + r.Err.Error()
+		first = !t.local
+	case IsUnverified(r.Err):
+		t.status.Unverified = r.Err.Error()
+		first, t.warned = !t.warned, true
+	case r.Outcome == Fail:
+		t.status.LastError = r.Err.Error()
 	}
-	if changed {
-		t.status.Since = at
-	}
-	t.checked = true
-	t.local = false
+	t.local = r.Outcome == LocalFault
 	t.activity = time.Now()
-	c.notifyLocked()
-	return ev, warn, true
-}
-
-// local handles a check that failed for a local reason: the machine does
-// not see it, so the state stays what the last real result made it. The
-// log says so once per run of them (every interval would flood the journal).
-func (c *Checker) local(ctx context.Context, log *slog.Logger, t *target, err error, at time.Time, latency time.Duration) {
-	c.mu.Lock()
-	if c.targets[t.Target] != t {
-		c.mu.Unlock()
-		return
-	}
-	state := t.machine.State()
-	first := !t.local
-	t.local = true
-	t.status.LastCheck = at
-	t.status.LastLatency = latency
-	t.status.LastError = "local: " + err.Error()
-	t.activity = time.Now()
-	c.mu.Unlock()
-	if first {
-		log.Log(ctx, slog.LevelWarn, "health check failed for a local reason; not counted against the backend", "backend", t.Name,
-			"address", t.Address, "state", state.String(), "err", err)
-	}
-	if c.onEvent != nil {
-		c.onEvent(Event{Target: t.Target, From: state, To: state, Latency: latency, Err: err, Local: true,
-			Reason: "check failed for a local reason: " + err.Error()})
-	}
-}
-
-// reason explains a result in words, transitions in particular.
-func reason(ev Event, streak int) string {
-	switch {
-	case ev.From == Unknown && ev.OK:
-		return "first check succeeded"
-	case ev.From == Unknown:
-		return "first check failed: " + ev.Err.Error()
-	case ev.Changed() && ev.OK:
-		return fmt.Sprintf("%d consecutive successful checks", streak)
-	case ev.Changed():
-		return fmt.Sprintf("%d consecutive failed checks, last: %v", streak, ev.Err)
-	case ev.OK:
-		return "check succeeded"
-	default:
-		return "check failed: " + ev.Err.Error()
-	}
+	return first, true
 }
 
 func (c *Checker) notifyLocked() {
@@ -351,19 +328,22 @@ func (c *Checker) notifyLocked() {
 	c.result = make(chan struct{})
 }
 
-// WaitUsable returns once a target is up or every target has a result,
-// or with ctx's error: a backend that is down and slow to time out must
-// not hold up a proxy that can already serve through the others.
-func (c *Checker) WaitUsable(ctx context.Context) error {
+// WaitUsable returns once usable() holds or every target has a result
+// (a local fault is none), or with ctx's error: a backend that is down
+// and slow to time out must not hold up a proxy that can already serve
+// through the others. usable is asked after every result, once onResult
+// has seen it (the daemon passes "the pool has a healthy backend").
+func (c *Checker) WaitUsable(ctx context.Context, usable func() bool) error {
 	return c.wait(ctx, "a healthy backend or the first round of health checks", func() bool {
-		all := true
-		for _, t := range c.targets {
-			if t.status.State == Up {
-				return true
-			}
-			all = all && t.checked
+		if usable() {
+			return true
 		}
-		return all
+		for _, t := range c.targets {
+			if !t.checked {
+				return false
+			}
+		}
+		return true
 	})
 }
 

@@ -22,22 +22,22 @@ import (
 	"github.com/vipproxy/vipproxy/service/config"
 )
 
-// events records every event a checker emits.
-type events struct {
+// results records every result a checker reports.
+type results struct {
 	mu  sync.Mutex
-	all []Event
+	all []Result
 }
 
-func (e *events) add(ev Event) {
+func (e *results) add(r Result) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.all = append(e.all, ev)
+	e.all = append(e.all, r)
 }
 
-func (e *events) of(name string) []Event {
+func (e *results) of(name string) []Result {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []Event
+	var out []Result
 	for _, ev := range e.all {
 		if ev.Target.Name == name {
 			out = append(out, ev)
@@ -67,13 +67,13 @@ func healthConfig(kind config.CheckKind) config.Health {
 }
 
 // startChecker runs a checker over targets until the test ends.
-func startChecker(t *testing.T, cfg config.Health, targets ...Target) (*Checker, *events) {
+func startChecker(t *testing.T, cfg config.Health, targets ...Target) (*Checker, *results) {
 	t.Helper()
 	prober, err := NewProber(cfg)
 	if err != nil {
 		t.Fatalf("NewProber: %v", err)
 	}
-	rec := &events{}
+	rec := &results{}
 	c := New(cfg, prober, rec.add)
 	c.SetTargets(targets)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -111,83 +111,59 @@ func listen(t *testing.T, addr string) net.Listener {
 	return ln
 }
 
-// lastTransition returns the index of the last event that moved to state.
-func lastTransition(evs []Event, to State) int {
-	for i := len(evs) - 1; i >= 0; i-- {
-		if evs[i].Changed() && evs[i].To == to {
-			return i
-		}
+// last returns the outcome of name's latest result, or an invalid one
+// before any.
+func (e *results) last(name string) Outcome {
+	rs := e.of(name)
+	if len(rs) == 0 {
+		return Outcome(255)
 	}
-	return -1
+	return rs[len(rs)-1].Outcome
 }
 
-// assertStreak checks that the transition at i came after exactly n
-// consecutive results of kind ok, preceded by one of the other kind.
-func assertStreak(t *testing.T, evs []Event, i, n int, ok bool) {
-	t.Helper()
-	if i < n {
-		t.Fatalf("transition at event %d, need %d results before it", i, n)
-	}
-	for j := i - n + 1; j <= i; j++ {
-		if evs[j].OK != ok {
-			t.Fatalf("event %d OK=%v inside the streak of %d ending at %d", j, evs[j].OK, n, i)
-		}
-		if j < i && evs[j].Changed() {
-			t.Fatalf("event %d changed state before the threshold", j)
-		}
-	}
-	if evs[i-n].OK == ok {
-		t.Fatalf("event %d before the streak is OK=%v too: threshold not respected", i-n, ok)
-	}
-}
-
-func TestTCPCheckFallsAndRises(t *testing.T) {
+// Every result is reported as it is, passed or failed: the checker keeps
+// no verdict of its own (the pool counts rise and fall).
+func TestTCPCheckReportsEachResult(t *testing.T) {
 	ln := listen(t, "127.0.0.1:0")
 	addr := ln.Addr().String()
 	cfg := healthConfig(config.CheckTCP)
 	cfg.Rise, cfg.Fall = 3, 2
 	c, rec := startChecker(t, cfg, Target{Name: "a", Address: addr})
 
-	waitFor(t, "a up", func() bool { return stateOf(c, "a").State == Up })
+	waitFor(t, "a passed", func() bool { return rec.last("a") == Pass })
 	ln.Close()
-	waitFor(t, "a down", func() bool { return lastTransition(rec.of("a"), Down) >= 0 })
-	evs := rec.of("a")
-	i := lastTransition(evs, Down)
-	assertStreak(t, evs, i, cfg.Fall, false)
-	if !strings.Contains(evs[i].Reason, "connection refused") || evs[i].From != Up {
-		t.Fatalf("down transition: from %v reason %q", evs[i].From, evs[i].Reason)
+	waitFor(t, "a failed", func() bool { return rec.last("a") == Fail })
+	rs := rec.of("a")
+	if r := rs[len(rs)-1]; r.Err == nil || !strings.Contains(r.Err.Error(), "connection refused") {
+		t.Fatalf("failed result: %+v", r)
 	}
-	if s := stateOf(c, "a"); !strings.Contains(s.LastError, "tcp connect") {
-		t.Fatalf("LastError %q does not say what failed", s.LastError)
+	if s := stateOf(c, "a"); !strings.Contains(s.LastError, "tcp connect") || s.LastCheck.IsZero() {
+		t.Fatalf("status %+v: LastError does not say what failed", s)
 	}
 
 	listen(t, addr) // the backend returns on the same port
-	waitFor(t, "a up again", func() bool { return lastTransition(rec.of("a"), Up) > i })
-	evs = rec.of("a")
-	i = lastTransition(evs, Up)
-	assertStreak(t, evs, i, cfg.Rise, true)
-	if s := stateOf(c, "a"); s.LastError != "" || s.Since.IsZero() || s.LastCheck.Before(s.Since) {
+	waitFor(t, "a passed again", func() bool { return rec.last("a") == Pass })
+	if s := stateOf(c, "a"); s.LastError != "" {
 		t.Fatalf("status after recovery: %+v", s)
 	}
 }
 
-func TestFirstResultDecides(t *testing.T) {
+func TestFirstRoundChecksEveryTarget(t *testing.T) {
 	up := listen(t, "127.0.0.1:0").Addr().String()
 	closed := listen(t, "127.0.0.1:0")
 	closed.Close()
 	cfg := healthConfig(config.CheckTCP)
-	cfg.Rise, cfg.Fall = 5, 5 // high thresholds must not delay the first verdict
-	c, _ := startChecker(t, cfg, Target{"up", up}, Target{"closed", closed.Addr().String()})
+	c, rec := startChecker(t, cfg, Target{"up", up}, Target{"closed", closed.Addr().String()})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := c.WaitFirstRound(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if s := stateOf(c, "up"); s.State != Up {
-		t.Fatalf("up: %v after first round", s.State)
+	if r := rec.of("up"); r[0].Outcome != Pass {
+		t.Fatalf("up: first result %+v", r[0])
 	}
-	if s := stateOf(c, "closed"); s.State != Down {
-		t.Fatalf("closed: %v after first round", s.State)
+	if r := rec.of("closed"); r[0].Outcome != Fail {
+		t.Fatalf("closed: first result %+v", r[0])
 	}
 }
 
@@ -222,8 +198,8 @@ func TestHTTPSCheckSeesFailingReadyz(t *testing.T) {
 
 	https := healthConfig(config.CheckHTTPS)
 	https.CAFile, https.CertFile, https.KeyFile = pki.CA, pki.ClientCert, pki.ClientKey
-	hc, _ := startChecker(t, https, targets...)
-	tc, _ := startChecker(t, healthConfig(config.CheckTCP), targets...)
+	hc, hrec := startChecker(t, https, targets...)
+	tc, trec := startChecker(t, healthConfig(config.CheckTCP), targets...)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, c := range []*Checker{hc, tc} {
@@ -231,14 +207,14 @@ func TestHTTPSCheckSeesFailingReadyz(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if s := stateOf(hc, "failing"); s.State != Down || s.LastError != "https GET /readyz: status 500" {
-		t.Fatalf("https check of a 500 /readyz: %v %q", s.State, s.LastError)
+	if s := stateOf(hc, "failing"); hrec.last("failing") != Fail || s.LastError != "https GET /readyz: status 500" {
+		t.Fatalf("https check of a 500 /readyz: %v %q", hrec.last("failing"), s.LastError)
 	}
-	if s := stateOf(hc, "healthy"); s.State != Up {
-		t.Fatalf("https check of a 200 /readyz: %v %q", s.State, s.LastError)
+	if s := stateOf(hc, "healthy"); hrec.last("healthy") != Pass {
+		t.Fatalf("https check of a 200 /readyz: %v %q", hrec.last("healthy"), s.LastError)
 	}
-	if s := stateOf(tc, "failing"); s.State != Up {
-		t.Fatalf("tcp check of the 500 server: %v %q (tcp cannot see /readyz)", s.State, s.LastError)
+	if s := stateOf(tc, "failing"); trec.last("failing") != Pass {
+		t.Fatalf("tcp check of the 500 server: %v %q (tcp cannot see /readyz)", trec.last("failing"), s.LastError)
 	}
 }
 
@@ -357,13 +333,10 @@ func TestHTTPSCheckTimesOutOnSilentServer(t *testing.T) {
 	hang := &hangingServers{}
 	cfg := healthConfig(config.CheckHTTPS)
 	cfg.Timeout = config.Duration{Duration: 200 * time.Millisecond}
-	c, rec := startChecker(t, cfg, Target{"silent", hang.start(t)})
-	waitFor(t, "silent down", func() bool { return len(rec.of("silent")) > 0 })
+	_, rec := startChecker(t, cfg, Target{"silent", hang.start(t)})
+	waitFor(t, "silent checked", func() bool { return len(rec.of("silent")) > 0 })
 	ev := rec.of("silent")[0]
-	if s := stateOf(c, "silent"); s.State != Down {
-		t.Fatalf("silent server is %v", s.State)
-	}
-	if ev.OK || ev.Err == nil || !strings.HasPrefix(ev.Err.Error(), "https GET /readyz: ") ||
+	if ev.Outcome != Fail || ev.Err == nil || !strings.HasPrefix(ev.Err.Error(), "https GET /readyz: ") ||
 		!strings.Contains(ev.Err.Error(), "health.timeout 200ms") {
 		t.Fatalf("first event: %+v", ev)
 	}
@@ -384,7 +357,7 @@ func TestChecksRunConcurrently(t *testing.T) {
 	c, _ := startChecker(t, cfg, targets...)
 	waitFor(t, "3 probes in flight at once", func() bool { return hang.max() == 3 })
 	for _, s := range c.Snapshot() {
-		if s.State != Unknown {
+		if !s.LastCheck.IsZero() {
 			t.Fatalf("%s has a result although its probe is still hanging: %+v", s.Name, s)
 		}
 	}
@@ -406,20 +379,15 @@ func TestSetTargetsKeepsUnchangedState(t *testing.T) {
 	before := stateOf(c, "a")
 
 	c.SetTargets([]Target{{"a", a}, {"c", cAddr}, {"a", a}})
-	if s := stateOf(c, "a"); s.State != Up || !s.Since.Equal(before.Since) {
+	if s := stateOf(c, "a"); s.LastCheck.IsZero() || s.LastCheck.Before(before.LastCheck) {
 		t.Fatalf("a after SetTargets: %+v, before: %+v", s, before)
 	}
 	if err := c.WaitFirstRound(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Its first check may already be done (the start jitter is at most an
-	// interval of 20 ms): its first result must start from unknown.
 	waitFor(t, "c's first result recorded", func() bool { return len(rec.of("c")) > 0 })
-	if evs := rec.of("c"); evs[0].From != Unknown {
-		t.Fatalf("new target c: first events %+v, want the first from unknown", evs)
-	}
 	snap := c.Snapshot()
-	if len(snap) != 2 || snap[0].Name != "a" || snap[1].Name != "c" || snap[1].State != Up {
+	if len(snap) != 2 || snap[0].Name != "a" || snap[1].Name != "c" || snap[1].LastCheck.IsZero() {
 		t.Fatalf("snapshot after SetTargets: %+v", snap)
 	}
 	// b is no longer checked: while a gets several more results, b gets none.
@@ -430,10 +398,9 @@ func TestSetTargetsKeepsUnchangedState(t *testing.T) {
 	if got := len(rec.of("b")); got != nB {
 		t.Fatalf("removed target b still checked: %d events, was %d", got, nB)
 	}
-	// Every event of a stayed in Up: the reload did not reset it.
-	for _, ev := range rec.of("a")[1:] {
-		if ev.Changed() {
-			t.Fatalf("a changed state across SetTargets: %+v", ev)
+	for _, ev := range rec.of("a") {
+		if ev.Outcome != Pass {
+			t.Fatalf("a failed across SetTargets: %+v", ev)
 		}
 	}
 }
@@ -505,7 +472,8 @@ func TestWaitUsableDoesNotWaitForAHangingBackend(t *testing.T) {
 	cfg := healthConfig(config.CheckTCP)
 	cfg.Timeout = config.Duration{Duration: time.Minute} // longer than the test may take
 	cfg.Interval = cfg.Timeout
-	c := New(cfg, hangingProber{good: "good:1"}, nil)
+	rec := &results{}
+	c := New(cfg, hangingProber{good: "good:1"}, rec.add)
 	c.SetTargets([]Target{{"hanging", "hanging:1"}, {"good", "good:1"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -514,7 +482,10 @@ func TestWaitUsableDoesNotWaitForAHangingBackend(t *testing.T) {
 
 	bounded, cancelBounded := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancelBounded()
-	if err := c.WaitUsable(bounded); err != nil {
+	// The waiter asks after every result, once onResult has seen it: a
+	// wake-up before would miss the good result for good (the other check
+	// hangs for a minute).
+	if err := c.WaitUsable(bounded, func() bool { return rec.last("good") == Pass }); err != nil {
 		t.Fatalf("WaitUsable with one backend up: %v", err)
 	}
 	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -529,20 +500,16 @@ type failingProber struct{}
 
 func (failingProber) Probe(context.Context, string) error { return errors.New("swapped prober") }
 
-func TestSetConfigSwapsProberAndThresholds(t *testing.T) {
+func TestSetConfigSwapsProber(t *testing.T) {
 	addr := listen(t, "127.0.0.1:0").Addr().String()
 	cfg := healthConfig(config.CheckTCP)
-	cfg.Fall = 1000 // would keep it up for 20 s
 	c, rec := startChecker(t, cfg, Target{"a", addr})
-	waitFor(t, "a up", func() bool { return lastTransition(rec.of("a"), Up) >= 0 })
-	cfg.Fall = 2
+	waitFor(t, "a passed", func() bool { return rec.last("a") == Pass })
 	c.SetConfig(cfg, failingProber{})
-	waitFor(t, "a down", func() bool { return lastTransition(rec.of("a"), Down) >= 0 })
-	evs := rec.of("a")
-	i := lastTransition(evs, Down)
-	assertStreak(t, evs, i, 2, false)
-	if !strings.Contains(evs[i].Reason, "swapped prober") {
-		t.Fatalf("reason %q", evs[i].Reason)
+	waitFor(t, "a failed", func() bool { return rec.last("a") == Fail })
+	rs := rec.of("a")
+	if err := rs[len(rs)-1].Err; err == nil || !strings.Contains(err.Error(), "swapped prober") {
+		t.Fatalf("error %v", err)
 	}
 }
 
@@ -564,14 +531,17 @@ func (b *lockedBuffer) lines() []string {
 	return strings.Split(strings.TrimSpace(b.buf.String()), "\n")
 }
 
-func TestOneLogLinePerTransition(t *testing.T) {
+// At info, checks that pass or fail log nothing here: what they mean for
+// the backend (a transition) is the pool's to decide and the daemon's to
+// log, once.
+func TestNoLogLinePerCheck(t *testing.T) {
 	ln := listen(t, "127.0.0.1:0")
 	cfg := healthConfig(config.CheckTCP)
 	prober, err := NewProber(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &events{}
+	rec := &results{}
 	c := New(cfg, prober, rec.add)
 	out := &lockedBuffer{}
 	c.SetLogger(slog.New(slog.NewTextHandler(out, nil)))
@@ -581,22 +551,13 @@ func TestOneLogLinePerTransition(t *testing.T) {
 	go func() { c.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 
-	waitFor(t, "a up", func() bool { return lastTransition(rec.of("a"), Up) >= 0 })
+	waitFor(t, "a passed", func() bool { return rec.last("a") == Pass })
 	ln.Close()
-	waitFor(t, "a down", func() bool { return lastTransition(rec.of("a"), Down) >= 0 })
+	waitFor(t, "a failed", func() bool { return rec.last("a") == Fail })
 	n := len(rec.of("a"))
 	waitFor(t, "more failed checks", func() bool { return len(rec.of("a")) >= n+3 })
-	lines := out.lines()
-	if len(lines) != 2 {
-		t.Fatalf("%d log lines for 2 transitions and %d checks:\n%s", len(lines), len(rec.of("a")), strings.Join(lines, "\n"))
-	}
-	for i, want := range []string{"msg=\"backend up\" backend=a", "msg=\"backend down\" backend=a"} {
-		if !strings.Contains(lines[i], want) || !strings.Contains(lines[i], "from=") || !strings.Contains(lines[i], "reason=") {
-			t.Errorf("log line %d: %s", i, lines[i])
-		}
-	}
-	if !strings.Contains(lines[1], "level=WARN") || !strings.Contains(lines[1], "connection refused") {
-		t.Errorf("down line: %s", lines[1])
+	if lines := out.lines(); len(lines) != 1 || lines[0] != "" {
+		t.Fatalf("%d log lines at info for %d checks:\n%s", len(lines), len(rec.of("a")), strings.Join(lines, "\n"))
 	}
 }
 
@@ -615,17 +576,16 @@ func (p *switchProber) Probe(ctx context.Context, addr string) error {
 }
 
 // A check that fails because this host is out of descriptors says
-// nothing about the backend: its state stays, the event says Local.
-func TestLocalFailureKeepsState(t *testing.T) {
+// nothing about the backend: it is reported as a local fault, apart.
+func TestLocalFailureReportedApart(t *testing.T) {
 	ln := listen(t, "127.0.0.1:0")
 	cfg := healthConfig(config.CheckTCP)
-	cfg.Fall = 1
 	real, err := NewProber(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	prober := &switchProber{real: real}
-	rec := &events{}
+	rec := &results{}
 	c := New(cfg, prober, rec.add)
 	out := &lockedBuffer{}
 	c.SetLogger(slog.New(slog.NewTextHandler(out, nil)))
@@ -635,25 +595,26 @@ func TestLocalFailureKeepsState(t *testing.T) {
 	go func() { c.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 
-	waitFor(t, "a up", func() bool { return lastTransition(rec.of("a"), Up) >= 0 })
+	waitFor(t, "a passed", func() bool { return rec.last("a") == Pass })
 	prober.local.Store(true)
+	waitFor(t, "a local failure", func() bool { return rec.last("a") == LocalFault })
 	n := len(rec.of("a"))
 	waitFor(t, "five local failures", func() bool { return len(rec.of("a")) >= n+5 })
 	for _, ev := range rec.of("a")[n:] {
-		if ev.Changed() || (!ev.Local && !ev.OK) {
-			t.Errorf("a local failure moved the state or counted as the backend's: %+v", ev)
+		if ev.Outcome == Fail {
+			t.Errorf("a local failure counted as the backend's: %+v", ev)
 		}
 	}
-	if s := stateOf(c, "a"); s.State != Up || !strings.HasPrefix(s.LastError, "local: ") {
-		t.Errorf("status %+v, want up with a local last error", s)
+	if s := stateOf(c, "a"); !strings.HasPrefix(s.LastError, "local: ") {
+		t.Errorf("status %+v, want a local last error", s)
 	}
 	if got := strings.Count(strings.Join(out.lines(), "\n"), "local reason"); got != 1 {
 		t.Errorf("%d log lines about local failures, want 1 per run:\n%s", got, strings.Join(out.lines(), "\n"))
 	}
-	// A real failure afterwards still counts (fall = 1).
+	// A real failure afterwards is the backend's.
 	prober.local.Store(false)
 	ln.Close()
-	waitFor(t, "a down", func() bool { return lastTransition(rec.of("a"), Down) >= 0 })
+	waitFor(t, "a failed", func() bool { return rec.last("a") == Fail })
 }
 
 // At debug every check that changes nothing is one line too.
@@ -664,7 +625,7 @@ func TestDebugLogsEachCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &events{}
+	rec := &results{}
 	c := New(cfg, prober, rec.add)
 	out := &lockedBuffer{}
 	c.SetLogger(slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})))
@@ -677,7 +638,7 @@ func TestDebugLogsEachCheck(t *testing.T) {
 	<-done
 	var checks int
 	for _, l := range out.lines() {
-		if strings.Contains(l, "level=DEBUG msg=check backend=a ok=true state=up") {
+		if strings.Contains(l, "level=DEBUG msg=check backend=a outcome=passed") {
 			checks++
 		}
 	}

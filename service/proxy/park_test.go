@@ -129,7 +129,7 @@ func TestParkedUnansweredIsEvacuated(t *testing.T) {
 		t.Fatalf("%d of 2 directions parked", p.relay.parker.count())
 	}
 	b := pool.Lookup(silent)
-	pool.Observe(b, balance.CheckDown)
+	pool.Observe(b, balance.CheckFailed)
 	if n := b.EvacuateAll(); n != 1 {
 		t.Fatalf("evacuated %d, want 1", n)
 	}

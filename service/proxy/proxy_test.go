@@ -241,7 +241,7 @@ func TestDeadBackendIsRetriedTransparently(t *testing.T) {
 	dead := deadAddress(t)
 	_, pool, addr := startProxy(t, dead, echoBackend(t), dead2(t))
 	for _, b := range pool.Backends() {
-		pool.Observe(b, balance.CheckUp) // as if the checks passed a moment ago
+		pool.Observe(b, balance.CheckPassed) // as if the checks passed a moment ago
 	}
 	pingThrough(t, addr, 30)
 	if pool.Lookup(dead).State() != balance.Suspect {
@@ -273,7 +273,7 @@ func pingThrough(t *testing.T, addr string, n int) {
 func TestAllBackendsDownClosesAtOnce(t *testing.T) {
 	_, pool, addr := startProxy(t, deadAddress(t), deadAddress(t))
 	for _, b := range pool.Backends() {
-		pool.Observe(b, balance.CheckDown)
+		pool.Observe(b, balance.CheckFailed)
 	}
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -559,7 +559,7 @@ func TestEvacuateReplaysUnanswered(t *testing.T) {
 	for i := 0; i < 500 && b.Open() == 0; i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
-	pool.Observe(b, balance.CheckDown)
+	pool.Observe(b, balance.CheckFailed)
 	if n := b.EvacuateAll(); n != 1 {
 		t.Fatalf("evacuated %d connections from the silent backend, want 1", n)
 	}
@@ -612,7 +612,7 @@ func TestDebugLogsEachDecision(t *testing.T) {
 		for i := 0; i < 500 && b.Open() == 0; i++ {
 			time.Sleep(10 * time.Millisecond)
 		}
-		pool.Observe(b, balance.CheckDown)
+		pool.Observe(b, balance.CheckFailed)
 		b.EvacuateAll()
 		buf := make([]byte, 4)
 		if _, err := io.ReadFull(c, buf); err != nil {
@@ -651,7 +651,7 @@ func TestBackendThatIsOurListenerIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, b := range pool.Backends() {
-		pool.Observe(b, balance.CheckUp)
+		pool.Observe(b, balance.CheckPassed)
 	}
 	var logs lockedBuffer
 	p := New(pool, Options{DialTimeout: time.Second, DialAttempts: 3, KeepAlive: 15 * time.Second,
