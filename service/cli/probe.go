@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/vipproxy/vipproxy/service/admin"
 	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/httpget"
 )
 
 // runProbe asks the local daemon's /readyz: exit 0 iff it answers 200, so
@@ -108,29 +108,16 @@ func get(ctx context.Context, addr, path string, timeout time.Duration) (string,
 		network, dialAddr, host = "unix", sock, "vipproxy"
 	}
 	url := "http://" + host + path
-	// One request on its own connection: a plain dial and http.ReadResponse
-	// instead of http.Client, whose transport (connection pool, proxies,
-	// HTTP/2) adds about 0.4 MB to the binary for this one GET.
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", 0, err
+	}
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, network, dialAddr)
 	if err != nil {
 		return "", 0, fmt.Errorf("GET %s: %w", url, err)
 	}
-	defer conn.Close()
-	if deadline, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(deadline)
-	}
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
-	defer stop()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", 0, err
-	}
-	req.Close = true
-	if err := req.Write(conn); err != nil {
-		return "", 0, fmt.Errorf("GET %s: %w", url, err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	resp, err := httpget.Get(ctx, conn, req, 0)
 	if err != nil {
 		return "", 0, fmt.Errorf("GET %s: %w", url, err)
 	}

@@ -1,7 +1,6 @@
 package discovery
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -13,6 +12,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/vipproxy/vipproxy/service/httpget"
 )
 
 // errTooLarge is a list body or watch event above its bound.
@@ -35,11 +36,9 @@ type client struct {
 }
 
 // get sends one GET for the kubernetes EndpointSlices to addr with the
-// given extra query, on a connection of its own. The credentials are read
-// again for each request. A plain TLS dial, Request.Write and
-// http.ReadResponse (which also reads a chunked watch stream), as the
-// health checks do: http.Transport would add 0.4 MB to the binary for
-// pooling and HTTP/2 that one request per connection does not use.
+// given extra query, on a connection of its own (httpget; its answer also
+// reads a chunked watch stream). The credentials are read again for each
+// request.
 func (c *client) get(ctx context.Context, addr string, q url.Values) (*http.Response, error) {
 	m, err := c.creds.load()
 	if err != nil {
@@ -57,21 +56,17 @@ func (c *client) get(ctx context.Context, addr string, q url.Values) (*http.Resp
 	if m.token != "" {
 		req.Header.Set("Authorization", "Bearer "+m.token)
 	}
-	// The timeout covers the dial and the handshake; the deadline below,
-	// the request and the answer's headers; ctx, the body.
+	// The timeout covers the dial and the handshake, then the request and
+	// the answer's headers; ctx, the body.
 	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: c.timeout}, Config: m.tls}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	resp, err := exchange(conn, req, c.timeout)
+	resp, err := httpget.Get(ctx, conn, req, c.timeout)
 	if err != nil {
-		stop()
-		conn.Close()
 		return nil, err
 	}
-	resp.Body = &connBody{ReadCloser: resp.Body, conn: conn, stop: stop}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
@@ -83,33 +78,6 @@ func (c *client) get(ctx context.Context, addr string, q url.Values) (*http.Resp
 		return nil, &apiError{Code: resp.StatusCode, Message: msg}
 	}
 	return resp, nil
-}
-
-// exchange writes req and reads the answer's headers within timeout.
-func exchange(conn net.Conn, req *http.Request, timeout time.Duration) (*http.Response, error) {
-	conn.SetDeadline(time.Now().Add(timeout))
-	if err := req.Write(conn); err != nil {
-		return nil, err
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
-	if err != nil {
-		return nil, err
-	}
-	conn.SetDeadline(time.Time{})
-	return resp, nil
-}
-
-// connBody closes the connection with the body.
-type connBody struct {
-	io.ReadCloser
-	conn net.Conn
-	stop func() bool
-}
-
-func (b *connBody) Close() error {
-	b.stop()
-	b.ReadCloser.Close()
-	return b.conn.Close()
 }
 
 // list reads every kubernetes EndpointSlice and the list's resource version.

@@ -1,7 +1,6 @@
 package health
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/httpget"
 )
 
 // Prober checks one backend address once. A nil error means healthy.
@@ -177,11 +177,8 @@ func dialTLS(ctx context.Context, addr string, conf *tls.Config) (*tls.Conn, err
 	return conn, nil
 }
 
-// httpsProber speaks HTTP/1.1 over its own connection instead of using
-// http.Transport: the transport finishes a dial in the background after
-// the request is cancelled (to reuse it later), which would leave
-// half-open probes to a hanging backend. Here every check is one new
-// connection, closed when the check ends, whatever happened.
+// httpsProber sends one GET on a connection of its own for each check
+// (httpget), closed when the check ends, whatever happened.
 type httpsProber struct {
 	timeout      time.Duration
 	path         string
@@ -225,7 +222,6 @@ func (p *httpsProber) get(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	req.Close = true // Connection: close
 	req.Header.Set("User-Agent", "vipproxy-health")
 	if p.tls.ServerName != "" {
 		req.Host = p.tls.ServerName // as a client using that name would send
@@ -235,33 +231,14 @@ func (p *httpsProber) get(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	// The deadline bounds reads and writes; AfterFunc also ends the check
-	// at once when the caller gives up (shutdown, target removed).
-	deadline, _ := ctx.Deadline()
-	conn.SetDeadline(deadline)
-	defer context.AfterFunc(ctx, func() { conn.Close() })()
-	if err := req.Write(conn); err != nil {
-		return fmt.Errorf("send request: %w", orDeadline(ctx, err))
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	resp, err := httpget.Get(ctx, conn, req, 0)
 	if err != nil {
-		return fmt.Errorf("read response: %w", orDeadline(ctx, err))
+		return err
 	}
 	defer resp.Body.Close()
 	// Read a little of the body so the server sees a complete exchange.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 	return p.judge(resp.StatusCode)
-}
-
-// orDeadline names the deadline when it is what ended an exchange: the
-// AfterFunc above closes the connection then, and "use of closed network
-// connection" would hide that a backend accepted and never answered.
-func orDeadline(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return err
 }
 
 // unwrapOpError keeps "connect: connection refused" rather than the
