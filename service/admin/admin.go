@@ -134,9 +134,11 @@ func withHeaders(next http.Handler) http.Handler {
 	})
 }
 
-// readiness counts the backends that take new connections: up and not
-// draining. Ready needs the daemon ready and at least one of them.
-func readiness(st Status) (ready bool, healthy, total int) {
+// Readiness is the one readiness rule, for /readyz, the daemon's STATUS=
+// line and the CLI: it counts the backends that take new connections
+// (healthy and not draining); ready needs the daemon ready (started, not
+// stopping) and at least one of them.
+func (st Status) Readiness() (ready bool, healthy, total int) {
 	for _, b := range st.Backends {
 		if b.State.Healthy() && !b.Draining {
 			healthy++
@@ -146,7 +148,7 @@ func readiness(st Status) (ready bool, healthy, total int) {
 }
 
 func serveReadyz(w http.ResponseWriter, st Status) {
-	ready, healthy, total := readiness(st)
+	ready, healthy, total := st.Readiness()
 	switch {
 	case ready:
 		text(w, http.StatusOK, fmt.Sprintf("ready: %d/%d backends healthy\n", healthy, total))

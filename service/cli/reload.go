@@ -53,7 +53,8 @@ func runReload(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "vipproxy reload: the daemon refused the new config and keeps serving the old one: %s\n", after.ConfigError)
 		return ExitFailure
 	}
-	fmt.Fprintf(env.Stdout, "reloaded: %d/%d backends healthy\n", healthyBackends(after), len(after.Backends))
+	_, healthy, total := after.Readiness()
+	fmt.Fprintf(env.Stdout, "reloaded: %d/%d backends healthy\n", healthy, total)
 	return ExitOK
 }
 
@@ -89,15 +90,4 @@ func daemonStatus(ctx context.Context, path, addr, control string) (admin.Status
 		return admin.Status{}, fmt.Errorf("/status: %w", err)
 	}
 	return st, nil
-}
-
-// healthyBackends counts the backends that take new connections.
-func healthyBackends(st admin.Status) int {
-	n := 0
-	for _, b := range st.Backends {
-		if b.State.Healthy() && !b.Draining {
-			n++
-		}
-	}
-	return n
 }

@@ -10,13 +10,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
-
 	"github.com/vipproxy/vipproxy/service/admin"
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/discovery"
 	"github.com/vipproxy/vipproxy/service/health"
+	"github.com/vipproxy/vipproxy/service/netcfg"
 )
 
 // statusReport is what `vipproxy status` shows: the daemon's /status and
@@ -32,12 +30,11 @@ type statusReport struct {
 	Keepalived string   `json:"keepalived,omitempty"`
 }
 
-// vipHolding says whether this node holds a VIP on the VRRP interface,
-// where keepalived puts it on the master only (every node has it on the
-// dummy link).
+// vipHolding says whether this node holds a VIP, and on which link (see
+// netcfg.HeldVIPs: the answer vipproxy_vip_held gives too).
 type vipHolding struct {
 	Address   string `json:"address"`
-	Interface string `json:"interface"`
+	Interface string `json:"interface,omitempty"`
 	Held      bool   `json:"held"`
 }
 
@@ -58,7 +55,7 @@ func runStatus(ctx context.Context, env Env, args []string) int {
 		rep.DaemonErr = err.Error()
 	} else {
 		rep.Daemon = &st
-		rep.Ready = st.Ready && healthyBackends(st) > 0
+		rep.Ready, _, _ = st.Readiness()
 	}
 	cfg, err := config.Load(path)
 	if err == nil {
@@ -85,29 +82,16 @@ func runStatus(ctx context.Context, env Env, args []string) int {
 	return ExitOK
 }
 
+// vipHoldings says for each VIP whether this node holds it; nothing when
+// netlink cannot answer.
 func vipHoldings(cfg *config.Valid) []vipHolding {
-	iface := cfg.Keepalived.Interface
-	if iface == "" && len(cfg.Network.Uplinks) > 0 {
-		iface = cfg.Network.Uplinks[0]
-	}
-	if iface == "" {
+	held, err := netcfg.HeldVIPsHere(cfg.Network.Interface, cfg.VIP.Addresses)
+	if err != nil {
 		return nil
-	}
-	have := map[netip.Addr]bool{}
-	if nl, err := netlink.NewHandle(unix.NETLINK_ROUTE); err == nil {
-		defer nl.Close()
-		if link, err := nl.LinkByName(iface); err == nil {
-			addrs, _ := nl.AddrList(link, netlink.FAMILY_ALL)
-			for _, a := range addrs {
-				if ip, ok := netip.AddrFromSlice(a.IP); ok {
-					have[ip.Unmap()] = true
-				}
-			}
-		}
 	}
 	var out []vipHolding
 	for _, v := range cfg.VIP.Addresses {
-		out = append(out, vipHolding{Address: netip.AddrPortFrom(v, cfg.VIP.Port).String(), Interface: iface, Held: have[v]})
+		out = append(out, vipHolding{Address: netip.AddrPortFrom(v, cfg.VIP.Port).String(), Interface: held[v], Held: held[v] != ""})
 	}
 	return out
 }
@@ -134,7 +118,7 @@ func printStatus(w io.Writer, rep statusReport, now time.Time) {
 		if v.Held {
 			fmt.Fprintf(w, "VIP %s: held by this node on %s (VRRP master)\n", v.Address, v.Interface)
 		} else {
-			fmt.Fprintf(w, "VIP %s: not on %s (this node is not the VRRP master)\n", v.Address, v.Interface)
+			fmt.Fprintf(w, "VIP %s: not held by this node (not the VRRP master)\n", v.Address)
 		}
 	}
 	for _, v := range rep.NodeLocal {
@@ -150,8 +134,9 @@ func printDaemon(w io.Writer, st admin.Status, ready bool, now time.Time) {
 	if ready {
 		state = "ready"
 	}
+	_, healthy, total := st.Readiness()
 	fmt.Fprintf(w, "vipproxy %s: %s, %d/%d backends healthy, %d connections open\n",
-		st.Version, state, healthyBackends(st), len(st.Backends), st.OpenConnections)
+		st.Version, state, healthy, total, st.OpenConnections)
 	switch {
 	case st.ConfigError != "":
 		fmt.Fprintf(w, "config %s; last reload refused, the previous config serves: %s\n", st.ConfigPath, st.ConfigError)

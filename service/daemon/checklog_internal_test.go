@@ -45,3 +45,25 @@ func TestCheckResultsLogOneLinePerTransition(t *testing.T) {
 		}
 	}
 }
+
+// STATUS= and the log count the backends as /readyz does: a draining
+// backend takes no new connections, so it is not counted healthy (the
+// daemon once counted it).
+func TestHealthyCountLeavesOutDraining(t *testing.T) {
+	pool, err := balance.NewPool(config.RoundRobin, []config.Backend{{Name: "a", Address: "127.0.0.1:1"}, {Name: "b", Address: "127.0.0.1:2"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{pool: pool}
+	for _, b := range pool.Backends() {
+		pool.Observe(b, balance.CheckPassed)
+	}
+	pool.SetDraining(pool.Lookup("a"), true)
+	if got := d.healthyCount(); got != "1/2" {
+		t.Errorf("one of two up backends draining: %s healthy, want 1/2", got)
+	}
+	pool.SetDraining(pool.Lookup("b"), true)
+	if d.anyServing() {
+		t.Error("every backend draining: still usable at start")
+	}
+}

@@ -18,8 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/vipproxy/vipproxy/service/admin"
 	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/config"
@@ -207,7 +205,7 @@ func (d *Daemon) reloader(ctx context.Context, requests <-chan struct{}) {
 func (d *Daemon) waitUsable(ctx context.Context, cfg *config.Valid) {
 	wctx, cancel := context.WithTimeout(ctx, cfg.Health.Timeout.Duration+cfg.Health.Interval.Duration+time.Second)
 	defer cancel()
-	if err := d.checker.WaitUsable(wctx, d.anyHealthy); err != nil {
+	if err := d.checker.WaitUsable(wctx, d.anyServing); err != nil {
 		d.log.Warn("no health check result yet; ready anyway", "err", err)
 	}
 }
@@ -374,9 +372,10 @@ func thresholds(h config.Health) balance.Thresholds {
 	return balance.Thresholds{Rise: h.Rise, Fall: h.Fall}
 }
 
-// anyHealthy says whether a backend in the pool is healthy now.
-func (d *Daemon) anyHealthy() bool {
-	return slices.ContainsFunc(d.pool.Backends(), (*balance.Backend).Healthy)
+// anyServing says whether a backend takes new connections now.
+func (d *Daemon) anyServing() bool {
+	healthy, _ := d.serving()
+	return healthy > 0
 }
 
 // evacuateLater takes the connections off a down backend (close_on_down)
@@ -410,18 +409,13 @@ func (d *Daemon) heldVIPs() map[string]bool {
 		// none. A series would set off the alert on a VIP held twice.
 		return nil
 	}
-	h, err := netlink.NewHandle()
-	if err != nil {
-		return nil
-	}
-	defer h.Close()
-	held, err := netcfg.HeldVIPs(h, dummy, vips)
+	held, err := netcfg.HeldVIPsHere(dummy, vips)
 	if err != nil {
 		return nil
 	}
 	out := make(map[string]bool, len(held))
-	for a, on := range held {
-		out[a.String()] = on
+	for a, link := range held {
+		out[a.String()] = link != ""
 	}
 	return out
 }
@@ -466,14 +460,10 @@ func (d *Daemon) onTransition(tr balance.Transition) {
 	d.log.Warn("panic mode over: half of the backends or more are healthy again", "healthy", d.healthyCount())
 }
 
+// healthyCount is "healthy/total" for the log and STATUS=: the backends
+// that take new connections, as /readyz counts them.
 func (d *Daemon) healthyCount() string {
-	healthy, total := 0, 0
-	for _, b := range d.pool.Backends() {
-		total++
-		if b.Healthy() {
-			healthy++
-		}
-	}
+	healthy, total := d.serving()
 	return fmt.Sprintf("%d/%d", healthy, total)
 }
 

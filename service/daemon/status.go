@@ -11,6 +11,8 @@ import (
 
 	"github.com/vipproxy/vipproxy/service/admin"
 	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/discovery"
+	"github.com/vipproxy/vipproxy/service/health"
 )
 
 // startAdmin serves /metrics, /healthz, /readyz and /status on
@@ -113,23 +115,40 @@ func (d *Daemon) Status() admin.Status {
 		ds := f.w.Status()
 		st.Discovery = &ds
 	}
-	checks := map[string]int{}
-	snap := d.checker.Snapshot()
-	for i, s := range snap {
-		checks[s.Name] = i
+	checks := map[string]health.Status{}
+	for _, s := range d.checker.Snapshot() {
+		checks[s.Name] = s
 	}
+	st.Backends = d.backends(sources)
+	for i := range st.Backends {
+		bs := &st.Backends[i]
+		if s, ok := checks[bs.Name]; ok {
+			bs.LastError, bs.LastCheck, bs.Unverified = s.LastError, s.LastCheck, s.Unverified
+			bs.Verified = seesReadiness && !s.LastCheck.IsZero() && s.LastError == "" && s.Unverified == ""
+		}
+	}
+	return st
+}
+
+// backends is the pool's backends as /status shows them, without their
+// latest check. It takes no lock (atomic loads only): the pool's observer
+// calls it under the pool's lock.
+func (d *Daemon) backends(sources map[string]discovery.Source) []admin.BackendStatus {
+	var out []admin.BackendStatus
 	for _, b := range d.pool.Backends() {
 		bs := admin.BackendStatus{Name: b.Name, Address: b.Address, Source: string(sources[b.Name]), State: b.State(), OpenConnections: b.Open(),
 			Draining: b.Draining(), LastKnownGood: b.Good()}
 		bs.Transitions, bs.LastChange = b.Transitions()
-		if i, ok := checks[b.Name]; ok {
-			s := snap[i]
-			bs.LastError, bs.LastCheck, bs.Unverified = s.LastError, s.LastCheck, s.Unverified
-			bs.Verified = seesReadiness && !s.LastCheck.IsZero() && s.LastError == "" && s.Unverified == ""
-		}
-		st.Backends = append(st.Backends, bs)
+		out = append(out, bs)
 	}
-	return st
+	return out
+}
+
+// serving counts the backends that take new connections, by the rule of
+// /readyz (admin.Status.Readiness).
+func (d *Daemon) serving() (healthy, total int) {
+	_, healthy, total = admin.Status{Ready: true, Backends: d.backends(nil)}.Readiness()
+	return healthy, total
 }
 
 // drainBackend takes a backend out of rotation (or back in) through the

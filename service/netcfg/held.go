@@ -5,13 +5,16 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
-// HeldVIPs reports, for each VIP, whether this node holds it on a link
-// other than dummy (network.interface), where every node keeps it to
-// serve locally: on an uplink it was put by keepalived, so this node is
-// the one the network sends the VIP's traffic to.
-func HeldVIPs(h *netlink.Handle, dummy string, vips []netip.Addr) (map[netip.Addr]bool, error) {
+// HeldVIPs reports, for each VIP, the link on which this node holds it,
+// or "" when it does not: a link other than dummy (network.interface),
+// where every node keeps the VIP to serve it locally. On an uplink it was
+// put by keepalived, so this node is the one the network sends the VIP's
+// traffic to. It is the one answer to "does this node hold the VIP", for
+// vipproxy_vip_held and `vipproxy status` alike.
+func HeldVIPs(h *netlink.Handle, dummy string, vips []netip.Addr) (map[netip.Addr]string, error) {
 	addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
 	if err != nil {
 		return nil, fmt.Errorf("list addresses: %w", err)
@@ -20,15 +23,35 @@ func HeldVIPs(h *netlink.Handle, dummy string, vips []netip.Addr) (map[netip.Add
 	if l, err := h.LinkByName(dummy); err == nil {
 		dummyIndex = l.Attrs().Index
 	}
-	held := make(map[netip.Addr]bool, len(vips))
+	held := make(map[netip.Addr]string, len(vips))
 	for _, v := range vips {
-		held[v] = false
+		held[v] = ""
 	}
 	for _, a := range addrs {
 		ip, ok := netip.AddrFromSlice(a.IP)
-		if _, vip := held[ip.Unmap()]; ok && vip && a.LinkIndex != dummyIndex {
-			held[ip.Unmap()] = true
+		if link, vip := held[ip.Unmap()]; !ok || !vip || link != "" || a.LinkIndex == dummyIndex {
+			continue
 		}
+		held[ip.Unmap()] = linkName(h, a.LinkIndex)
 	}
 	return held, nil
+}
+
+// HeldVIPsHere is HeldVIPs in this process's network namespace.
+func HeldVIPsHere(dummy string, vips []netip.Addr) (map[netip.Addr]string, error) {
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("netlink: %w", err)
+	}
+	defer h.Close()
+	return HeldVIPs(h, dummy, vips)
+}
+
+// linkName names the link with index i; a link gone meanwhile keeps its
+// number, so that the VIP still counts as held.
+func linkName(h *netlink.Handle, i int) string {
+	if l, err := h.LinkByIndex(i); err == nil {
+		return l.Attrs().Name
+	}
+	return fmt.Sprintf("link#%d", i)
 }

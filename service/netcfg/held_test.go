@@ -13,19 +13,19 @@ func TestHeldVIPs(t *testing.T) {
 	vip4, vip6 := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")
 	n.ip(t, "addr", "add", "192.0.2.10/32", "dev", "dummyvip0")
 	n.ip(t, "addr", "add", "2001:db8::10/128", "dev", "dummyvip0", "nodad")
-	check := func(want4, want6 bool) {
+	check := func(want4, want6 string) {
 		t.Helper()
 		held, err := HeldVIPs(n.nl, "dummyvip0", []netip.Addr{vip4, vip6})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(held) != 2 || held[vip4] != want4 || held[vip6] != want6 {
-			t.Fatalf("held %v, want %v %v", held, want4, want6)
+			t.Fatalf("held %q, want %q %q", held, want4, want6)
 		}
 	}
-	check(false, false)
+	check("", "")
 	n.ip(t, "addr", "add", "192.0.2.10/24", "dev", "eth1")
-	check(true, false)
+	check("eth1", "")
 	n.ip(t, "addr", "add", "2001:db8::10/64", "dev", "eth1", "nodad")
-	check(true, true)
+	check("eth1", "eth1")
 }
