@@ -42,6 +42,14 @@ let
 
   isIPv6 = addr: builtins.match ".*:.*" addr != null;
 
+  # Go's netip.Addr.IsLoopback: 127.0.0.0/8, or ::1 in any spelling.
+  isLoopback =
+    addr:
+    if isIPv6 addr then
+      builtins.match "[0:]*:0*1" addr != null
+    else
+      builtins.match "127[.][0-9]+[.][0-9]+[.][0-9]+" addr != null;
+
   # The VIP as a host route: /32 or /128.
   hostPrefix = addr: if isIPv6 addr then "${addr}/128" else "${addr}/32";
 
@@ -299,16 +307,21 @@ rec {
   ipv4Addresses = settings: builtins.filter (a: !isIPv6 a) (withDefaults settings).vip.addresses;
   ipv6Addresses = settings: builtins.filter isIPv6 (withDefaults settings).vip.addresses;
 
-  # The VRRP interface: keepalived.interface, else the first uplink.
+  # The VRRP interface, as service/config derives it (deriveDefaults):
+  # keepalived.interface, else the first uplink, else lo when every VIP is
+  # a loopback address (such a VIP never leaves the host), else none.
   vrrpInterface =
     settings:
     let
       s = withDefaults settings;
+      vips = s.vip.addresses;
     in
     if s.keepalived.interface != "" then
       s.keepalived.interface
     else if s.network.uplinks != [ ] then
       builtins.head s.network.uplinks
+    else if vips != [ ] && builtins.all isLoopback vips then
+      "lo"
     else
       "";
 

@@ -79,6 +79,16 @@ let
       actual = l.vrrpInterface v6;
       expected = "eth9";
     };
+    vrrpInterfaceLoopbackVIPs = {
+      actual = map l.vrrpInterface [
+        { vip.addresses = [ "127.0.0.2" "::1" ]; }
+        { vip.addresses = [ "0:0:0:0:0:0:0:1" ]; }
+        { vip.addresses = [ "127.0.0.2" "192.0.2.10" ]; }
+        { vip.addresses = [ "::10" ]; }
+        { vip.addresses = [ ]; }
+      ];
+      expected = [ "lo" "lo" "" "" "" ];
+    };
     vrrpInstanceV4 = {
       actual = l.vrrpInstance v4;
       expected = {
