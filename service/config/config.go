@@ -163,15 +163,15 @@ type Network struct {
 
 // Keepalived feeds `vipproxy keepalived`, which renders the VRRP instance.
 type Keepalived struct {
-	Instance     string   `toml:"instance"`
-	Interface    string   `toml:"interface"` // defaults to the first uplink
-	RouterID     int      `toml:"router_id"`
-	Priority     int      `toml:"priority"`
-	State        string   `toml:"state"` // MASTER or BACKUP
-	AdvertInt    int      `toml:"advert_int"`
-	UnicastSrcIP string   `toml:"unicast_src_ip"`
-	UnicastPeers []string `toml:"unicast_peers"`
-	AuthPass     string   `toml:"auth_pass"`
+	Instance     string    `toml:"instance"`
+	Interface    string    `toml:"interface"` // defaults to the first uplink
+	RouterID     int       `toml:"router_id"`
+	Priority     int       `toml:"priority"`
+	State        VRRPState `toml:"state"`
+	AdvertInt    int       `toml:"advert_int"`
+	UnicastSrcIP string    `toml:"unicast_src_ip"`
+	UnicastPeers []string  `toml:"unicast_peers"`
+	AuthPass     string    `toml:"auth_pass"`
 	// ProbeCommand is what the vrrp_script runs; by default this very
 	// binary (see selfProbe).
 	ProbeCommand string `toml:"probe_command"`
@@ -211,7 +211,7 @@ type Discovery struct {
 
 // Log sets the log level: debug, info, warn or error.
 type Log struct {
-	Level string `toml:"level"`
+	Level LogLevel `toml:"level"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("1s", "250ms").
@@ -255,10 +255,10 @@ func Default() Config {
 			SocketDropIn: "/etc/systemd/system/vipproxy.socket.d/50-listen.conf",
 		},
 		Keepalived: Keepalived{
-			Instance: "vipproxy", RouterID: 51, Priority: 100, State: "BACKUP", AdvertInt: 1,
+			Instance: "vipproxy", RouterID: 51, Priority: 100, State: VRRPBackup, AdvertInt: 1,
 			ProbeCommand: selfProbe(),
 		},
-		Log: Log{Level: "info"},
+		Log: Log{Level: LogInfo},
 		Discovery: Discovery{
 			Resync: Duration{5 * time.Minute}, Grace: Duration{30 * time.Second},
 			MaxBackends: 16, StateDir: "/var/lib/vipproxy",

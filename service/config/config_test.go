@@ -300,7 +300,6 @@ func TestHostRules(t *testing.T) {
 		"socket relative":  {func(c *Config) { c.Network.SocketDropIn = "vipproxy.socket.d/x.conf" }, "network.socket_dropin", "absolute"},
 		"router id":        {func(c *Config) { c.Keepalived.RouterID = 256 }, "keepalived.router_id", "1..255"},
 		"priority":         {func(c *Config) { c.Keepalived.Priority = 255 }, "keepalived.priority", "address owner"},
-		"state":            {func(c *Config) { c.Keepalived.State = "master" }, "keepalived.state", "MASTER or BACKUP"},
 		"long pass":        {func(c *Config) { c.Keepalived.AuthPass = "123456789" }, "keepalived.auth_pass", "truncate"},
 		"pass brace":       {func(c *Config) { c.Keepalived.AuthPass = "a{b" }, "keepalived.auth_pass", "# ! { or }"},
 		"pass on IPv6": {func(c *Config) {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 )
 
@@ -71,6 +72,32 @@ func (m *VIPMode) UnmarshalText(text []byte) error { return oneOf(m, VIPModes, s
 // MarshalText writes the name.
 func (m VIPMode) MarshalText() ([]byte, error) { return []byte(m), nil }
 
+// LogLevel is log.level: the least severe messages that are logged.
+type LogLevel string
+
+// Log levels, as log/slog names them.
+const (
+	LogDebug LogLevel = "debug"
+	LogInfo  LogLevel = "info"
+	LogWarn  LogLevel = "warn"
+	LogError LogLevel = "error"
+)
+
+// LogLevels lists every log level, the most verbose first.
+var LogLevels = []LogLevel{LogDebug, LogInfo, LogWarn, LogError}
+
+// VRRPState is keepalived.state: the state keepalived starts in.
+type VRRPState string
+
+// VRRP start states, as keepalived spells them.
+const (
+	VRRPBackup VRRPState = "BACKUP"
+	VRRPMaster VRRPState = "MASTER"
+)
+
+// VRRPStates lists every VRRP start state, the default first.
+var VRRPStates = []VRRPState{VRRPBackup, VRRPMaster}
+
 func (a Algorithm) String() string { return string(a) }
 
 // UnmarshalText accepts only the names in Algorithms.
@@ -86,6 +113,35 @@ func (k *CheckKind) UnmarshalText(text []byte) error { return oneOf(k, CheckKind
 
 // MarshalText writes the name.
 func (k CheckKind) MarshalText() ([]byte, error) { return []byte(k), nil }
+
+func (l LogLevel) String() string { return string(l) }
+
+// UnmarshalText accepts only the names in LogLevels.
+func (l *LogLevel) UnmarshalText(text []byte) error { return oneOf(l, LogLevels, string(text)) }
+
+// MarshalText writes the name.
+func (l LogLevel) MarshalText() ([]byte, error) { return []byte(l), nil }
+
+// Slog is the level as log/slog knows it.
+func (l LogLevel) Slog() slog.Level {
+	switch l {
+	case LogDebug:
+		return slog.LevelDebug
+	case LogWarn:
+		return slog.LevelWarn
+	case LogError:
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
+
+func (s VRRPState) String() string { return string(s) }
+
+// UnmarshalText accepts only the names in VRRPStates.
+func (s *VRRPState) UnmarshalText(text []byte) error { return oneOf(s, VRRPStates, string(text)) }
+
+// MarshalText writes the name.
+func (s VRRPState) MarshalText() ([]byte, error) { return []byte(s), nil }
 
 // choiceError is a name that is not one of the choices; decodeText reports
 // it as it is.

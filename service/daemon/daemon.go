@@ -72,7 +72,7 @@ func Run(ctx context.Context, path, version string, stderr io.Writer) error {
 		return err
 	}
 	level := new(slog.LevelVar)
-	level.Set(parseLevel(cfg.Log.Level))
+	level.Set(cfg.Log.Level.Slog())
 	log := logging.New(stderr, level, os.Getenv("JOURNAL_STREAM"))
 	d := &Daemon{version: version, log: log, level: level, notifier: notify.New(log), cfg: cfg, lastReload: time.Now(),
 		control: admin.ControlSocketPath(os.Getenv)}
@@ -501,14 +501,6 @@ func addrs(s *listen.Set) []string {
 		out = append(out, l.Addr().String())
 	}
 	return out
-}
-
-func parseLevel(s string) slog.Level {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return slog.LevelInfo
-	}
-	return l
 }
 
 // withFile names the config file in an error from a package that only

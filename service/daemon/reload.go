@@ -61,7 +61,7 @@ func (d *Daemon) apply(next *config.Valid, prober health.Prober) {
 	d.pool.SetThresholds(thresholds(next.Health))
 	d.checker.SetConfig(next.Health, prober)
 	d.proxy.SetOptions(proxyOptions(next, d.applyMaxConnections(next)))
-	d.level.Set(parseLevel(next.Log.Level))
+	d.level.Set(next.Log.Level.Slog())
 	d.mu.Lock()
 	d.cfg = next
 	d.reloadErr = ""
