@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"net"
 	"net/netip"
 	"path/filepath"
@@ -24,19 +23,7 @@ import (
 const (
 	maxRiseFall     = 100
 	maxDialAttempts = 100
-	minInterval     = 100 * time.Millisecond
 	maxPEMFile      = 1 << 20
-	// maxDuration bounds every duration the kernel does not bound more
-	// tightly: the daemon adds and multiplies them (a health wait is
-	// 3*interval+timeout), and a longer wait is a typo, not a setting.
-	maxDuration = 24 * time.Hour
-	// maxKeepAlive is the kernel's limit for TCP_KEEPIDLE and TCP_KEEPINTVL
-	// (MAX_TCP_KEEPIDLE, 32767 s); the proxy sets both to timeouts.keepalive.
-	maxKeepAlive = 32767 * time.Second
-	// maxUserTimeout is the largest TCP_USER_TIMEOUT the kernel takes: an int
-	// of milliseconds. "597h" overflowed it and every connection failed
-	// with EINVAL while /readyz stayed 200.
-	maxUserTimeout = math.MaxInt32 * time.Millisecond
 )
 
 // validator collects every problem; each rule is one short method and
@@ -54,7 +41,7 @@ func (v *validator) bad(key, format string, args ...any) {
 func (v *validator) rules() []func() {
 	return []func(){
 		v.vip, v.nodeLocal, v.ports, v.backends, v.balance, v.health, v.timeouts, v.limits,
-		v.durations, v.admin, v.network, v.uplinks, v.keepalived, v.vrrp, v.log, v.discovery,
+		v.durations, v.admin, v.network, v.uplinks, v.keepalived, v.vrrp, v.discovery,
 	}
 }
 
@@ -215,12 +202,8 @@ func (v *validator) health() { v.checkHealth("health", v.c.Health) }
 // checkHealth checks a health table at key: [health], or a port's
 // (port[1].health), which is [health] with its own keys replaced.
 func (v *validator) checkHealth(key string, h Health) {
-	if h.Interval.Duration < minInterval {
-		v.bad(key+".interval", "%s is shorter than the minimum %s", h.Interval, Duration{minInterval})
-	}
-	if h.Timeout.Duration <= 0 {
-		v.bad(key+".timeout", "must be positive")
-	}
+	v.duration(key+".interval", "health.interval", h.Interval)
+	v.duration(key+".timeout", "health.timeout", h.Timeout)
 	if h.Timeout.Duration > h.Interval.Duration {
 		v.bad(key+".timeout", "%s is longer than %s.interval (%s)", h.Timeout, key, h.Interval)
 	}
@@ -235,14 +218,6 @@ func (v *validator) checkHealth(key string, h Health) {
 	}
 	if h.ExpectStatus < 100 || h.ExpectStatus > 599 {
 		v.bad(key+".expect_status", "%d is not an HTTP status (100..599)", h.ExpectStatus)
-	}
-	for _, d := range []struct {
-		name string
-		d    Duration
-	}{{"interval", h.Interval}, {"timeout", h.Timeout}} {
-		if d.d.Duration > maxDuration {
-			v.bad(key+"."+d.name, "%s is longer than the maximum %s", d.d, Duration{maxDuration})
-		}
 	}
 	v.serverName(key+".server_name", h.ServerName)
 	v.healthTLS(key, h)
@@ -324,42 +299,8 @@ func (v *validator) clientCert(table, certFile, keyFile string) {
 
 func (v *validator) timeouts() {
 	t := v.c.Timeouts
-	if t.Dial.Duration <= 0 {
-		v.bad("timeouts.dial", "must be positive")
-	}
-	for _, d := range []struct {
-		key string
-		d   Duration
-	}{{"timeouts.keepalive", t.KeepAlive}, {"timeouts.user_timeout", t.UserTimeout}, {"timeouts.drain", t.Drain}, {"timeouts.drain_idle", t.DrainIdle}} {
-		if d.d.Duration < 0 {
-			v.bad(d.key, "%s is negative", d.d)
-		}
-	}
 	if t.UserTimeout.Duration > 0 && t.UserTimeout.Duration < time.Millisecond {
 		v.bad("timeouts.user_timeout", "%s is below the kernel's unit of 1ms (0 turns it off)", t.UserTimeout)
-	}
-}
-
-// durations bounds every duration by what the kernel or the runtime takes
-// (see maxDuration, maxKeepAlive, maxUserTimeout).
-func (v *validator) durations() {
-	c := v.c
-	for _, d := range []struct {
-		key string
-		d   Duration
-		max time.Duration
-		why string
-	}{
-		{"timeouts.dial", c.Timeouts.Dial, maxDuration, ""},
-		{"timeouts.keepalive", c.Timeouts.KeepAlive, maxKeepAlive, " (the kernel's TCP_KEEPIDLE limit)"},
-		{"timeouts.user_timeout", c.Timeouts.UserTimeout, maxUserTimeout, " (TCP_USER_TIMEOUT is a 32-bit count of milliseconds)"},
-		{"timeouts.drain", c.Timeouts.Drain, maxDuration, ""},
-		{"timeouts.drain_idle", c.Timeouts.DrainIdle, maxDuration, ""},
-		{"limits.accept_backoff_max", c.Limits.AcceptBackoffMax, maxDuration, ""},
-	} {
-		if d.d.Duration > d.max {
-			v.bad(d.key, "%s is longer than the maximum %s%s", d.d, Duration{d.max}, d.why)
-		}
 	}
 }
 
@@ -367,9 +308,6 @@ func (v *validator) limits() {
 	l := v.c.Limits
 	if l.MaxConnections < 0 {
 		v.bad("limits.max_connections", "%d is negative (0 derives the cap from the descriptor limit)", l.MaxConnections)
-	}
-	if l.AcceptBackoffMax.Duration <= 0 {
-		v.bad("limits.accept_backoff_max", "must be positive")
 	}
 }
 
@@ -502,9 +440,6 @@ func (v *validator) keepalived() {
 	if k.Priority < 1 || k.Priority > 254 {
 		v.bad("keepalived.priority", "%d is out of range (1..254; 255 is reserved for the address owner)", k.Priority)
 	}
-	if k.State != "MASTER" && k.State != "BACKUP" {
-		v.bad("keepalived.state", "%q is not MASTER or BACKUP", k.State)
-	}
 	if k.AdvertInt < 1 || k.AdvertInt > 255 {
 		v.bad("keepalived.advert_int", "%d is out of range (1..255 seconds)", k.AdvertInt)
 	}
@@ -568,14 +503,6 @@ func ProbeConfigPath(path string) string {
 	return path
 }
 
-func (v *validator) log() {
-	switch v.c.Log.Level {
-	case "debug", "info", "warn", "error":
-	default:
-		v.bad("log.level", "%q is not one of debug, info, warn, error", v.c.Log.Level)
-	}
-}
-
 // isDNSName reports whether host is a syntactically valid DNS name. A name
 // whose last label is all digits is refused: it is a mistyped IP address
 // ("10.0.0.256", "127.1") that a resolver might read in surprising ways.
@@ -606,17 +533,10 @@ func isSpaceOrControl(r rune) bool { return r == ' ' || isControl(r) }
 // Bounds of the [discovery] table.
 const (
 	maxDiscovered = 1000
-	minResync     = time.Second
 )
 
 func (v *validator) discovery() {
 	d := v.c.Discovery
-	if d.Resync.Duration < minResync || d.Resync.Duration > maxDuration {
-		v.bad("discovery.resync", "%s is out of range (%s..%s)", d.Resync, Duration{minResync}, Duration{maxDuration})
-	}
-	if d.Grace.Duration < 0 || d.Grace.Duration > maxDuration {
-		v.bad("discovery.grace", "%s is out of range (0s..%s)", d.Grace, Duration{maxDuration})
-	}
 	if d.MaxBackends < 1 || d.MaxBackends > maxDiscovered {
 		v.bad("discovery.max_backends", "%d is out of range (1..%d)", d.MaxBackends, maxDiscovered)
 	}
