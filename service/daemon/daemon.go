@@ -45,8 +45,11 @@ type Daemon struct {
 	ready    atomic.Bool // READY sent and not stopping
 	control  string      // control socket path ("" : none), see admin.ControlSocketName
 
+	// cfg is the config in force: read without a lock anywhere, swapped
+	// whole by a reload (apply).
+	cfg atomic.Pointer[config.Valid]
+
 	mu         sync.Mutex
-	cfg        *config.Valid
 	reloadErr  string
 	adminErr   string // why admin.listen does not serve; "" when it does
 	reloads    uint64 // reloads done, accepted or refused
@@ -74,13 +77,14 @@ func Run(ctx context.Context, path, version string, stderr io.Writer) error {
 	level := new(slog.LevelVar)
 	level.Set(cfg.Log.Level.Slog())
 	log := logging.New(stderr, level, os.Getenv("JOURNAL_STREAM"))
-	d := &Daemon{version: version, log: log, level: level, notifier: notify.New(log), cfg: cfg, lastReload: time.Now(),
+	d := &Daemon{version: version, log: log, level: level, notifier: notify.New(log), lastReload: time.Now(),
 		control: admin.ControlSocketPath(os.Getenv)}
+	d.cfg.Store(cfg)
 	return d.run(ctx)
 }
 
 func (d *Daemon) run(ctx context.Context) error {
-	cfg := d.cfg
+	cfg := d.cfg.Load()
 	d.metrics = metrics.New()
 	d.metrics.SetBuild(d.version)
 	d.metrics.SetVIPHeld(d.heldVIPs)
@@ -214,9 +218,8 @@ func (d *Daemon) waitUsable(ctx context.Context, cfg *config.Valid) {
 // timeout, closing those that stay idle for timeouts.drain_idle meanwhile,
 // then closes the rest.
 func (d *Daemon) shutdown() error {
-	d.mu.Lock()
-	drain, drainIdle := d.cfg.Timeouts.Drain.Duration, d.cfg.Timeouts.DrainIdle.Duration
-	d.mu.Unlock()
+	cfg := d.cfg.Load()
+	drain, drainIdle := cfg.Timeouts.Drain.Duration, cfg.Timeouts.DrainIdle.Duration
 	d.ready.Store(false)
 	open := d.proxy.Open()
 	d.notifier.Stopping(fmt.Sprintf("draining %d connections", open))
@@ -384,9 +387,7 @@ func (d *Daemon) anyServing() bool {
 // ones to go down must not lose their connections before the pool sees
 // that all of them did.
 func (d *Daemon) evacuateLater(b *balance.Backend) {
-	d.mu.Lock()
-	grace := d.cfg.Health.Interval.Duration
-	d.mu.Unlock()
+	grace := d.cfg.Load().Health.Interval.Duration
 	time.AfterFunc(grace, func() {
 		if on, _ := d.pool.Panic(); on || b.State() != balance.Down || !d.closeOnDown() {
 			return
@@ -401,15 +402,13 @@ func (d *Daemon) evacuateLater(b *balance.Backend) {
 // Nothing when netlink cannot answer: the alert on a VIP held by no node
 // then says so. Nothing for a node-local VIP either.
 func (d *Daemon) heldVIPs() map[string]bool {
-	d.mu.Lock()
-	dummy, vips, mode := d.cfg.Network.Interface, d.cfg.VIP.Addresses, d.cfg.VIP.Mode
-	d.mu.Unlock()
-	if !mode.UsesVIPLink() {
+	cfg := d.cfg.Load()
+	if !cfg.VIP.Mode.UsesVIPLink() {
 		// A node-local VIP is on every worker's lo: held by all, moved by
 		// none. A series would set off the alert on a VIP held twice.
 		return nil
 	}
-	held, err := netcfg.HeldVIPsHere(dummy, vips)
+	held, err := netcfg.HeldVIPsHere(cfg.Network.Interface, cfg.VIP.Addresses)
 	if err != nil {
 		return nil
 	}
@@ -467,11 +466,7 @@ func (d *Daemon) healthyCount() string {
 	return fmt.Sprintf("%d/%d", healthy, total)
 }
 
-func (d *Daemon) closeOnDown() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.cfg.Balance.CloseOnDown
-}
+func (d *Daemon) closeOnDown() bool { return d.cfg.Load().Balance.CloseOnDown }
 
 func (d *Daemon) alive() bool { return d.proxy.Accepting() && d.checker.Alive() }
 

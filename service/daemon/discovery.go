@@ -216,8 +216,9 @@ func backendSet(static []config.Backend, members []discovery.Member) (list []con
 func (d *Daemon) applyBackends() (added, removed []*balance.Backend) {
 	d.setMu.Lock()
 	defer d.setMu.Unlock()
+	cfg := d.cfg.Load()
 	d.mu.Lock()
-	members, cfg := d.members, d.cfg
+	members := d.members
 	d.mu.Unlock()
 	list, sources, draining := backendSet(cfg.Backends, members)
 	added, removed = d.pool.Update(list)

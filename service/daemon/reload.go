@@ -16,10 +16,7 @@ import (
 // removed backends get the drain timeout, then their connections close.
 func (d *Daemon) reload() {
 	d.notifier.Reloading()
-	d.mu.Lock()
-	path := d.cfg.Path
-	d.mu.Unlock()
-	next, prober, err := loadForReload(path)
+	next, prober, err := loadForReload(d.cfg.Load().Path)
 	if err != nil {
 		d.mu.Lock()
 		d.reloadErr = err.Error()
@@ -48,9 +45,7 @@ func loadForReload(path string) (*config.Valid, health.Prober, error) {
 }
 
 func (d *Daemon) apply(next *config.Valid, prober health.Prober) {
-	d.mu.Lock()
-	prev := d.cfg
-	d.mu.Unlock()
+	prev := d.cfg.Load()
 	if !slices.Equal(prev.VIP.Addresses, next.VIP.Addresses) || prev.VIP.Port != next.VIP.Port {
 		d.log.Warn("VIP addresses or port changed: the listeners stay as they are; under systemd run `vipproxy units write && systemctl daemon-reload && systemctl restart vipproxy.socket` (the socket binds the VIP only when it starts)")
 	}
@@ -62,8 +57,8 @@ func (d *Daemon) apply(next *config.Valid, prober health.Prober) {
 	d.checker.SetConfig(next.Health, prober)
 	d.proxy.SetOptions(proxyOptions(next, d.applyMaxConnections(next)))
 	d.level.Set(next.Log.Level.Slog())
+	d.cfg.Store(next)
 	d.mu.Lock()
-	d.cfg = next
 	d.reloadErr = ""
 	d.reloads++
 	d.lastReload = time.Now()

@@ -101,14 +101,15 @@ func (d *Daemon) setAdminErr(s string) {
 
 // Status is the admin endpoint's view of the daemon (admin.Source).
 func (d *Daemon) Status() admin.Status {
+	cfg := d.cfg.Load()
 	d.mu.Lock()
 	st := admin.Status{
-		Ready: d.ready.Load(), Version: d.version, ConfigPath: d.cfg.Path, ConfigError: d.reloadErr, LastReload: d.lastReload, Reloads: d.reloads,
+		Ready: d.ready.Load(), Version: d.version, ConfigPath: cfg.Path, ConfigError: d.reloadErr, LastReload: d.lastReload, Reloads: d.reloads,
 		OpenConnections: d.proxy.Open(),
 	}
 	sources, f := d.sources, d.finder
 	// Only an https check sees readiness; tcp and tls never verify it.
-	seesReadiness := d.cfg.Health.Type == config.CheckHTTPS
+	seesReadiness := cfg.Health.Type == config.CheckHTTPS
 	d.mu.Unlock()
 	st.Panic, st.PanicSince = d.pool.Panic()
 	if f != nil {
