@@ -37,8 +37,8 @@ func checkVIPAnswers(ctx context.Context, h Host, cfg *config.Valid) []Result {
 	var out []Result
 	for _, vip := range cfg.VIP.Addresses {
 		switch {
-		case held[vip] || vip.IsLoopback() || !cfg.VIP.Mode.UsesKeepalived():
-			out = append(out, vipServesHere(ctx, h, cfg, vip))
+		case held[vip] != "" || vip.IsLoopback() || !cfg.VIP.Mode.UsesKeepalived():
+			out = append(out, vipServesHere(ctx, h, cfg, vip, held[vip]))
 		default:
 			out = append(out, vipHolder(ctx, cfg, vip, h.Install.fixes().twoHolders))
 		}
@@ -46,9 +46,10 @@ func checkVIPAnswers(ctx context.Context, h Host, cfg *config.Valid) []Result {
 	return out
 }
 
-// vipServesHere dials every port the VIP serves on vip, from this node.
-func vipServesHere(ctx context.Context, h Host, cfg *config.Valid, vip netip.Addr) Result {
-	where := "held by this node on " + cfg.Keepalived.Interface + " (the VRRP master)"
+// vipServesHere dials every port the VIP serves on vip, from this node,
+// which holds it on link (netcfg.HeldVIPs).
+func vipServesHere(ctx context.Context, h Host, cfg *config.Valid, vip netip.Addr, link string) Result {
+	where := "held by this node on " + link + " (the VRRP master)"
 	switch {
 	case !cfg.VIP.Mode.UsesKeepalived():
 		where = fmt.Sprintf("this node's own (vip.mode %s: no node holds it for others)", cfg.VIP.Mode)
