@@ -44,6 +44,7 @@ type Daemon struct {
 	proxy    *proxy.Proxy
 	ready    atomic.Bool // READY sent and not stopping
 	control  string      // control socket path ("" : none), see admin.ControlSocketName
+	hup      <-chan os.Signal
 
 	// cfg is the config in force: read without a lock anywhere, swapped
 	// whole by a reload (apply).
@@ -70,6 +71,12 @@ type Daemon struct {
 // Run loads the config at path and serves until ctx is cancelled, then
 // drains. A config error is returned as a *config.Error.
 func Run(ctx context.Context, path, version string, stderr io.Writer) error {
+	// SIGHUP is a reload from the first moment: Go's default for it is to
+	// exit, and one that came before the loop (a reload right after READY,
+	// or during a slow start) ended the daemon. The loop reloads for it.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	cfg, err := config.Load(path)
 	if err != nil {
 		return err
@@ -78,7 +85,7 @@ func Run(ctx context.Context, path, version string, stderr io.Writer) error {
 	level.Set(cfg.Log.Level.Slog())
 	log := logging.New(stderr, level, os.Getenv("JOURNAL_STREAM"))
 	d := &Daemon{version: version, log: log, level: level, notifier: notify.New(log), lastReload: time.Now(),
-		control: admin.ControlSocketPath(os.Getenv)}
+		control: admin.ControlSocketPath(os.Getenv), hup: hup}
 	d.cfg.Store(cfg)
 	return d.run(ctx)
 }
@@ -161,9 +168,6 @@ func (d *Daemon) bindFailed(err error, cfg *config.Valid) error {
 
 // loop handles reloads and status updates until ctx is done.
 func (d *Daemon) loop(ctx context.Context) error {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	status := time.NewTicker(5 * time.Second)
 	defer status.Stop()
 	// Reloads run on a goroutine of their own: a config read that hangs
@@ -177,7 +181,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return d.shutdown()
-		case <-hup:
+		case <-d.hup:
 			select {
 			case reloads <- struct{}{}:
 			default: // one is pending already
