@@ -58,15 +58,17 @@ func (d *Daemon) apply(next *config.Valid, prober health.Prober) {
 	d.proxy.SetOptions(proxyOptions(next, d.applyMaxConnections(next)))
 	d.level.Set(next.Log.Level.Slog())
 	d.cfg.Store(next)
+	d.restartFinder(prev, next)
+	added, removed := d.applyBackends()
+	// The reload is counted (what `vipproxy reload` waits for in /status)
+	// only once the new backend set is in the pool: counted before, it let
+	// reload report the old set (under qemu-user, 3 runs in 10 of
+	// TestReloadReportsTheDaemonsVerdict read "1/1 backends healthy").
 	d.mu.Lock()
+	d.retired = append(d.retired, removed...)
 	d.reloadErr = ""
 	d.reloads++
 	d.lastReload = time.Now()
-	d.mu.Unlock()
-	d.restartFinder(prev, next)
-	added, removed := d.applyBackends()
-	d.mu.Lock()
-	d.retired = append(d.retired, removed...)
 	d.mu.Unlock()
 	for _, b := range removed {
 		d.retire(b, next.Timeouts.Drain.Duration)
