@@ -110,6 +110,7 @@ rec {
     defaults
     withDefaults
     isIPv6
+    isLoopback
     hostPrefix
     joinHostPort
     sysctlKey
@@ -297,9 +298,6 @@ rec {
   # vip.mode = "node-local" (service/config.ModeNodeLocal): a worker-only
   # node's loopback VIP; no dummy link, ARP sysctls or keepalived.
   nodeLocal = settings: (withDefaults settings).vip.mode == "node-local";
-
-  # Loopback as Go's netip.Addr.IsLoopback: 127.0.0.0/8 and ::1.
-  isLoopback = addr: builtins.match "127\\.[0-9.]+" addr != null || addr == "::1";
 
   # The VIPs a node-local node cannot have: every one that is not loopback.
   nonLoopbackVips = settings: builtins.filter (a: !isLoopback a) (withDefaults settings).vip.addresses;
