@@ -305,3 +305,29 @@ func TestBookmarksOnAHugeSliceAreCheap(t *testing.T) {
 	}
 	t.Logf("%d bookmarks in 3 s: %d clock ticks of CPU, %s each", n, c1-c0, perBookmark)
 }
+
+// Endpoints the node must not dial are refused before any check: the
+// NAT64 and 6to4 forms of the metadata address, the admin endpoint's own
+// address. Before, all were accepted and health-checked (the NAT64 one
+// dialled for 40 s). (Loopback is allowed here for the stand-ins; its
+// refusal without allow_loopback is TestRefuse's.)
+func TestForbiddenEndpointsAreNeverDialled(t *testing.T) {
+	slices := standin.NewEndpointSlices()
+	seed := backend(t, "seed", func(o *standin.Options) { o.Slices = slices })
+	s := newSettings(t, seed.Addr())
+	s.Admin = fmt.Sprintf("127.0.0.5:%d", freePort(t))
+	s.Extra = fmt.Sprintf("\n[discovery]\nenable = true\nallow_loopback = true\nca_file = %q\ncert_file = %q\nkey_file = %q\nserver_name = \"localhost\"\n",
+		pki.CA, pki.ClientCert, pki.ClientKey)
+	p := startVIPProxy(t, s, nil)
+	// One port per answer: the apiservers' slice has one.
+	slices.SetAddrs(netip.MustParseAddrPort("[64:ff9b::a9fe:a9fe]:80"), netip.MustParseAddrPort("[2002:a9fe:a9fe::1]:80"))
+	p.waitFor(func() bool { return strings.Contains(p.log.String(), "discovered backends refused: 2") }, "the NAT64 and 6to4 forms refused")
+	slices.SetAddrs(netip.MustParseAddrPort(s.Admin))
+	p.waitFor(func() bool { return strings.Contains(p.log.String(), "one of vipproxy's own listeners") }, "the admin endpoint refused")
+	if got := p.status().Backends; len(got) != 1 {
+		t.Errorf("backends %+v, want the static seed alone", got)
+	}
+	if m, _ := p.get("/metrics"); strings.Contains(m, "64:ff9b") || strings.Contains(m, "2002:") || strings.Contains(m, `backend="`+s.Admin) {
+		t.Errorf("a refused endpoint has metrics (it was checked)")
+	}
+}
