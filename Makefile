@@ -44,7 +44,10 @@ test: deps
 		echo "=== make $$b (background)"; \
 		setsid $(MAKE) --no-print-directory $$b > >(sed -u "s/^/[$$b] /") 2>&1 & bg="$$bg $$!"; \
 	done; \
-	for t in $(TEST_TARGETS); do echo "=== make $$t"; $(MAKE) --no-print-directory $$t; done
+	for t in $(TEST_TARGETS); do \
+		echo "=== make $$t"; s=$$SECONDS; $(MAKE) --no-print-directory $$t; \
+		echo "=== make $$t: done in $$((SECONDS - s)) s (make test at $$SECONDS s)"; \
+	done
 
 clean:
 	rm -rf $(BIN)
