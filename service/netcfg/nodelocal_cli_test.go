@@ -60,7 +60,7 @@ func TestNodeLocalNetworkSetsUpNothing(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "60-vipproxy.netdev") || !strings.Contains(out, "link dummyvip0") || !strings.Contains(out, "fix: vipproxy network remove") {
 		t.Errorf("apply over a vrrp setup: exit %d\n%s\nwant 1 naming the leftovers and the fix", code, out)
 	}
-	out, code = exitCode(n, bin, "doctor", "--only", "vip-link,arp,drop-ins,keepalived", "--config", cfg, "--root", root)
+	out, _ = exitCode(n, bin, "doctor", "--only", "vip-link,arp,drop-ins,keepalived", "--config", cfg, "--root", root)
 	for _, want := range []string{"FAIL vip-link", "link dummyvip0", "fix: vipproxy network remove", "SKIP arp", "FAIL drop-ins", "SKIP keepalived"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor over a vrrp setup lacks %q:\n%s", want, out)
