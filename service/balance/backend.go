@@ -56,6 +56,9 @@ type availability struct {
 	// good marks a backend of the last known good set while the pool is
 	// in panic mode.
 	good bool
+	// known says the backend has been healthy at least once since it
+	// joined the pool: only those count for panic mode.
+	known bool
 }
 
 func (a availability) pack() uint32 {
@@ -63,11 +66,14 @@ func (a availability) pack() uint32 {
 	if a.good {
 		w |= 1 << 16
 	}
+	if a.known {
+		w |= 1 << 17
+	}
 	return w
 }
 
 func unpack(w uint32) availability {
-	return availability{state: State(w & 0xff), rotation: Rotation(w >> 8 & 0xff), good: w&(1<<16) != 0}
+	return availability{state: State(w & 0xff), rotation: Rotation(w >> 8 & 0xff), good: w&(1<<16) != 0, known: w&(1<<17) != 0}
 }
 
 func (b *Backend) load() availability { return unpack(b.avail.Load()) }
@@ -75,6 +81,7 @@ func (b *Backend) load() availability { return unpack(b.avail.Load()) }
 // store sets the availability and counts a change of State; only the
 // pool calls it, under Pool.mu.
 func (b *Backend) store(a availability, at time.Time) {
+	a.known = a.known || a.state.Healthy()
 	if b.load().state != a.state {
 		b.transitions.Add(1)
 		b.lastChange.Store(at.UnixNano())

@@ -302,3 +302,43 @@ func TestLocalFaultLookupOutOfDescriptors(t *testing.T) {
 		t.Error("a lookup failure while out of descriptors counted against the backend")
 	}
 }
+
+// Issue 25: 16 discovered members that never came up and one static
+// backend. The static one restarts: panic mode comes on (every backend
+// known good is down) and goes off once it is healthy again. Before, the
+// dead members counted, one healthy of 17 stayed "under half", and panic
+// mode (and with it close_on_down) stayed on for good.
+func TestPanicModeCountsOnlyKnownGoodBackends(t *testing.T) {
+	list := []config.Backend{{Name: "static", Address: "127.0.0.1:1"}}
+	for i := range 16 {
+		list = append(list, config.Backend{Name: fmt.Sprintf("dead%d", i), Address: fmt.Sprintf("127.0.0.2:%d", i+1)})
+	}
+	p, err := NewPool(config.RoundRobin, list, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SetThresholds(Thresholds{Rise: 1, Fall: 1})
+	for i := range 16 {
+		apply(p, fmt.Sprintf("dead%d", i), CheckFailed)
+	}
+	apply(p, "static", CheckPassed)
+	if on, _ := p.Panic(); on {
+		t.Fatal("the static backend up, 16 members never up: panic mode")
+	}
+	apply(p, "static", CheckFailed)
+	if on, _ := p.Panic(); !on {
+		t.Fatal("the only backend ever up went down: no panic mode")
+	}
+	apply(p, "static", CheckPassed)
+	if on, _ := p.Panic(); on {
+		t.Error("the static backend is healthy again, yet panic mode stays on (the members that never came up count)")
+	}
+	// A member that was up counts once it is.
+	apply(p, "dead0", CheckPassed)
+	apply(p, "dead1", CheckPassed)
+	apply(p, "dead0", CheckFailed)
+	apply(p, "dead1", CheckFailed)
+	if on, _ := p.Panic(); !on {
+		t.Error("two of three known good backends down at once: no panic mode")
+	}
+}

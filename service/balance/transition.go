@@ -85,9 +85,12 @@ func (p *Pool) Panic() (on bool, since time.Time) {
 
 // reassessLocked enters or leaves panic mode (Envoy's term) and reports
 // whether it did. The pool panics when a check takes a healthy backend
-// down and leaves fewer than half of the backends in rotation that have a
-// verdict healthy: all or most apiservers failing at the same time is more
-// likely a fault here (descriptors, memory, the node's network) than
+// down and leaves fewer than half of the known good backends in rotation
+// (those healthy at least once since they joined) healthy. Members that
+// never came up (16 dead endpoints a cluster lists, a remembered set that
+// is gone) do not count: they held panic mode on for good once a static
+// backend restarted. All or most apiservers failing at the same time is
+// more likely a fault here (descriptors, memory, the node's network) than
 // theirs. In panic mode the daemon cuts no open connection, and Pick
 // balances over the set that was healthy just before (the last known
 // good) when nothing better is left. It ends once half are healthy again.
@@ -96,7 +99,7 @@ func (p *Pool) reassessLocked(changed *Backend, from State, now time.Time) bool 
 	healthy, total := 0, 0
 	for _, b := range p.Backends() {
 		a := b.load()
-		if a.rotation != InRotation || a.state == Unknown {
+		if a.rotation != InRotation || !a.known {
 			continue
 		}
 		total++
