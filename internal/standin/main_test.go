@@ -3,7 +3,7 @@ package standin
 import (
 	"bytes"
 	"context"
-	"net"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -11,12 +11,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vipproxy/vipproxy/internal/testpki"
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // TestMain lets the test binary run as vipproxy-apiserver in a child
@@ -60,7 +60,7 @@ func TestCommandSIGUSR1TogglesReadyz(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	cmd := exec.Command(os.Args[0], "--listen", addr, "--name", "cp9", "--cert", files.ServerCert, "--key", files.ServerKey, "--client-ca", files.CA)
 	cmd.Env = append(os.Environ(), "STANDIN_MAIN=1")
 	var logs bytes.Buffer
@@ -105,16 +105,6 @@ func waitStatus(t *testing.T, c *http.Client, url string, code int) {
 	t.Fatalf("%s never answered %d; last: %s", url, code, last)
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // TestCommandEndpointsFile runs the real command with --endpoints-file: the
 // slices it serves follow the file, and a file that does not parse keeps
 // the last set (the VM scenario removes an apiserver this way).
@@ -126,10 +116,10 @@ func TestCommandEndpointsFile(t *testing.T) {
 	}
 	epFile := filepath.Join(dir, "endpoints")
 	writeFile(t, epFile, "# the cluster\n192.0.2.1:6443\n192.0.2.2:6443\n\n192.0.2.3:6443 # leaves next\n")
-	addr := freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	cmd := exec.Command(os.Args[0], "--listen", addr, "--cert", files.ServerCert, "--key", files.ServerKey, "--client-ca", files.CA, "--endpoints-file", epFile)
 	cmd.Env = append(os.Environ(), "STANDIN_MAIN=1")
-	var logs syncBuffer
+	var logs testutil.Buffer
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -144,7 +134,7 @@ func TestCommandEndpointsFile(t *testing.T) {
 	waitListed(t, c, url, "192.0.2.1 192.0.2.2")
 
 	writeFile(t, epFile, "192.0.2.1:6443\nnot-an-endpoint\n")
-	waitFor(t, func() bool { return strings.Contains(logs.String(), "endpoints file refused") })
+	testutil.WaitFor(t, "the refusal of a bad endpoints file", func() bool { return strings.Contains(logs.String(), "endpoints file refused") })
 	if _, body := get(t, c, url); !strings.Contains(body, `"192.0.2.2"`) {
 		t.Errorf("a bad file changed the slices: %s", body)
 	}
@@ -181,33 +171,4 @@ func writeFile(t *testing.T, path, text string) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// waitFor polls cond up to 10 s.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatal("condition never met")
-}
-
-// syncBuffer is a bytes.Buffer the child's stderr copier and the test share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

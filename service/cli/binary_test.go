@@ -13,46 +13,22 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // These tests run the real binary, as an operator and systemd do.
-
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
 
 // vipproxyBin returns $VIPPROXY_BIN (make passes bin/vipproxy) or a binary
 // built once for this test run.
 func vipproxyBin(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv("VIPPROXY_BIN"); p != "" {
-		return p
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "vipproxy-cli-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "vipproxy")
-		cmd := exec.Command("go", "build", "-ldflags", "-X main.version=v9.9.9-test", "-o", builtBin, "github.com/vipproxy/vipproxy/cmd/vipproxy")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v: %s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return builtBin
+	return testutil.Command(t, "vipproxy", "-ldflags", "-X main.version=v9.9.9-test")
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if builtBin != "" {
-		os.RemoveAll(filepath.Dir(builtBin))
-	}
+	testutil.RemoveBuilt()
 	os.Exit(code)
 }
 
@@ -111,16 +87,6 @@ func TestHelpAndVersionConventions(t *testing.T) {
 }
 
 // freeLoopbackPort returns a TCP port free on 127.0.0.1 right now.
-func freeLoopbackPort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // startDaemon runs `vipproxy serve` on cfgText until the test ends and
 // returns its stderr so far through the returned function.
 func startDaemon(t *testing.T, cfgText string, env ...string) (cfgPath string, logs func() string, cmd *exec.Cmd) {
@@ -146,42 +112,13 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
-// waitFor polls cond every 50 ms, at most 600 times (30 s).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for range 600 {
-		if cond() {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("gave up waiting for %s", what)
-}
-
-// backendListener accepts and holds TCP connections: enough for tcp checks.
-func backendListener(t *testing.T) string {
-	t.Helper()
-	ln := listen(t, "tcp", "127.0.0.1:0")
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	return ln.Addr().String()
-}
-
 func TestProbeOfRealDaemonSaysReadyOnce(t *testing.T) {
-	admin := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
+	admin := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	cfg := fmt.Sprintf("[vip]\naddresses = [\"127.0.0.1\"]\nport = %d\n[[backend]]\naddress = %q\n[admin]\nlisten = %q\n[health]\ntype = \"tcp\"\ninterval = \"100ms\"\ntimeout = \"100ms\"\nrise = 1\n",
-		freeLoopbackPort(t), backendListener(t), admin)
+		testutil.FreePort(t), testutil.ServeAddr(t, testutil.Close), admin)
 	path, logs, _ := startDaemon(t, cfg)
 	var stdout string
-	waitFor(t, "probe to pass", func() bool {
+	testutil.WaitFor(t, "probe to pass", func() bool {
 		out, _, code := runBin(t, "probe", "--config", path)
 		stdout = out
 		return code == 0
@@ -239,16 +176,16 @@ func adminConfig(vipPort int, backend, adminAddr string, strict bool) string {
 // (probe answers through the control socket), and must not hide a dead
 // proxy either (the squatter's 200 is not taken for vipproxy's).
 func TestAdminPortClashKeepsProxyServing(t *testing.T) {
-	adminAddr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
+	adminAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	squatter(t, adminAddr)
 	runDir := t.TempDir()
 	control := filepath.Join(runDir, "control.sock")
 	notifyEnv, statuses := notifyListener(t)
-	vipPort := freeLoopbackPort(t)
-	path, logs, cmd := startDaemon(t, adminConfig(vipPort, backendListener(t), adminAddr, false), "RUNTIME_DIRECTORY="+runDir, notifyEnv)
+	vipPort := testutil.FreePort(t)
+	path, logs, cmd := startDaemon(t, adminConfig(vipPort, testutil.ServeAddr(t, testutil.Close), adminAddr, false), "RUNTIME_DIRECTORY="+runDir, notifyEnv)
 
 	var stdout, stderr string
-	waitFor(t, "probe through the control socket", func() bool {
+	testutil.WaitFor(t, "probe through the control socket", func() bool {
 		out, errOut, code := runBin(t, "probe", "--config", path, "--control", control)
 		stdout, stderr = out, errOut
 		return code == 0 || cmd.ProcessState != nil
@@ -259,7 +196,7 @@ func TestAdminPortClashKeepsProxyServing(t *testing.T) {
 	if !strings.Contains(logs(), "level=WARN msg=\"admin endpoint cannot listen; the proxy serves without it and retries") {
 		t.Errorf("no warning about the admin endpoint in the log:\n%s", logs())
 	}
-	waitFor(t, "STATUS= naming the admin endpoint", func() bool {
+	testutil.WaitFor(t, "STATUS= naming the admin endpoint", func() bool {
 		return strings.Contains(statuses(), "admin endpoint down (retrying): admin: listen on "+adminAddr)
 	})
 	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", vipPort))
@@ -277,12 +214,12 @@ func TestAdminPortClashKeepsProxyServing(t *testing.T) {
 }
 
 func TestAdminEndpointRetriesUntilThePortIsFree(t *testing.T) {
-	adminAddr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
+	adminAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	sq := squatter(t, adminAddr)
-	_, logs, _ := startDaemon(t, adminConfig(freeLoopbackPort(t), backendListener(t), adminAddr, false))
-	waitFor(t, "the warning", func() bool { return strings.Contains(logs(), "admin endpoint cannot listen") })
+	_, logs, _ := startDaemon(t, adminConfig(testutil.FreePort(t), testutil.ServeAddr(t, testutil.Close), adminAddr, false))
+	testutil.WaitFor(t, "the warning", func() bool { return strings.Contains(logs(), "admin endpoint cannot listen") })
 	sq.Close()
-	waitFor(t, "the admin endpoint to serve /status", func() bool {
+	testutil.WaitFor(t, "the admin endpoint to serve /status", func() bool {
 		body, code, err := getReadyz(t.Context(), adminAddr, time.Second)
 		return err == nil && code == 200 && strings.HasPrefix(body, "ready: ")
 	})
@@ -292,9 +229,9 @@ func TestAdminEndpointRetriesUntilThePortIsFree(t *testing.T) {
 }
 
 func TestAdminStrictEndsTheDaemon(t *testing.T) {
-	adminAddr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
+	adminAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	squatter(t, adminAddr)
-	_, logs, cmd := startDaemon(t, adminConfig(freeLoopbackPort(t), backendListener(t), adminAddr, true))
+	_, logs, cmd := startDaemon(t, adminConfig(testutil.FreePort(t), testutil.ServeAddr(t, testutil.Close), adminAddr, true))
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
@@ -317,7 +254,7 @@ func TestVIPPortHeldByWildcardIsNamed(t *testing.T) {
 	t.Cleanup(func() { ln.Close() })
 	port := ln.Addr().(*net.TCPAddr).Port
 	notifyEnv, statuses := notifyListener(t)
-	cfg := fmt.Sprintf("[vip]\naddresses = [\"127.0.0.1\"]\nport = %d\n[[backend]]\naddress = %q\n[admin]\nlisten = \"\"\n", port, backendListener(t))
+	cfg := fmt.Sprintf("[vip]\naddresses = [\"127.0.0.1\"]\nport = %d\n[[backend]]\naddress = %q\n[admin]\nlisten = \"\"\n", port, testutil.ServeAddr(t, testutil.Close))
 	_, logs, cmd := startDaemon(t, cfg, notifyEnv)
 	cmd.Wait()
 	// The holder is this test binary, or under qemu-user (make
@@ -331,7 +268,7 @@ func TestVIPPortHeldByWildcardIsNamed(t *testing.T) {
 		t.Errorf("exit %d, log:\n%s\nwant it to contain %q and the fix", code, logs(), want)
 	}
 	// The datagram was sent before the exit; its reader may lag behind.
-	waitFor(t, "STATUS= naming the holder", func() bool {
+	testutil.WaitFor(t, "STATUS= naming the holder", func() bool {
 		return strings.Contains(statuses(), "STATUS=VIP listener: ") && strings.Contains(statuses(), want)
 	})
 }
@@ -402,9 +339,9 @@ func TestRenderPrintsWriteWritesDiffDryRuns(t *testing.T) {
 func TestReloadReportsTheDaemonsVerdict(t *testing.T) {
 	runDir := t.TempDir()
 	control := filepath.Join(runDir, "control.sock")
-	good := adminConfig(freeLoopbackPort(t), backendListener(t), "", false)
+	good := adminConfig(testutil.FreePort(t), testutil.ServeAddr(t, testutil.Close), "", false)
 	path, logs, cmd := startDaemon(t, good, "RUNTIME_DIRECTORY="+runDir)
-	waitFor(t, "the control socket", func() bool {
+	testutil.WaitFor(t, "the control socket", func() bool {
 		_, _, code := runBin(t, "probe", "--config", path, "--control", control)
 		return code == 0
 	})
@@ -412,7 +349,7 @@ func TestReloadReportsTheDaemonsVerdict(t *testing.T) {
 	reload := func(cfg string) (string, string, int) {
 		return runBin(t, "reload", "--config", cfg, "--pid", pid, "--control", control, "--timeout", "20s")
 	}
-	withTwo := good + "[[backend]]\naddress = \"" + backendListener(t) + "\"\n"
+	withTwo := good + "[[backend]]\naddress = \"" + testutil.ServeAddr(t, testutil.Close) + "\"\n"
 	os.WriteFile(path, []byte(withTwo), 0o644)
 	if out, errOut, code := reload(path); code != 0 || !strings.HasPrefix(out, "reloaded: ") || !strings.HasSuffix(out, "/2 backends healthy\n") {
 		t.Fatalf("reload of a good file: exit %d, stdout %q, stderr %q; log:\n%s", code, out, errOut, logs())
@@ -446,12 +383,12 @@ func TestReloadReportsTheDaemonsVerdict(t *testing.T) {
 func TestStatusForAPerson(t *testing.T) {
 	runDir := t.TempDir()
 	control := filepath.Join(runDir, "control.sock")
-	dead := freeLoopbackPort(t)
-	cfg := adminConfig(freeLoopbackPort(t), backendListener(t), "", false) +
+	dead := testutil.FreePort(t)
+	cfg := adminConfig(testutil.FreePort(t), testutil.ServeAddr(t, testutil.Close), "", false) +
 		fmt.Sprintf("[[backend]]\nname = \"gone\"\naddress = \"127.0.0.1:%d\"\n", dead)
 	path, logs, cmd := startDaemon(t, cfg, "RUNTIME_DIRECTORY="+runDir)
 	var out string
-	waitFor(t, "status to show the dead backend down", func() bool {
+	testutil.WaitFor(t, "status to show the dead backend down", func() bool {
 		o, _, code := runBin(t, "status", "--config", path, "--control", control)
 		out = o
 		return code == 0 && strings.Contains(out, "gone") && strings.Contains(out, " down ")
@@ -478,11 +415,11 @@ func TestStatusForAPerson(t *testing.T) {
 // as this node's own and says nothing of VRRP or keepalived.
 func TestStatusNodeLocal(t *testing.T) {
 	runDir := t.TempDir()
-	port := freeLoopbackPort(t)
-	cfg := strings.Replace(adminConfig(port, backendListener(t), "", false), "[vip]\n", "[vip]\nmode = \"node-local\"\n", 1)
+	port := testutil.FreePort(t)
+	cfg := strings.Replace(adminConfig(port, testutil.ServeAddr(t, testutil.Close), "", false), "[vip]\n", "[vip]\nmode = \"node-local\"\n", 1)
 	path, logs, _ := startDaemon(t, cfg, "RUNTIME_DIRECTORY="+runDir)
 	var out string
-	waitFor(t, "status ready", func() bool {
+	testutil.WaitFor(t, "status ready", func() bool {
 		o, _, code := runBin(t, "status", "--config", path, "--control", filepath.Join(runDir, "control.sock"))
 		out = o
 		return code == 0

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vipproxy/vipproxy/internal/standin"
 	"github.com/vipproxy/vipproxy/internal/testpki"
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // anonOffApiservers starts n stand-in apiservers that serve as
@@ -61,11 +62,11 @@ func TestDoctorNamesCauseAndFix(t *testing.T) {
 		return out + errOut, code
 	}
 
-	vipPort, admin := freeLoopbackPort(t), fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
+	vipPort, admin := testutil.FreePort(t), fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	path, logs, cmd := startDaemon(t, doctorConfig(t, apis, vipPort, admin, fmt.Sprintf("ca_file = %q\n", pki.CA)))
 	var out string
 	var code int
-	waitFor(t, "doctor to see the daemon ready", func() bool { out, code = doctor(path); return strings.Contains(out, "PASS daemon") })
+	testutil.WaitFor(t, "doctor to see the daemon ready", func() bool { out, code = doctor(path); return strings.Contains(out, "PASS daemon") })
 	for _, want := range []string{
 		"PASS daemon     the daemon is ready: 2/2 backends healthy",
 		fmt.Sprintf("WARN backends   port api (%d): 2 of 2 backends answer, readiness unverified", vipPort),
@@ -88,8 +89,8 @@ func TestDoctorNamesCauseAndFix(t *testing.T) {
 	}
 
 	refused := fmt.Sprintf("ca_file = %q\ncert_file = %q\nkey_file = %q\n", pki.CA, other.ClientCert, other.ClientKey)
-	path, logs, _ = startDaemon(t, doctorConfig(t, apis, freeLoopbackPort(t), fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t)), refused))
-	waitFor(t, "doctor to see the daemon not ready", func() bool {
+	path, logs, _ = startDaemon(t, doctorConfig(t, apis, testutil.FreePort(t), fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), refused))
+	testutil.WaitFor(t, "doctor to see the daemon not ready", func() bool {
 		out, code = doctor(path)
 		return strings.Contains(out, "FAIL daemon     the daemon is not ready (not ready: 0/2")
 	})

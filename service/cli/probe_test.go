@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // serveReadyz answers /readyz with code on ln until the test ends.
@@ -67,21 +69,11 @@ func TestProbeAnswers(t *testing.T) {
 
 // A server that accepts but never answers must not hang the probe.
 func TestProbeTimesOut(t *testing.T) {
-	ln := listen(t, "tcp", "127.0.0.1:0")
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { c.Close() })
-		}
-	}()
+	addr := testutil.ServeAddr(t, testutil.Silent)
 	var out, errOut bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
-		done <- Main(context.Background(), Env{Stdout: &out, Stderr: &errOut}, []string{"probe", "--admin", ln.Addr().String(), "--timeout", "200ms"})
+		done <- Main(context.Background(), Env{Stdout: &out, Stderr: &errOut}, []string{"probe", "--admin", addr, "--timeout", "200ms"})
 	}()
 	select {
 	case code := <-done:

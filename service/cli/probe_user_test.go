@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // nobody is the unprivileged user keepalived's track script runs as on
@@ -40,7 +42,7 @@ func TestProbeAnswersKeepalivedsScriptUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	copyFile(t, vipproxyBin(t), bin, 0o755)
-	path, logs, _ := startDaemon(t, adminConfig(freeLoopbackPort(t), backendListener(t), "", false), "RUNTIME_DIRECTORY="+runDir)
+	path, logs, _ := startDaemon(t, adminConfig(testutil.FreePort(t), testutil.ServeAddr(t, testutil.Close), "", false), "RUNTIME_DIRECTORY="+runDir)
 
 	asNobody := func(socket string) (string, int) {
 		var out bytes.Buffer
@@ -55,7 +57,7 @@ func TestProbeAnswersKeepalivedsScriptUser(t *testing.T) {
 		}
 		return out.String(), 0
 	}
-	waitFor(t, "the probe socket", func() bool {
+	testutil.WaitFor(t, "the probe socket", func() bool {
 		_, err := os.Stat(filepath.Join(runDir, "probe.sock"))
 		return err == nil
 	})

@@ -3,13 +3,13 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // A SIGHUP that comes while the daemon starts must not kill it (Go's
@@ -23,9 +23,9 @@ func TestSIGHUPWhileStartingIsAReload(t *testing.T) {
 	runDir := t.TempDir()
 	control := filepath.Join(runDir, "control.sock")
 	cfg := fmt.Sprintf("[vip]\naddresses = [\"127.0.0.1\"]\nport = %d\n[[backend]]\naddress = %q\n[health]\ntype = \"tls\"\ninterval = \"3s\"\ntimeout = \"3s\"\n",
-		freeLoopbackPort(t), silentListener(t))
+		testutil.FreePort(t), testutil.ServeAddr(t, testutil.Silent))
 	path, logs, cmd := startDaemon(t, cfg, "RUNTIME_DIRECTORY="+runDir)
-	waitFor(t, "the daemon to answer on its control socket, not ready yet", func() bool {
+	testutil.WaitFor(t, "the daemon to answer on its control socket, not ready yet", func() bool {
 		out, _, _ := runBin(t, "status", "--json", "--config", path, "--control", control)
 		var rep statusReport
 		return json.Unmarshal([]byte(out), &rep) == nil && rep.Daemon != nil && !rep.Daemon.Ready
@@ -33,40 +33,12 @@ func TestSIGHUPWhileStartingIsAReload(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the reload after the start", func() bool {
+	testutil.WaitFor(t, "the reload after the start", func() bool {
 		return strings.Contains(logs(), "msg=reloaded") || exited(cmd.Process.Pid)
 	})
 	if exited(cmd.Process.Pid) {
 		t.Fatalf("a SIGHUP while starting ended the daemon; log:\n%s", logs())
 	}
-}
-
-// silentListener accepts TCP connections and never answers on them.
-func silentListener(t *testing.T) string {
-	t.Helper()
-	ln := listen(t, "tcp", "127.0.0.1:0")
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	return ln.Addr().String()
 }
 
 // exited reports whether process pid has ended (a zombie not yet waited

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/vipproxy/vipproxy/internal/standin"
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // cluster is three stand-in apiservers that publish themselves in one
@@ -46,7 +47,7 @@ func newCluster(t *testing.T) *cluster {
 func sharedPort(t *testing.T, hosts ...string) int {
 	t.Helper()
 	for range 50 {
-		port, free := freePort(t), true
+		port, free := testutil.FreePort(t), true
 		for _, h := range hosts {
 			ln, err := net.Listen("tcp", net.JoinHostPort(h, strconv.Itoa(port)))
 			if err != nil {

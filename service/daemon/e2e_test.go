@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/vipproxy/vipproxy/internal/standin"
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // 1. Round-robin gives each of three backends its share.
@@ -86,7 +87,7 @@ func apiserverProc(t *testing.T, name, addr string, extra ...string) *exec.Cmd {
 // 3. A backend SIGKILLed under a steady stream of new connections: no
 // new client connection fails; it is marked down, and up again after restart.
 func TestBackendKilledUnderLoad(t *testing.T) {
-	addrs := []string{fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	addrs := []string{fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))}
 	var procs []*exec.Cmd
 	for i, a := range addrs {
 		procs = append(procs, apiserverProc(t, fmt.Sprintf("api%d", i), a))
@@ -422,7 +423,7 @@ func TestFreeBindFallback(t *testing.T) {
 	s.Extra = ""
 	path := filepath.Join(t.TempDir(), "v.toml")
 	os.WriteFile(path, []byte(cfg), 0o644)
-	p := &proc{t: t, admin: s.Admin, log: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proc{t: t, admin: s.Admin, log: &testutil.Buffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(filepath.Join(binDir, "vipproxy"), "serve", "--config", path)
 	p.cmd.Stderr = p.log
 	if err := p.cmd.Start(); err != nil {

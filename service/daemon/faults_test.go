@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/vipproxy/vipproxy/internal/standin"
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // The health settings of the harness (settings.toml): interval = timeout
@@ -128,7 +129,7 @@ func apiservers(t *testing.T, n int) []string {
 	t.Helper()
 	var addrs []string
 	for i := 0; i < n; i++ {
-		a := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		a := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 		apiserverProc(t, fmt.Sprintf("api%d", i), a)
 		addrs = append(addrs, a)
 	}
@@ -416,7 +417,7 @@ func startActivated(t *testing.T, s settings, f *os.File) *proc {
 	if err := os.WriteFile(cfgPath, []byte(s.toml()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{t: t, cfgPath: cfgPath, vip: fmt.Sprintf("127.0.0.1:%d", s.Port), admin: s.Admin, log: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proc{t: t, cfgPath: cfgPath, vip: fmt.Sprintf("127.0.0.1:%d", s.Port), admin: s.Admin, log: &testutil.Buffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command("/bin/sh", "-c", `export LISTEN_PID=$$; exec "$0" "$@"`, filepath.Join(binDir, "vipproxy"), "serve", "--config", cfgPath)
 	p.cmd.Env = append(os.Environ(), "LISTEN_FDS=1", "LISTEN_FDNAMES=vip")
 	p.cmd.ExtraFiles = []*os.File{f}
@@ -461,13 +462,13 @@ func TestRestartKeepsListener(t *testing.T) {
 
 	stopAt := time.Now()
 	first.stop()
-	s.Admin = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	s.Admin = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	second := startActivated(t, s, f)
 	readyAt := time.Now()
 	time.Sleep(500 * time.Millisecond)
 
 	overlapAt := time.Now()
-	s.Admin = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	s.Admin = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	startActivated(t, s, f)
 	second.stop()
 	overlapDone := time.Now()
@@ -576,7 +577,7 @@ func TestManyConnections(t *testing.T) {
 		t.Skipf("descriptor limit %d: the proxy needs %d for %d connections", lim.Max, need, n)
 	}
 	start := time.Now()
-	echo := startEcho(t, echoBinary(t), fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+	echo := startEcho(t, echoBinary(t), fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)))
 	s := newSettings(t, echo.addr)
 	s.Interval = "1s"
 	// The derived cap keeps an eighth of the descriptors for pipes and

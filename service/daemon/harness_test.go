@@ -4,27 +4,24 @@ package daemon_test
 // sockets on loopback, with stand-in mTLS apiservers as backends.
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vipproxy/vipproxy/internal/standin"
 	"github.com/vipproxy/vipproxy/internal/testpki"
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 var (
@@ -76,38 +73,6 @@ func buildBinaries(binDir string) error {
 		return fmt.Errorf("go build: %v\n%s", err, out)
 	}
 	return nil
-}
-
-// freePort returns a loopback port that was free a moment ago.
-//
-// It is picked below the kernel's ephemeral range. A port from
-// Listen(":0") comes from that range, where the tests' own client
-// connections take their source ports, so under load one of them could
-// hold it by the time the daemon binds it (seen once in CI: "bind: address
-// already in use" for the admin port of a restarted daemon).
-func freePort(t testing.TB) int {
-	t.Helper()
-	const lowest = 10000
-	ephemeralLow := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		fmt.Sscan(string(b), &ephemeralLow)
-	}
-	for range 200 {
-		if ephemeralLow <= lowest {
-			break // an unusual range: fall back to the kernel's pick
-		}
-		port := lowest + rand.IntN(ephemeralLow-lowest)
-		if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-			ln.Close()
-			return port
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // backend is an in-process stand-in apiserver.
@@ -194,31 +159,14 @@ type proc struct {
 	cfgPath string
 	vip     string
 	admin   string
-	log     *syncBuffer
+	log     *testutil.Buffer
 	exited  chan struct{}
 	err     error
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // newSettings returns settings with fresh ports for the VIP and admin.
 func newSettings(t testing.TB, backends ...string) settings {
-	return settings{Port: freePort(t), Admin: fmt.Sprintf("127.0.0.1:%d", freePort(t)), Backends: backends}
+	return settings{Port: testutil.FreePort(t), Admin: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), Backends: backends}
 }
 
 // startVIPProxy writes the config and starts the binary, waiting until
@@ -231,7 +179,7 @@ func startVIPProxy(t testing.TB, s settings, env []string, prefix ...string) *pr
 		t.Fatal(err)
 	}
 	args := append(append([]string{}, prefix...), filepath.Join(binDir, "vipproxy"), "serve", "--config", cfgPath)
-	p := &proc{t: t, cfgPath: cfgPath, vip: fmt.Sprintf("127.0.0.1:%d", s.Port), admin: s.Admin, log: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proc{t: t, cfgPath: cfgPath, vip: fmt.Sprintf("127.0.0.1:%d", s.Port), admin: s.Admin, log: &testutil.Buffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(args[0], args[1:]...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stderr = p.log

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 const soakEnv = "VIPPROXY_SOAK_DURATION"
@@ -50,7 +52,7 @@ func TestSoak(t *testing.T) {
 	var backends []*echoProc
 	var addrs []string
 	for i := 0; i < 3; i++ {
-		e := startEcho(t, bin, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+		e := startEcho(t, bin, fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)))
 		backends = append(backends, e)
 		addrs = append(addrs, e.addr)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/vipproxy/vipproxy/internal/testpki"
+	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/service/config"
 )
 
@@ -269,7 +270,7 @@ func TestUnverifiedBackendIsUpAndLoggedOnce(t *testing.T) {
 	stopped := make(chan struct{})
 	go func() { c.Run(ctx); close(stopped) }()
 	defer func() { cancel(); <-stopped }()
-	waitFor(t, "five checks", func() bool { return len(rec.of("api1")) >= 5 })
+	testutil.WaitFor(t, "five checks", func() bool { return len(rec.of("api1")) >= 5 })
 	s := stateOf(c, "api1")
 	if rec.last("api1") != Pass || s.LastError != "" || !strings.Contains(s.Unverified, "answered 401") {
 		t.Errorf("status %+v, outcome %v: want passed, no error, unverified", s, rec.last("api1"))

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/vipproxy/vipproxy/internal/testpki"
+	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/service/config"
 )
 
@@ -44,18 +45,6 @@ func (e *results) of(name string) []Result {
 		}
 	}
 	return out
-}
-
-// waitFor polls cond for up to 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func healthConfig(kind config.CheckKind) config.Health {
@@ -92,22 +81,12 @@ func stateOf(c *Checker, name string) Status {
 	return Status{}
 }
 
+// listen serves addr, closing each connection at once: a TCP check
+// passes.
 func listen(t *testing.T, addr string) net.Listener {
 	t.Helper()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("listen %s: %v", addr, err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conn.Close()
-		}
-	}()
+	ln := testutil.Listen(t, addr)
+	testutil.Serve(t, ln, testutil.Close)
 	return ln
 }
 
@@ -130,9 +109,9 @@ func TestTCPCheckReportsEachResult(t *testing.T) {
 	cfg.Rise, cfg.Fall = 3, 2
 	c, rec := startChecker(t, cfg, Target{Name: "a", Address: addr})
 
-	waitFor(t, "a passed", func() bool { return rec.last("a") == Pass })
+	testutil.WaitFor(t, "a passed", func() bool { return rec.last("a") == Pass })
 	ln.Close()
-	waitFor(t, "a failed", func() bool { return rec.last("a") == Fail })
+	testutil.WaitFor(t, "a failed", func() bool { return rec.last("a") == Fail })
 	rs := rec.of("a")
 	if r := rs[len(rs)-1]; r.Err == nil || !strings.Contains(r.Err.Error(), "connection refused") {
 		t.Fatalf("failed result: %+v", r)
@@ -142,7 +121,7 @@ func TestTCPCheckReportsEachResult(t *testing.T) {
 	}
 
 	listen(t, addr) // the backend returns on the same port
-	waitFor(t, "a passed again", func() bool { return rec.last("a") == Pass })
+	testutil.WaitFor(t, "a passed again", func() bool { return rec.last("a") == Pass })
 	if s := stateOf(c, "a"); s.LastError != "" {
 		t.Fatalf("status after recovery: %+v", s)
 	}
@@ -334,7 +313,7 @@ func TestHTTPSCheckTimesOutOnSilentServer(t *testing.T) {
 	cfg := healthConfig(config.CheckHTTPS)
 	cfg.Timeout = config.Duration{Duration: 200 * time.Millisecond}
 	_, rec := startChecker(t, cfg, Target{"silent", hang.start(t)})
-	waitFor(t, "silent checked", func() bool { return len(rec.of("silent")) > 0 })
+	testutil.WaitFor(t, "silent checked", func() bool { return len(rec.of("silent")) > 0 })
 	ev := rec.of("silent")[0]
 	if ev.Outcome != Fail || ev.Err == nil || !strings.HasPrefix(ev.Err.Error(), "https GET /readyz: ") ||
 		!strings.Contains(ev.Err.Error(), "health.timeout 200ms") {
@@ -355,7 +334,7 @@ func TestChecksRunConcurrently(t *testing.T) {
 		targets = append(targets, Target{name, hang.start(t)})
 	}
 	c, _ := startChecker(t, cfg, targets...)
-	waitFor(t, "3 probes in flight at once", func() bool { return hang.max() == 3 })
+	testutil.WaitFor(t, "3 probes in flight at once", func() bool { return hang.max() == 3 })
 	for _, s := range c.Snapshot() {
 		if !s.LastCheck.IsZero() {
 			t.Fatalf("%s has a result although its probe is still hanging: %+v", s.Name, s)
@@ -385,16 +364,16 @@ func TestSetTargetsKeepsUnchangedState(t *testing.T) {
 	if err := c.WaitFirstRound(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "c's first result recorded", func() bool { return len(rec.of("c")) > 0 })
+	testutil.WaitFor(t, "c's first result recorded", func() bool { return len(rec.of("c")) > 0 })
 	snap := c.Snapshot()
 	if len(snap) != 2 || snap[0].Name != "a" || snap[1].Name != "c" || snap[1].LastCheck.IsZero() {
 		t.Fatalf("snapshot after SetTargets: %+v", snap)
 	}
 	// b is no longer checked: while a gets several more results, b gets none.
 	nA := len(rec.of("a"))
-	waitFor(t, "a checked again", func() bool { return len(rec.of("a")) >= nA+3 })
+	testutil.WaitFor(t, "a checked again", func() bool { return len(rec.of("a")) >= nA+3 })
 	nB := len(rec.of("b"))
-	waitFor(t, "a checked more", func() bool { return len(rec.of("a")) >= nA+6 })
+	testutil.WaitFor(t, "a checked more", func() bool { return len(rec.of("a")) >= nA+6 })
 	if got := len(rec.of("b")); got != nB {
 		t.Fatalf("removed target b still checked: %d events, was %d", got, nB)
 	}
@@ -504,9 +483,9 @@ func TestSetConfigSwapsProber(t *testing.T) {
 	addr := listen(t, "127.0.0.1:0").Addr().String()
 	cfg := healthConfig(config.CheckTCP)
 	c, rec := startChecker(t, cfg, Target{"a", addr})
-	waitFor(t, "a passed", func() bool { return rec.last("a") == Pass })
+	testutil.WaitFor(t, "a passed", func() bool { return rec.last("a") == Pass })
 	c.SetConfig(cfg, failingProber{})
-	waitFor(t, "a failed", func() bool { return rec.last("a") == Fail })
+	testutil.WaitFor(t, "a failed", func() bool { return rec.last("a") == Fail })
 	rs := rec.of("a")
 	if err := rs[len(rs)-1].Err; err == nil || !strings.Contains(err.Error(), "swapped prober") {
 		t.Fatalf("error %v", err)
@@ -514,21 +493,10 @@ func TestSetConfigSwapsProber(t *testing.T) {
 }
 
 // lockedBuffer is a log sink the test can read while the checker writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+type lockedBuffer struct{ testutil.Buffer }
 
 func (b *lockedBuffer) lines() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Split(strings.TrimSpace(b.buf.String()), "\n")
+	return strings.Split(strings.TrimSpace(b.String()), "\n")
 }
 
 // At info, checks that pass or fail log nothing here: what they mean for
@@ -551,11 +519,11 @@ func TestNoLogLinePerCheck(t *testing.T) {
 	go func() { c.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 
-	waitFor(t, "a passed", func() bool { return rec.last("a") == Pass })
+	testutil.WaitFor(t, "a passed", func() bool { return rec.last("a") == Pass })
 	ln.Close()
-	waitFor(t, "a failed", func() bool { return rec.last("a") == Fail })
+	testutil.WaitFor(t, "a failed", func() bool { return rec.last("a") == Fail })
 	n := len(rec.of("a"))
-	waitFor(t, "more failed checks", func() bool { return len(rec.of("a")) >= n+3 })
+	testutil.WaitFor(t, "more failed checks", func() bool { return len(rec.of("a")) >= n+3 })
 	if lines := out.lines(); len(lines) != 1 || lines[0] != "" {
 		t.Fatalf("%d log lines at info for %d checks:\n%s", len(lines), len(rec.of("a")), strings.Join(lines, "\n"))
 	}
@@ -595,11 +563,11 @@ func TestLocalFailureReportedApart(t *testing.T) {
 	go func() { c.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 
-	waitFor(t, "a passed", func() bool { return rec.last("a") == Pass })
+	testutil.WaitFor(t, "a passed", func() bool { return rec.last("a") == Pass })
 	prober.local.Store(true)
-	waitFor(t, "a local failure", func() bool { return rec.last("a") == LocalFault })
+	testutil.WaitFor(t, "a local failure", func() bool { return rec.last("a") == LocalFault })
 	n := len(rec.of("a"))
-	waitFor(t, "five local failures", func() bool { return len(rec.of("a")) >= n+5 })
+	testutil.WaitFor(t, "five local failures", func() bool { return len(rec.of("a")) >= n+5 })
 	for _, ev := range rec.of("a")[n:] {
 		if ev.Outcome == Fail {
 			t.Errorf("a local failure counted as the backend's: %+v", ev)
@@ -614,7 +582,7 @@ func TestLocalFailureReportedApart(t *testing.T) {
 	// A real failure afterwards is the backend's.
 	prober.local.Store(false)
 	ln.Close()
-	waitFor(t, "a failed", func() bool { return rec.last("a") == Fail })
+	testutil.WaitFor(t, "a failed", func() bool { return rec.last("a") == Fail })
 }
 
 // At debug every check that changes nothing is one line too.
@@ -633,7 +601,7 @@ func TestDebugLogsEachCheck(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Run(ctx); close(done) }()
-	waitFor(t, "three checks", func() bool { return len(rec.of("a")) >= 3 })
+	testutil.WaitFor(t, "three checks", func() bool { return len(rec.of("a")) >= 3 })
 	cancel()
 	<-done
 	var checks int

@@ -27,20 +27,7 @@ func TestEveryCheckKindHasAProber(t *testing.T) {
 // listeners, by IP or by a name resolving to it, fails its check with
 // that reason (it would otherwise pass, checking ourselves).
 func TestCheckOfOurOwnListenerFails(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	ln := listen(t, "127.0.0.1:0")
 	own := ln.Addr().(*net.TCPAddr).AddrPort()
 	p, err := NewProber(healthConfig(config.CheckTCP), own)
 	if err != nil {

@@ -9,55 +9,31 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // vipproxyBin returns the vipproxy binary: $VIPPROXY_BIN (make passes
-// bin/vipproxy) or one built once into a temporary directory.
+// bin/vipproxy) or one built once for this test run.
 func vipproxyBin(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv("VIPPROXY_BIN"); p != "" {
-		return p
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "vipproxy-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "vipproxy")
-		out, err := exec.Command("go", "build", "-o", builtBin, "github.com/vipproxy/vipproxy/cmd/vipproxy").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v: %s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
+	bin := testutil.Command(t, "vipproxy")
 	// Under go test -exec qemu-<arch>-static the binary is built for that
 	// GOARCH and may not be executable by `ip netns exec` (no binfmt).
-	if out, err := exec.Command(builtBin, "version").CombinedOutput(); err != nil {
+	if out, err := exec.Command(bin, "version").CombinedOutput(); err != nil {
 		t.Skipf("the vipproxy binary built for GOARCH=%s cannot run here: %v: %s", runtime.GOARCH, err, out)
 	}
-	return builtBin
+	return bin
 }
-
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
 
 // TestMain removes the binary built for the scenarios.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if builtBin != "" {
-		os.RemoveAll(filepath.Dir(builtBin))
-	}
+	testutil.RemoveBuilt()
 	os.Exit(code)
 }
 
@@ -107,17 +83,10 @@ func (n *testNS) serveGreeting(t *testing.T, addr, greeting string) {
 	if err := n.inNS(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
 		t.Fatalf("listen %s in %s: %v", addr, n.name, err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintln(c, greeting)
-			c.Close()
-		}
-	}()
+	testutil.Serve(t, ln, func(c net.Conn) {
+		fmt.Fprintln(c, greeting)
+		c.Close()
+	})
 }
 
 // fetch dials addr from inside the namespace and returns the first line

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/metrics"
@@ -22,48 +23,26 @@ import (
 // echoBackend echoes every byte and half-closes when the client does.
 func echoBackend(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				// A plain loop: io.Copy would splice and hold pipes itself.
-				buf := make([]byte, 32<<10)
-				for {
-					n, err := c.Read(buf)
-					if n > 0 {
-						if _, werr := c.Write(buf[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						c.(*net.TCPConn).CloseWrite()
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	return testutil.ServeAddr(t, echo)
 }
 
-// deadAddress returns a loopback address where nothing listens.
-func deadAddress(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// echo writes back what it reads; a plain loop: io.Copy would splice and
+// hold pipes itself.
+func echo(c net.Conn) {
+	defer c.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			c.(*net.TCPConn).CloseWrite()
+			return
+		}
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
 }
 
 func testCounters() Counters {
@@ -238,7 +217,7 @@ func TestHalfCloseIsPassedThrough(t *testing.T) {
 }
 
 func TestDeadBackendIsRetriedTransparently(t *testing.T) {
-	dead := deadAddress(t)
+	dead := testutil.DeadAddress(t)
 	_, pool, addr := startProxy(t, dead, echoBackend(t), dead2(t))
 	for _, b := range pool.Backends() {
 		pool.Observe(b, balance.CheckPassed) // as if the checks passed a moment ago
@@ -249,7 +228,7 @@ func TestDeadBackendIsRetriedTransparently(t *testing.T) {
 	}
 }
 
-func dead2(t testing.TB) string { return deadAddress(t) }
+func dead2(t testing.TB) string { return testutil.DeadAddress(t) }
 
 // pingThrough sends "ping" over n connections to addr, one after the
 // other, and fails unless each comes back: one backend is alive.
@@ -271,7 +250,7 @@ func pingThrough(t *testing.T, addr string, n int) {
 }
 
 func TestAllBackendsDownClosesAtOnce(t *testing.T) {
-	_, pool, addr := startProxy(t, deadAddress(t), deadAddress(t))
+	_, pool, addr := startProxy(t, testutil.DeadAddress(t), testutil.DeadAddress(t))
 	for _, b := range pool.Backends() {
 		pool.Observe(b, balance.CheckFailed)
 	}
@@ -514,32 +493,7 @@ func TestResetAfterAnswerReachesClient(t *testing.T) {
 // silentBackend accepts and never answers (a wedged apiserver).
 func silentBackend(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var held []net.Conn
-	var mu sync.Mutex
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range held {
-			c.Close()
-		}
-		mu.Unlock()
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			held = append(held, c)
-			mu.Unlock()
-		}
-	}()
-	return ln.Addr().String()
+	return testutil.ServeAddr(t, testutil.Silent)
 }
 
 // TestEvacuateReplaysUnanswered: a connection waiting on a backend that
@@ -576,29 +530,13 @@ func TestEvacuateReplaysUnanswered(t *testing.T) {
 	}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // At log.level = debug each connection's decisions are logged: the
 // backend picked, the evacuation and replay when it goes down before
 // answering, the close when it goes down after. At info, none of them.
 func TestDebugLogsEachDecision(t *testing.T) {
 	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
-		var logged lockedBuffer
+		var logged testutil.Buffer
 		log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: level}))
 		silent := silentBackend(t)
 		_, pool, addr := startProxyLog(t, log, silent, echoBackend(t))
@@ -653,7 +591,7 @@ func TestBackendThatIsOurListenerIsRefused(t *testing.T) {
 	for _, b := range pool.Backends() {
 		pool.Observe(b, balance.CheckPassed)
 	}
-	var logs lockedBuffer
+	var logs testutil.Buffer
 	p := New(pool, Options{DialTimeout: time.Second, DialAttempts: 3, KeepAlive: 15 * time.Second,
 		UserTimeout: 10 * time.Second, AcceptBackoffMax: 100 * time.Millisecond}, testCounters(), slog.New(slog.NewTextHandler(&logs, nil)))
 	if err := p.Start([]net.Listener{ln}); err != nil {
