@@ -530,7 +530,6 @@ func TestEvacuateReplaysUnanswered(t *testing.T) {
 	}
 }
 
-
 // At log.level = debug each connection's decisions are logged: the
 // backend picked, the evacuation and replay when it goes down before
 // answering, the close when it goes down after. At info, none of them.
