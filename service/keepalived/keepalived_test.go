@@ -2,25 +2,18 @@ package keepalived
 
 import (
 	"bytes"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/service/config"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files")
-
 func parseConfig(t *testing.T, lines ...string) *config.Valid {
 	t.Helper()
-	text := strings.Join(lines, "\n") + "\n[[backend]]\naddress = \"192.168.1.1:6443\"\n"
-	cfg, err := config.Parse("/etc/vipproxy/vipproxy.toml", []byte(text))
-	if err != nil {
-		t.Fatalf("parse config: %v", err)
-	}
-	return cfg
+	return testutil.ParseConfig(t, strings.Join(lines, "\n")+"\n[[backend]]\naddress = \"192.168.1.1:6443\"\n")
 }
 
 func selfExe(t *testing.T) string {
@@ -48,20 +41,7 @@ func TestRenderGolden(t *testing.T) {
 			got := Render(parseConfig(t, lines...))
 			// The default probe_command is this (test) binary's own path.
 			got = bytes.ReplaceAll(got, []byte(selfExe(t)+" probe"), []byte("SELF probe"))
-			golden := filepath.Join("testdata/golden", name+".conf")
-			if *update {
-				os.MkdirAll(filepath.Dir(golden), 0o755)
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("read golden (run go test -update): %v", err)
-			}
-			if string(got) != string(want) {
-				t.Errorf("render differs from %s:\n--- got\n%s--- want\n%s", golden, got, want)
-			}
+			testutil.Golden(t, filepath.Join("testdata/golden", name+".conf"), got)
 		})
 	}
 }

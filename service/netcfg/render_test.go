@@ -1,26 +1,18 @@
 package netcfg
 
 import (
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/service/config"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 // parseConfig builds a config from TOML lines plus one backend.
 func parseConfig(t *testing.T, lines ...string) *config.Valid {
 	t.Helper()
-	text := strings.Join(lines, "\n") + "\n[[backend]]\naddress = \"192.0.2.1:6443\"\n"
-	cfg, err := config.Parse("/etc/vipproxy/vipproxy.toml", []byte(text))
-	if err != nil {
-		t.Fatalf("parse config: %v", err)
-	}
-	return cfg
+	return testutil.ParseConfig(t, strings.Join(lines, "\n")+"\n[[backend]]\naddress = \"192.0.2.1:6443\"\n")
 }
 
 var goldenCases = map[string][]string{
@@ -41,22 +33,7 @@ func TestRenderGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			files := Render(parseConfig(t, lines...), "/")
 			for _, f := range files.List() {
-				golden := filepath.Join("testdata/golden", name, f.Path)
-				if *update {
-					if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-						t.Fatal(err)
-					}
-					if err := os.WriteFile(golden, f.Data, 0o644); err != nil {
-						t.Fatal(err)
-					}
-				}
-				want, err := os.ReadFile(golden)
-				if err != nil {
-					t.Fatalf("read golden (run go test -update): %v", err)
-				}
-				if string(want) != string(f.Data) {
-					t.Errorf("%s differs from %s:\n--- got\n%s--- want\n%s", f.Path, golden, f.Data, want)
-				}
+				testutil.Golden(t, filepath.Join("testdata/golden", name, f.Path), f.Data)
 			}
 		})
 	}

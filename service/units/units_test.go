@@ -1,27 +1,19 @@
 package units
 
 import (
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/coreos/go-systemd/v22/unit"
 
+	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/service/config"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files")
-
 func parseConfig(t *testing.T, lines ...string) *config.Valid {
 	t.Helper()
-	text := strings.Join(lines, "\n") + "\n[network]\nuplinks = [\"eth0\"]\n[[backend]]\naddress = \"192.0.2.1:6443\"\n"
-	cfg, err := config.Parse("/etc/vipproxy/vipproxy.toml", []byte(text))
-	if err != nil {
-		t.Fatalf("parse config: %v", err)
-	}
-	return cfg
+	return testutil.ParseConfig(t, strings.Join(lines, "\n")+"\n[network]\nuplinks = [\"eth0\"]\n[[backend]]\naddress = \"192.0.2.1:6443\"\n")
 }
 
 func TestSocketDropInGolden(t *testing.T) {
@@ -35,20 +27,7 @@ func TestSocketDropInGolden(t *testing.T) {
 			if f.Path != "/root-dir/etc/systemd/system/vipproxy.socket.d/50-listen.conf" {
 				t.Errorf("path %s", f.Path)
 			}
-			golden := filepath.Join("testdata/golden", name+".conf")
-			if *update {
-				os.MkdirAll(filepath.Dir(golden), 0o755)
-				if err := os.WriteFile(golden, f.Data, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("read golden (run go test -update): %v", err)
-			}
-			if string(f.Data) != string(want) {
-				t.Errorf("got\n%s\nwant\n%s", f.Data, want)
-			}
+			testutil.Golden(t, filepath.Join("testdata/golden", name+".conf"), f.Data)
 			// systemd's own syntax, read back: the reset comes first.
 			opts, err := unit.DeserializeOptions(strings.NewReader(string(f.Data)))
 			if err != nil || len(opts) < 2 || opts[0].Name != "ListenStream" || opts[0].Value != "" {
