@@ -2,8 +2,11 @@ package testutil
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/vipproxy/vipproxy/service/config"
@@ -42,4 +45,19 @@ func ParseConfig(t testing.TB, text string) *config.Valid {
 		t.Fatalf("parse config: %v", err)
 	}
 	return cfg
+}
+
+// NodeConfig is the smallest config of a controller node: its VIPs, one
+// backend and its uplinks, then extra (more tables) as it is.
+func NodeConfig(vips []string, backend string, uplinks []string, extra string) string {
+	return fmt.Sprintf("[vip]\naddresses = %s\n[[backend]]\naddress = %q\n[network]\nuplinks = %s\n%s", quoted(vips), backend, quoted(uplinks), extra)
+}
+
+// quoted writes strings as a TOML array.
+func quoted(list []string) string {
+	q := make([]string, len(list))
+	for i, s := range list {
+		q[i] = strconv.Quote(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
 }

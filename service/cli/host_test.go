@@ -7,16 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
-const hostTestConfig = `
-[vip]
-addresses = ["10.0.0.100", "2001:db8::100"]
-[[backend]]
-address = "10.0.0.1:6443"
-[network]
-uplinks = ["eth1"]
-`
+var hostTestConfig = testutil.NodeConfig([]string{"10.0.0.100", "2001:db8::100"}, "10.0.0.1:6443", []string{"eth1"}, "")
 
 func runCLI(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/keepalived"
 )
@@ -110,14 +111,7 @@ func TestUseFile(t *testing.T) {
 
 func nixosConfig(t *testing.T) *config.Valid {
 	t.Helper()
-	cfg, err := config.Parse("vipproxy.toml", []byte(`
-[vip]
-addresses = ["192.0.2.10", "2001:db8::10"]
-[[backend]]
-address = "192.0.2.11:6443"
-[network]
-uplinks = ["eth1"]
-`))
+	cfg, err := config.Parse("vipproxy.toml", []byte(testutil.NodeConfig([]string{"192.0.2.10", "2001:db8::10"}, "192.0.2.11:6443", []string{"eth1"}, "")))
 	if err != nil {
 		t.Fatal(err)
 	}

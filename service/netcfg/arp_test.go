@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // TestARPFlux is the fast half of issue 4 on the host kernel: three node
@@ -49,14 +51,7 @@ func TestARPFlux(t *testing.T) {
 		t.Errorf("default sysctls: %d MACs answer for the VIP (%v), want 3 (ARP flux)", len(got), got)
 	}
 
-	cfg := writeConfig(t, `
-[vip]
-addresses = ["`+vip+`"]
-[[backend]]
-address = "192.168.78.11:6443"
-[network]
-uplinks = ["eth0"]
-`)
+	cfg := writeConfig(t, testutil.NodeConfig([]string{vip}, "192.168.78.11:6443", []string{"eth0"}, ""))
 	for _, n := range nodes {
 		if out, err := n.exec(bin, "network", "apply", "--netlink", "--config", cfg, "--root", t.TempDir()); err != nil {
 			t.Fatalf("vipproxy network apply in %s: %v\n%s", n.name, err, out)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // cliHost is a namespace with uplink eth0 and a stand-in dummyvip0, plus a
@@ -14,14 +16,7 @@ func cliHost(t *testing.T) (*testNS, string, string) {
 	n := newTestNS(t)
 	n.veth(t, "eth0", "eth0-peer")
 	n.veth(t, "dummyvip0", "dummyvip0-peer")
-	cfg := writeConfig(t, `
-[vip]
-addresses = ["10.9.0.100", "2001:db8:9::100"]
-[[backend]]
-address = "10.9.0.1:6443"
-[network]
-uplinks = ["eth0"]
-`)
+	cfg := writeConfig(t, testutil.NodeConfig([]string{"10.9.0.100", "2001:db8:9::100"}, "10.9.0.1:6443", []string{"eth0"}, ""))
 	return n, vipproxyBin(t), cfg
 }
 
@@ -74,14 +69,7 @@ func TestCLIApplyBadInput(t *testing.T) {
 	n, bin, cfg := cliHost(t)
 	n.veth(t, "other0", "other0-peer")
 	n.ip(t, "addr", "add", "2001:db8:9::100/128", "dev", "other0", "nodad")
-	unknown := writeConfig(t, `
-[vip]
-addresses = ["10.9.0.100"]
-[[backend]]
-address = "10.9.0.1:6443"
-[network]
-uplinks = ["eth0", "eth7"]
-`)
+	unknown := writeConfig(t, testutil.NodeConfig([]string{"10.9.0.100"}, "10.9.0.1:6443", []string{"eth0", "eth7"}, ""))
 	cases := []struct {
 		name   string
 		args   []string

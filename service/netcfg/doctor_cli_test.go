@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // `vipproxy doctor` on a broken host in a network namespace: a wildcard
@@ -21,16 +23,7 @@ func TestDoctorBrokenHostThenFixed(t *testing.T) {
 	n.vethTo(t, "eth0", master, "eth0")
 	n.veth(t, "dummyvip0", "dummyvip0-peer")
 	n.serveGreeting(t, "127.0.0.1:16443", "apiserver")
-	cfg := writeConfig(t, `
-[vip]
-addresses = ["10.9.0.100"]
-[[backend]]
-address = "127.0.0.1:16443"
-[health]
-type = "tcp"
-[network]
-uplinks = ["eth0"]
-`)
+	cfg := writeConfig(t, testutil.NodeConfig([]string{"10.9.0.100"}, "127.0.0.1:16443", []string{"eth0"}, "[health]\ntype = \"tcp\"\n"))
 	var wild net.Listener
 	if err := n.inNS(func() (err error) { wild, err = net.Listen("tcp4", "0.0.0.0:6443"); return err }); err != nil {
 		t.Fatal(err)
@@ -120,14 +113,7 @@ func TestDoctorVIPAnswers(t *testing.T) {
 		attach(p, fmt.Sprintf("p-peer%d", i))
 	}
 	node.veth(t, "dummyvip0", "dummyvip0-peer")
-	cfg := writeConfig(t, `
-[vip]
-addresses = ["10.9.0.100", "2001:db8:9::100"]
-[[backend]]
-address = "127.0.0.1:16443"
-[network]
-uplinks = ["eth0"]
-`)
+	cfg := writeConfig(t, testutil.NodeConfig([]string{"10.9.0.100", "2001:db8:9::100"}, "127.0.0.1:16443", []string{"eth0"}, ""))
 	doctor := func() (string, int) {
 		return exitCode(node, bin, "doctor", "--config", cfg, "--control", "", "--only", "vip-answers")
 	}
