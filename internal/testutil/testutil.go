@@ -185,7 +185,9 @@ func Command(t testing.TB, name string, flags ...string) string {
 		}
 		built.dir, built.bins = dir, map[string]string{}
 	}
-	bin := filepath.Join(built.dir, fmt.Sprintf("%s-%d", name, len(built.bins)))
+	// The file keeps the command's name: a process is known by it (doctor
+	// tells vipproxy holding its own port from another program).
+	bin := filepath.Join(built.dir, fmt.Sprint(len(built.bins)), name)
 	args := append(append([]string{"build"}, flags...), "-o", bin, "github.com/vipproxy/vipproxy/cmd/"+name)
 	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v: %s", name, err, out)
