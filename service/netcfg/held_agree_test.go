@@ -1,18 +1,17 @@
 package netcfg
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // `vipproxy status` and vipproxy_vip_held give one answer (both come from
@@ -42,8 +41,8 @@ uplinks = ["eth0", "eth1"]
 [admin]
 listen = "unix:%s"
 `, sock))
-	serveIn(t, n, bin, cfg)
-	metrics := unixClient(sock)
+	testutil.Start(t, exec.Command("ip", "netns", "exec", n.name, bin, "serve", "--config", cfg))
+	metrics := testutil.UnixClient(sock)
 	agree := func(what, wantLink string) {
 		t.Helper()
 		fromMetric := heldMetric(t, metrics, "10.9.0.100")
@@ -67,43 +66,6 @@ listen = "unix:%s"
 	agree("VIP on the second uplink", "eth1")
 	n.ip(t, "addr", "del", "10.9.0.100/24", "dev", "eth1")
 	agree("VIP gone from the uplink", "")
-}
-
-// serveIn runs `vipproxy serve` in the namespace until the test ends.
-func serveIn(t *testing.T, n *testNS, bin, cfg string) {
-	t.Helper()
-	logf, err := os.Create(filepath.Join(t.TempDir(), "serve.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("ip", "netns", "exec", n.name, bin, "serve", "--config", cfg)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("vipproxy serve's log:\n%s", b)
-		}
-	})
-}
-
-// unixClient speaks HTTP to the admin endpoint's unix socket.
-func unixClient(sock string) *http.Client {
-	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-	}
-	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: dial}}
 }
 
 // heldMetric reads vipproxy_vip_held for addr, waiting up to 20 s for the

@@ -1,0 +1,47 @@
+package testutil
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// Start starts cmd with its stdout and stderr in the returned buffer and
+// ends it when the test ends: SIGINT, then SIGKILL after 10 s. The log
+// is printed when the test failed.
+func Start(t testing.TB, cmd *exec.Cmd) *Buffer {
+	t.Helper()
+	out := &Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", cmd.Path, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("%s's output:\n%s", cmd.Path, out)
+		}
+	})
+	return out
+}
+
+// UnixClient speaks HTTP to the unix socket at sock, whatever the URL's
+// host, with a 5 s timeout.
+func UnixClient(sock string) *http.Client {
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: dial}}
+}
