@@ -257,19 +257,11 @@ func TestUnverifiedBackendIsUpAndLoggedOnce(t *testing.T) {
 	api := newAnonOff(t, pki)
 	cfg := healthConfig(config.CheckHTTPS)
 	cfg.CAFile = pki.CA
-	var buf lockedBuffer
 	prober, err := NewProber(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &results{}
-	c := New(cfg, prober, rec.add)
-	c.SetLogger(slog.New(slog.NewTextHandler(&buf, nil)))
-	c.SetTargets([]Target{{"api1", api.addr}})
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() { c.Run(ctx); close(stopped) }()
-	defer func() { cancel(); <-stopped }()
+	c, rec, buf := runLogged(t, cfg, prober, slog.LevelInfo, Target{"api1", api.addr})
 	testutil.WaitFor(t, "five checks", func() bool { return len(rec.of("api1")) >= 5 })
 	s := stateOf(c, "api1")
 	if rec.last("api1") != Pass || s.LastError != "" || !strings.Contains(s.Unverified, "answered 401") {

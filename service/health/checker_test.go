@@ -62,14 +62,23 @@ func startChecker(t *testing.T, cfg config.Health, targets ...Target) (*Checker,
 	if err != nil {
 		t.Fatalf("NewProber: %v", err)
 	}
-	rec := &results{}
+	c, rec, _ := runLogged(t, cfg, prober, slog.LevelInfo, targets...)
+	return c, rec
+}
+
+// runLogged runs a checker with prober, logging at level into the
+// returned buffer, until the test ends.
+func runLogged(t *testing.T, cfg config.Health, prober Prober, level slog.Level, targets ...Target) (*Checker, *results, *lockedBuffer) {
+	t.Helper()
+	rec, out := &results{}, &lockedBuffer{}
 	c := New(cfg, prober, rec.add)
+	c.SetLogger(slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level})))
 	c.SetTargets(targets)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return c, rec
+	return c, rec, out
 }
 
 func stateOf(c *Checker, name string) Status {
@@ -509,15 +518,7 @@ func TestNoLogLinePerCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &results{}
-	c := New(cfg, prober, rec.add)
-	out := &lockedBuffer{}
-	c.SetLogger(slog.New(slog.NewTextHandler(out, nil)))
-	c.SetTargets([]Target{{"a", ln.Addr().String()}})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { c.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	_, rec, out := runLogged(t, cfg, prober, slog.LevelInfo, Target{"a", ln.Addr().String()})
 
 	testutil.WaitFor(t, "a passed", func() bool { return rec.last("a") == Pass })
 	ln.Close()
@@ -553,15 +554,7 @@ func TestLocalFailureReportedApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	prober := &switchProber{real: real}
-	rec := &results{}
-	c := New(cfg, prober, rec.add)
-	out := &lockedBuffer{}
-	c.SetLogger(slog.New(slog.NewTextHandler(out, nil)))
-	c.SetTargets([]Target{{"a", ln.Addr().String()}})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { c.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	c, rec, out := runLogged(t, cfg, prober, slog.LevelInfo, Target{"a", ln.Addr().String()})
 
 	testutil.WaitFor(t, "a passed", func() bool { return rec.last("a") == Pass })
 	prober.local.Store(true)
@@ -593,17 +586,8 @@ func TestDebugLogsEachCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &results{}
-	c := New(cfg, prober, rec.add)
-	out := &lockedBuffer{}
-	c.SetLogger(slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	c.SetTargets([]Target{{"a", ln.Addr().String()}})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { c.Run(ctx); close(done) }()
+	_, rec, out := runLogged(t, cfg, prober, slog.LevelDebug, Target{"a", ln.Addr().String()})
 	testutil.WaitFor(t, "three checks", func() bool { return len(rec.of("a")) >= 3 })
-	cancel()
-	<-done
 	var checks int
 	for _, l := range out.lines() {
 		if strings.Contains(l, "level=DEBUG msg=check backend=a outcome=passed") {
