@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/vipproxy/vipproxy/internal/standin"
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // Issue 25: discovery that a hostile, huge or broken cluster answer
@@ -315,7 +316,7 @@ func TestForbiddenEndpointsAreNeverDialled(t *testing.T) {
 	slices := standin.NewEndpointSlices()
 	seed := backend(t, "seed", func(o *standin.Options) { o.Slices = slices })
 	s := newSettings(t, seed.Addr())
-	s.Admin = fmt.Sprintf("127.0.0.5:%d", freePort(t))
+	s.Admin = fmt.Sprintf("127.0.0.5:%d", testutil.FreePort(t))
 	s.Extra = fmt.Sprintf("\n[discovery]\nenable = true\nallow_loopback = true\nca_file = %q\ncert_file = %q\nkey_file = %q\nserver_name = \"localhost\"\n",
 		pki.CA, pki.ClientCert, pki.ClientKey)
 	p := startVIPProxy(t, s, nil)
