@@ -1,12 +1,13 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // TestFloorProxyRelaysBothWays: the floor baseline must move every byte
@@ -57,17 +58,7 @@ func TestFloorProxyRelaysBothWays(t *testing.T) {
 	for i := range payload {
 		payload[i] = byte(i * 7)
 	}
-	go func() {
-		c.Write(payload)
-		c.(*net.TCPConn).CloseWrite()
-	}()
-	got, err := io.ReadAll(c)
-	if err != nil {
-		t.Fatalf("read echo: %v", err)
-	}
-	if !bytes.Equal(got, payload) {
-		t.Fatalf("echo: got %d bytes, want %d intact", len(got), len(payload))
-	}
+	testutil.EchoIntact(t, c, payload)
 }
 
 func listenLoopback(t *testing.T) net.Listener {

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/vipproxy/vipproxy/service/config"
 )
 
 // update is -update: rewrite the golden files instead of comparing.
@@ -34,17 +32,6 @@ func Golden(t testing.TB, path string, got []byte) {
 	if string(got) != string(want) {
 		t.Errorf("differs from %s:\n--- got\n%s--- want\n%s", path, got, want)
 	}
-}
-
-// ParseConfig parses a config as /etc/vipproxy/vipproxy.toml, or fails
-// the test.
-func ParseConfig(t testing.TB, text string) *config.Valid {
-	t.Helper()
-	cfg, err := config.Parse("/etc/vipproxy/vipproxy.toml", []byte(text))
-	if err != nil {
-		t.Fatalf("parse config: %v", err)
-	}
-	return cfg
 }
 
 // NodeConfig is the smallest config of a controller node: its VIPs, one

@@ -7,6 +7,7 @@ package testutil
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -202,5 +203,22 @@ func RemoveBuilt() {
 	defer built.Unlock()
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
+	}
+}
+
+// EchoIntact sends payload on c, a connection to an echo server, closes
+// its write side and fails the test unless the same bytes come back.
+func EchoIntact(t testing.TB, c net.Conn, payload []byte) {
+	t.Helper()
+	go func() {
+		c.Write(payload)
+		c.(*net.TCPConn).CloseWrite()
+	}()
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("read echo: %v", err)
+	}
+	if !bytes.Equal(got, payload) {
+		t.Fatalf("echo: got %d bytes back, want the %d sent, intact", len(got), len(payload))
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/vipproxy/vipproxy/internal/standin"
 	"github.com/vipproxy/vipproxy/internal/testpki"
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // api is a real HTTPS server with the stand-in's EndpointSlices behind a
@@ -382,7 +382,7 @@ func TestClientCertificateRotated(t *testing.T) {
 func TestThroughTheNextSeedWhenOneIsDown(t *testing.T) {
 	a := newAPI(t)
 	a.slices.SetAddrs(ap("192.0.2.1:6443"))
-	dead := deadAddr(t)
+	dead := testutil.DeadAddress(t)
 	w, ch := run(t, Options{Credentials: certCreds(a), Seeds: []string{dead, a.addr()}, Policy: Policy{Grace: time.Hour}})
 	waitFor(t, ch, []string{"192.0.2.1:6443"}, nil)
 	waitStatus(t, w, "watching through the live seed", func(s Status) bool { return s.State == StateWatching && s.Server == a.addr() })
@@ -399,7 +399,7 @@ func TestLastKnownSetOnDisk(t *testing.T) {
 		t.Fatalf("state file: %v %v", got, err)
 	}
 	// A restart with the API unreachable starts from the remembered set.
-	w2 := New(Options{Credentials: certCreds(a), Seeds: []string{deadAddr(t)}, StatePath: state})
+	w2 := New(Options{Credentials: certCreds(a), Seeds: []string{testutil.DeadAddress(t)}, StatePath: state})
 	m := w2.Members()
 	if len(m) != 2 || m[0].Source != Remembered || m[1].Addr != ap("192.0.2.2:6443") {
 		t.Fatalf("remembered: %v", m)
@@ -443,23 +443,11 @@ func fingerprint(t *testing.T, certFile string) [32]byte {
 	return sha256.Sum256(leaf.Raw)
 }
 
-// deadAddr is a loopback address where nothing listens.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // ListOnce (vipproxy doctor) names the fix for a refusal.
 func TestListOnceForbidden(t *testing.T) {
 	a := newAPI(t)
 	a.slices.SetAddrs(ap("192.0.2.1:6443"))
-	eps, server, err := ListOnce(context.Background(), certCreds(a), []string{deadAddr(t), a.addr()}, 5*time.Second)
+	eps, server, err := ListOnce(context.Background(), certCreds(a), []string{testutil.DeadAddress(t), a.addr()}, 5*time.Second)
 	if err != nil || server != a.addr() || len(eps) != 1 {
 		t.Fatalf("ListOnce: %v %q %v", eps, server, err)
 	}

@@ -8,12 +8,13 @@ import (
 	"testing"
 
 	"github.com/vipproxy/vipproxy/internal/testutil"
+	"github.com/vipproxy/vipproxy/internal/testutil/testconfig"
 	"github.com/vipproxy/vipproxy/service/config"
 )
 
 func parseConfig(t *testing.T, lines ...string) *config.Valid {
 	t.Helper()
-	return testutil.ParseConfig(t, strings.Join(lines, "\n")+"\n[[backend]]\naddress = \"192.168.1.1:6443\"\n")
+	return testconfig.Parse(t, strings.Join(lines, "\n")+"\n[[backend]]\naddress = \"192.168.1.1:6443\"\n")
 }
 
 func selfExe(t *testing.T) string {

@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/vipproxy/vipproxy/internal/testutil"
+	"github.com/vipproxy/vipproxy/internal/testutil/testconfig"
 	"github.com/vipproxy/vipproxy/service/config"
 )
 
 // parseConfig builds a config from TOML lines plus one backend.
 func parseConfig(t *testing.T, lines ...string) *config.Valid {
 	t.Helper()
-	return testutil.ParseConfig(t, strings.Join(lines, "\n")+"\n[[backend]]\naddress = \"192.0.2.1:6443\"\n")
+	return testconfig.Parse(t, strings.Join(lines, "\n")+"\n[[backend]]\naddress = \"192.0.2.1:6443\"\n")
 }
 
 var goldenCases = map[string][]string{

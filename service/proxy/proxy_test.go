@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"io"
 	"log/slog"
 	"net"
@@ -89,17 +88,7 @@ func TestBulkBothWaysIntact(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	go func() {
-		c.Write(payload)
-		c.(*net.TCPConn).CloseWrite()
-	}()
-	got, err := io.ReadAll(c)
-	if err != nil {
-		t.Fatalf("read echo: %v", err)
-	}
-	if sha256.Sum256(got) != sha256.Sum256(payload) {
-		t.Fatalf("echo of %d bytes came back as %d different bytes", len(payload), len(got))
-	}
+	testutil.EchoIntact(t, c, payload)
 }
 
 func TestSmallMessagesPingPong(t *testing.T) {

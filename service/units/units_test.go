@@ -8,12 +8,13 @@ import (
 	"github.com/coreos/go-systemd/v22/unit"
 
 	"github.com/vipproxy/vipproxy/internal/testutil"
+	"github.com/vipproxy/vipproxy/internal/testutil/testconfig"
 	"github.com/vipproxy/vipproxy/service/config"
 )
 
 func parseConfig(t *testing.T, lines ...string) *config.Valid {
 	t.Helper()
-	return testutil.ParseConfig(t, strings.Join(lines, "\n")+"\n[network]\nuplinks = [\"eth0\"]\n[[backend]]\naddress = \"192.0.2.1:6443\"\n")
+	return testconfig.Parse(t, strings.Join(lines, "\n")+"\n[network]\nuplinks = [\"eth0\"]\n[[backend]]\naddress = \"192.0.2.1:6443\"\n")
 }
 
 func TestSocketDropInGolden(t *testing.T) {
