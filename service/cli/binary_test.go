@@ -276,12 +276,7 @@ func TestVIPPortHeldByWildcardIsNamed(t *testing.T) {
 // "render" prints and writes nothing, for every command; "write" writes,
 // and its --diff shows the change and writes nothing.
 func TestRenderPrintsWriteWritesDiffDryRuns(t *testing.T) {
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "vipproxy.toml")
-	if err := os.WriteFile(cfg, []byte(hostTestConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	root := filepath.Join(dir, "root")
+	cfg, root := hostFiles(t)
 	dropIn := filepath.Join(root, "etc/systemd/system/vipproxy.socket.d/50-listen.conf")
 	netdev := filepath.Join(root, "etc/systemd/network/60-vipproxy.netdev")
 	for _, args := range [][]string{

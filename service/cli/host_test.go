@@ -20,13 +20,19 @@ func runCLI(t *testing.T, args ...string) (string, string, int) {
 	return out.String(), errOut.String(), code
 }
 
-func TestUnitsRenderAndKeepalivedOut(t *testing.T) {
+// hostFiles writes hostTestConfig and returns it and a root to write to.
+func hostFiles(t *testing.T) (cfg, root string) {
+	t.Helper()
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "vipproxy.toml")
+	cfg = filepath.Join(dir, "vipproxy.toml")
 	if err := os.WriteFile(cfg, []byte(hostTestConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	root := filepath.Join(dir, "root")
+	return cfg, filepath.Join(dir, "root")
+}
+
+func TestUnitsRenderAndKeepalivedOut(t *testing.T) {
+	cfg, root := hostFiles(t)
 	dropIn := filepath.Join(root, "etc/systemd/system/vipproxy.socket.d/50-listen.conf")
 	if out, errOut, code := runCLI(t, "units", "write", "--config", cfg, "--root", root); code != 0 || !strings.Contains(out, "wrote "+dropIn) || !strings.Contains(out, "systemctl restart vipproxy.socket") {
 		t.Fatalf("units render: %d %s %s", code, out, errOut)
@@ -39,7 +45,7 @@ func TestUnitsRenderAndKeepalivedOut(t *testing.T) {
 		t.Errorf("second units render: %d %s, want unchanged", code, out)
 	}
 
-	ka := filepath.Join(dir, "keepalived/vipproxy.conf")
+	ka := filepath.Join(t.TempDir(), "keepalived/vipproxy.conf")
 	if out, errOut, code := runCLI(t, "keepalived", "--config", cfg, "--out", ka); code != 0 || out != "wrote "+ka+"\n" {
 		t.Fatalf("keepalived --out: %d %q %s", code, out, errOut)
 	}
@@ -47,7 +53,7 @@ func TestUnitsRenderAndKeepalivedOut(t *testing.T) {
 	if written, _ := os.ReadFile(ka); string(written) != stdout || !strings.Contains(stdout, "10.0.0.100/32 dev eth1") {
 		t.Errorf("--out and stdout differ or lack the VIP:\n%s\n---\n%s", written, stdout)
 	}
-	if _, errOut, code := runCLI(t, "units", "render", "--config", filepath.Join(dir, "missing.toml")); code != ExitUsage || !strings.Contains(errOut, "missing.toml") {
+	if _, errOut, code := runCLI(t, "units", "render", "--config", filepath.Join(t.TempDir(), "missing.toml")); code != ExitUsage || !strings.Contains(errOut, "missing.toml") {
 		t.Errorf("missing config: %d %s", code, errOut)
 	}
 	if _, _, code := runCLI(t, "network", "bogus"); code != ExitUsage {
