@@ -14,7 +14,7 @@ import (
 
 func parseConfig(t *testing.T, lines ...string) *config.Valid {
 	t.Helper()
-	return testconfig.Parse(t, strings.Join(lines, "\n")+"\n[[backend]]\naddress = \"192.168.1.1:6443\"\n")
+	return testconfig.Parse(t, append(lines, "[[backend]]", `address = "192.168.1.1:6443"`)...)
 }
 
 func selfExe(t *testing.T) string {

@@ -2,7 +2,6 @@ package netcfg
 
 import (
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/vipproxy/vipproxy/internal/testutil"
@@ -12,8 +11,7 @@ import (
 
 // parseConfig builds a config from TOML lines plus one backend.
 func parseConfig(t *testing.T, lines ...string) *config.Valid {
-	t.Helper()
-	return testconfig.Parse(t, strings.Join(lines, "\n")+"\n[[backend]]\naddress = \"192.0.2.1:6443\"\n")
+	return testconfig.Parse(t, append(lines, "[[backend]]", `address = "192.0.2.1:6443"`)...)
 }
 
 var goldenCases = map[string][]string{

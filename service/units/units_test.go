@@ -9,13 +9,7 @@ import (
 
 	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/internal/testutil/testconfig"
-	"github.com/vipproxy/vipproxy/service/config"
 )
-
-func parseConfig(t *testing.T, lines ...string) *config.Valid {
-	t.Helper()
-	return testconfig.Parse(t, strings.Join(lines, "\n")+"\n[network]\nuplinks = [\"eth0\"]\n[[backend]]\naddress = \"192.0.2.1:6443\"\n")
-}
 
 func TestSocketDropInGolden(t *testing.T) {
 	cases := map[string][]string{
@@ -24,7 +18,7 @@ func TestSocketDropInGolden(t *testing.T) {
 	}
 	for name, lines := range cases {
 		t.Run(name, func(t *testing.T) {
-			f := SocketDropIn(parseConfig(t, lines...), "/root-dir")
+			f := SocketDropIn(testconfig.Parse(t, append(lines, `[network]`, `uplinks = ["eth0"]`, `[[backend]]`, `address = "192.0.2.1:6443"`)...), "/root-dir")
 			if f.Path != "/root-dir/etc/systemd/system/vipproxy.socket.d/50-listen.conf" {
 				t.Errorf("path %s", f.Path)
 			}

@@ -4,15 +4,17 @@
 package testconfig
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/vipproxy/vipproxy/service/config"
 )
 
-// Parse parses a config as /etc/vipproxy/vipproxy.toml, or fails the test.
-func Parse(t testing.TB, text string) *config.Valid {
+// Parse parses the lines of a config as /etc/vipproxy/vipproxy.toml, or
+// fails the test.
+func Parse(t testing.TB, lines ...string) *config.Valid {
 	t.Helper()
-	cfg, err := config.Parse("/etc/vipproxy/vipproxy.toml", []byte(text))
+	cfg, err := config.Parse("/etc/vipproxy/vipproxy.toml", []byte(strings.Join(lines, "\n")+"\n"))
 	if err != nil {
 		t.Fatalf("parse config: %v", err)
 	}
