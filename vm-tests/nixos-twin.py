@@ -143,7 +143,7 @@ with subtest("a node as services.vipproxy leaves it"):
     cp1.succeed("test ! -e /etc/keepalived/keepalived.conf")
 
 with subtest("keepalived's script user (nobody) passes the probe: the node holds the VIP"):
-    cp1.succeed("runuser -u nobody -- $(command -v vipproxy) probe --config " + CONF)
+    cp1.wait_until_succeeds("runuser -u nobody -- $(command -v vipproxy) probe --config " + CONF, timeout=60)
     cp1.wait_until_succeeds(HOLDS_VIP, timeout=90)
     cp1.fail("runuser -u nobody -- curl -sS --max-time 5 --unix-socket /run/vipproxy/control.sock http://vipproxy/status")
 
