@@ -222,3 +222,13 @@ func EchoIntact(t testing.TB, c net.Conn, payload []byte) {
 		t.Fatalf("echo: got %d bytes back, want the %d sent, intact", len(got), len(payload))
 	}
 }
+
+// CloseOnce closes ch unless it is closed already: a stop signal that
+// both a test and its cleanup may send.
+func CloseOnce(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}

@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // sample is one client request: when it started, when it ended, and how.
@@ -73,11 +75,7 @@ func startClientLoadN(t testing.TB, workers, limit int, request func() error) *c
 }
 
 func (l *clientLoad) halt() {
-	select {
-	case <-l.stop:
-	default:
-		close(l.stop)
-	}
+	testutil.CloseOnce(l.stop)
 	l.wg.Wait()
 }
 

@@ -259,11 +259,7 @@ func watchPeak(t *testing.T, p *proc, start map[string]float64) *peakWatch {
 }
 
 func (w *peakWatch) halt() {
-	select {
-	case <-w.stop:
-	default:
-		close(w.stop)
-	}
+	testutil.CloseOnce(w.stop)
 	<-w.done
 }
 
@@ -396,11 +392,7 @@ func startBulk(t *testing.T, vip string, workers, size int) *bulkLoad {
 }
 
 func (l *bulkLoad) finish() {
-	select {
-	case <-l.stop:
-	default:
-		close(l.stop)
-	}
+	testutil.CloseOnce(l.stop)
 	l.wg.Wait()
 }
 

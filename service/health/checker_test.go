@@ -277,31 +277,12 @@ type hangingServers struct {
 
 func (h *hangingServers) start(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				h.change(+1)
-				io.Copy(io.Discard, conn) // until the prober gives up and closes
-				conn.Close()
-				h.change(-1)
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	return testutil.ServeAddr(t, func(conn net.Conn) {
+		h.change(+1)
+		io.Copy(io.Discard, conn) // until the prober gives up and closes
+		conn.Close()
+		h.change(-1)
+	})
 }
 
 func (h *hangingServers) change(d int) {
