@@ -83,21 +83,13 @@ func TestBulkBothWaysIntact(t *testing.T) {
 	_, _, addr := startProxy(t, echoBackend(t))
 	payload := make([]byte, 8<<20)
 	rand.Read(payload)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, addr)
 	testutil.EchoIntact(t, c, payload)
 }
 
 func TestSmallMessagesPingPong(t *testing.T) {
 	_, _, addr := startProxy(t, echoBackend(t))
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, addr)
 	msg := bytes.Repeat([]byte("x"), 64)
 	buf := make([]byte, 64)
 	for i := 0; i < 200; i++ {
@@ -159,11 +151,7 @@ func TestBackendByDNSName(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, addr := startProxy(t, net.JoinHostPort("localhost", port))
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, addr)
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c.Write([]byte("ping")); err != nil {
 		t.Fatal(err)
@@ -192,11 +180,7 @@ func TestHalfCloseIsPassedThrough(t *testing.T) {
 		c.Write(append([]byte("got:"), req...))
 	}()
 	_, _, addr := startProxy(t, ln.Addr().String())
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, addr)
 	c.Write([]byte("hello"))
 	c.(*net.TCPConn).CloseWrite()
 	reply, err := io.ReadAll(c)
@@ -243,11 +227,7 @@ func TestAllBackendsDownClosesAtOnce(t *testing.T) {
 	for _, b := range pool.Backends() {
 		pool.Observe(b, balance.CheckFailed)
 	}
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, addr)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if n, err := c.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("read = %d, %v; want a clean close (EOF) with no backend up", n, err)
@@ -256,11 +236,7 @@ func TestAllBackendsDownClosesAtOnce(t *testing.T) {
 
 func TestCloseAllEndsOpenConnections(t *testing.T) {
 	_, pool, addr := startProxy(t, echoBackend(t))
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, addr)
 	c.Write([]byte("x"))
 	io.ReadFull(c, make([]byte, 1))
 	if n := pool.Backends()[0].CloseAll(); n != 1 {
@@ -466,11 +442,7 @@ func TestBackendDyingBeforeAnswerIsReplayed(t *testing.T) {
 
 func TestResetAfterAnswerReachesClient(t *testing.T) {
 	_, _, addr := startProxy(t, resettingBackend(t, "partial"), echoBackend(t))
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, addr)
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	c.Write([]byte("ping"))
 	got, _ := io.ReadAll(c)
@@ -596,4 +568,15 @@ func TestBackendThatIsOurListenerIsRefused(t *testing.T) {
 	if !strings.Contains(logs.String(), "own listener") {
 		t.Errorf("no log line says why: %s", logs.String())
 	}
+}
+
+// dial connects to addr and closes the connection when the test ends.
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
