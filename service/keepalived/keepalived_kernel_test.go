@@ -1,11 +1,10 @@
 package keepalived
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // mainConf includes the snippet as documented: keepalived.conf's
@@ -22,24 +21,12 @@ include vipproxy.conf
 // (keepalived --config-test) on every golden case, inside a private network
 // namespace that has the interfaces the snippets name.
 func TestGoldenPassesKeepalivedConfigTest(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace")
-	}
 	if _, err := exec.LookPath("keepalived"); err != nil {
 		t.Skip("keepalived not installed")
 	}
-	b := make([]byte, 4)
-	rand.Read(b)
-	ns := "vpk-" + hex.EncodeToString(b)
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Skipf("ip netns unusable: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	for _, pair := range [][2]string{{"eth1", "eth1p"}, {"eth2", "eth2p"}} {
-		if out, err := exec.Command("ip", "-n", ns, "link", "add", pair[0], "type", "veth", "peer", "name", pair[1]).CombinedOutput(); err != nil {
-			t.Fatalf("add %s: %v: %s", pair[0], err, out)
-		}
-	}
+	ns := testutil.NewNetNS(t, "vpk")
+	ns.Veth(t, "eth1", "eth1p")
+	ns.Veth(t, "eth2", "eth2p")
 	for name, lines := range goldenCases {
 		cfg := parseConfig(t, lines...)
 		// keepalived disables a track script whose program does not exist,
@@ -49,7 +36,7 @@ func TestGoldenPassesKeepalivedConfigTest(t *testing.T) {
 		dir := t.TempDir()
 		writeConf(t, dir, "vipproxy.conf", string(data))
 		conf := writeConf(t, dir, "keepalived.conf", mainConf)
-		out, err := exec.Command("ip", "netns", "exec", ns, "keepalived", "--config-test", "-f", conf).CombinedOutput()
+		out, err := ns.Exec("keepalived", "--config-test", "-f", conf)
 		if err != nil {
 			t.Errorf("keepalived --config-test (case %s): %v\n%s\n%s", name, err, out, data)
 		}

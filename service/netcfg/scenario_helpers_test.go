@@ -37,11 +37,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// exec runs a command inside the namespace and returns its combined output.
-func (n *testNS) exec(name string, args ...string) (string, error) {
-	out, err := exec.Command("ip", append([]string{"netns", "exec", n.name, name}, args...)...).CombinedOutput()
-	return string(out), err
-}
+func (n *testNS) exec(name string, args ...string) (string, error) { return n.Exec(name, args...) }
 
 // vethTo links this namespace's interface a to interface b in other, both up.
 func (n *testNS) vethTo(t *testing.T, a string, other *testNS, b string) {

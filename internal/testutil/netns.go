@@ -1,0 +1,59 @@
+package testutil
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// NetNS is a private network namespace that one test creates and deletes.
+type NetNS struct{ Name string }
+
+// NewNetNS creates a namespace (prefix and a random suffix) with lo up,
+// deleted when the test ends, or skips the test where that is impossible
+// (not root, no iproute2, ip netns unusable).
+func NewNetNS(t testing.TB, prefix string) *NetNS {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs ip (iproute2)")
+	}
+	b := make([]byte, 4)
+	rand.Read(b)
+	n := &NetNS{Name: prefix + "-" + hex.EncodeToString(b)}
+	if out, err := exec.Command("ip", "netns", "add", n.Name).CombinedOutput(); err != nil {
+		t.Skipf("ip netns add unusable here: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", n.Name).Run() })
+	n.IP(t, "link", "set", "lo", "up")
+	return n
+}
+
+// IP runs `ip -n NAME args...` and fails the test on error.
+func (n *NetNS) IP(t testing.TB, args ...string) {
+	t.Helper()
+	out, err := exec.Command("ip", append([]string{"-n", n.Name}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip -n %s %s: %v: %s", n.Name, strings.Join(args, " "), err, out)
+	}
+}
+
+// Veth creates an up veth pair a<->b inside the namespace: the kernel here
+// has no dummy module, so one end stands in for a dummy link or an uplink.
+func (n *NetNS) Veth(t testing.TB, a, b string) {
+	t.Helper()
+	n.IP(t, "link", "add", a, "type", "veth", "peer", "name", b)
+	n.IP(t, "link", "set", a, "up")
+	n.IP(t, "link", "set", b, "up")
+}
+
+// Exec runs a command inside the namespace and returns its combined output.
+func (n *NetNS) Exec(name string, args ...string) (string, error) {
+	out, err := exec.Command("ip", append([]string{"netns", "exec", n.Name, name}, args...)...).CombinedOutput()
+	return string(out), err
+}
