@@ -257,11 +257,7 @@ func TestUnverifiedBackendIsUpAndLoggedOnce(t *testing.T) {
 	api := newAnonOff(t, pki)
 	cfg := healthConfig(config.CheckHTTPS)
 	cfg.CAFile = pki.CA
-	prober, err := NewProber(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, rec, buf := runLogged(t, cfg, prober, slog.LevelInfo, Target{"api1", api.addr})
+	c, rec, buf := runLogged(t, cfg, nil, slog.LevelInfo, Target{"api1", api.addr})
 	testutil.WaitFor(t, "five checks", func() bool { return len(rec.of("api1")) >= 5 })
 	s := stateOf(c, "api1")
 	if rec.last("api1") != Pass || s.LastError != "" || !strings.Contains(s.Unverified, "answered 401") {

@@ -58,18 +58,20 @@ func healthConfig(kind config.CheckKind) config.Health {
 // startChecker runs a checker over targets until the test ends.
 func startChecker(t *testing.T, cfg config.Health, targets ...Target) (*Checker, *results) {
 	t.Helper()
-	prober, err := NewProber(cfg)
-	if err != nil {
-		t.Fatalf("NewProber: %v", err)
-	}
-	c, rec, _ := runLogged(t, cfg, prober, slog.LevelInfo, targets...)
+	c, rec, _ := runLogged(t, cfg, nil, slog.LevelInfo, targets...)
 	return c, rec
 }
 
-// runLogged runs a checker with prober, logging at level into the
-// returned buffer, until the test ends.
+// runLogged runs a checker with prober (nil: the one cfg configures),
+// logging at level into the returned buffer, until the test ends.
 func runLogged(t *testing.T, cfg config.Health, prober Prober, level slog.Level, targets ...Target) (*Checker, *results, *lockedBuffer) {
 	t.Helper()
+	if prober == nil {
+		var err error
+		if prober, err = NewProber(cfg); err != nil {
+			t.Fatalf("NewProber: %v", err)
+		}
+	}
 	rec, out := &results{}, &lockedBuffer{}
 	c := New(cfg, prober, rec.add)
 	c.SetLogger(slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level})))
@@ -495,11 +497,7 @@ func (b *lockedBuffer) lines() []string {
 func TestNoLogLinePerCheck(t *testing.T) {
 	ln := listen(t, "127.0.0.1:0")
 	cfg := healthConfig(config.CheckTCP)
-	prober, err := NewProber(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rec, out := runLogged(t, cfg, prober, slog.LevelInfo, Target{"a", ln.Addr().String()})
+	_, rec, out := runLogged(t, cfg, nil, slog.LevelInfo, Target{"a", ln.Addr().String()})
 
 	testutil.WaitFor(t, "a passed", func() bool { return rec.last("a") == Pass })
 	ln.Close()
@@ -563,11 +561,7 @@ func TestLocalFailureReportedApart(t *testing.T) {
 func TestDebugLogsEachCheck(t *testing.T) {
 	ln := listen(t, "127.0.0.1:0")
 	cfg := healthConfig(config.CheckTCP)
-	prober, err := NewProber(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rec, out := runLogged(t, cfg, prober, slog.LevelDebug, Target{"a", ln.Addr().String()})
+	_, rec, out := runLogged(t, cfg, nil, slog.LevelDebug, Target{"a", ln.Addr().String()})
 	testutil.WaitFor(t, "three checks", func() bool { return len(rec.of("a")) >= 3 })
 	var checks int
 	for _, l := range out.lines() {

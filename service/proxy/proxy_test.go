@@ -468,12 +468,7 @@ func TestEvacuateReplaysUnanswered(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	c.Write([]byte("ping"))
-	b := pool.Lookup(silent)
-	for i := 0; i < 500 && b.Open() == 0; i++ {
-		time.Sleep(10 * time.Millisecond)
-	}
+	b := pingHeldBy(c, pool.Lookup(silent))
 	pool.Observe(b, balance.CheckFailed)
 	if n := b.EvacuateAll(); n != 1 {
 		t.Fatalf("evacuated %d connections from the silent backend, want 1", n)
@@ -504,12 +499,7 @@ func TestDebugLogsEachDecision(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		c.Write([]byte("ping"))
-		b := pool.Lookup(silent)
-		for i := 0; i < 500 && b.Open() == 0; i++ {
-			time.Sleep(10 * time.Millisecond)
-		}
+		b := pingHeldBy(c, pool.Lookup(silent))
 		pool.Observe(b, balance.CheckFailed)
 		b.EvacuateAll()
 		buf := make([]byte, 4)
@@ -579,4 +569,15 @@ func dial(t *testing.T, addr string) net.Conn {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// pingHeldBy writes "ping" on c and waits (5 s at most) until backend b
+// holds the connection; it returns b.
+func pingHeldBy(c net.Conn, b *balance.Backend) *balance.Backend {
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.Write([]byte("ping"))
+	for i := 0; i < 500 && b.Open() == 0; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return b
 }
