@@ -413,28 +413,11 @@ func listenerFile(t *testing.T, port int) *os.File {
 // listener (LISTEN_FDS=1, LISTEN_FDNAMES=vip, LISTEN_PID = its own pid).
 func startActivated(t *testing.T, s settings, f *os.File) *proc {
 	t.Helper()
-	cfgPath := filepath.Join(t.TempDir(), "vipproxy.toml")
-	if err := os.WriteFile(cfgPath, []byte(s.toml()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{t: t, cfgPath: cfgPath, vip: fmt.Sprintf("127.0.0.1:%d", s.Port), admin: s.Admin, log: &testutil.Buffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command("/bin/sh", "-c", `export LISTEN_PID=$$; exec "$0" "$@"`, filepath.Join(binDir, "vipproxy"), "serve", "--config", cfgPath)
+	p := newProc(t, s)
+	p.cmd = exec.Command("/bin/sh", "-c", `export LISTEN_PID=$$; exec "$0" "$@"`, filepath.Join(binDir, "vipproxy"), "serve", "--config", p.cfgPath)
 	p.cmd.Env = append(os.Environ(), "LISTEN_FDS=1", "LISTEN_FDNAMES=vip")
 	p.cmd.ExtraFiles = []*os.File{f}
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.exited
-		if t.Failed() {
-			t.Logf("vipproxy (pid %d) log:\n%s", p.cmd.Process.Pid, p.log.String())
-		}
-	})
-	p.waitFor(func() bool { _, err := p.get("/healthz"); return err == nil }, "admin endpoint up")
+	p.start()
 	p.waitFor(func() bool { return p.status().Ready }, "ready")
 	if !strings.Contains(p.log.String(), "activated=true") {
 		t.Fatalf("vipproxy did not take the passed socket:\n%s", p.log.String())

@@ -174,16 +174,30 @@ func newSettings(t testing.TB, backends ...string) settings {
 // (e.g. prlimit, systemd-socket-activate) may be given.
 func startVIPProxy(t testing.TB, s settings, env []string, prefix ...string) *proc {
 	t.Helper()
+	p := newProc(t, s)
+	args := append(append([]string{}, prefix...), filepath.Join(binDir, "vipproxy"), "serve", "--config", p.cfgPath)
+	p.cmd = exec.Command(args[0], args[1:]...)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.start()
+	return p
+}
+
+// newProc writes the config of s for a daemon not started yet.
+func newProc(t testing.TB, s settings) *proc {
+	t.Helper()
 	cfgPath := filepath.Join(t.TempDir(), "vipproxy.toml")
 	if err := os.WriteFile(cfgPath, []byte(s.toml()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := append(append([]string{}, prefix...), filepath.Join(binDir, "vipproxy"), "serve", "--config", cfgPath)
-	p := &proc{t: t, cfgPath: cfgPath, vip: fmt.Sprintf("127.0.0.1:%d", s.Port), admin: s.Admin, log: &testutil.Buffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(args[0], args[1:]...)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stderr = p.log
-	p.cmd.Stdout = p.log
+	return &proc{t: t, cfgPath: cfgPath, vip: fmt.Sprintf("127.0.0.1:%d", s.Port), admin: s.Admin, log: &testutil.Buffer{}, exited: make(chan struct{})}
+}
+
+// start runs p.cmd in a process group of its own, killed with it when
+// the test ends, and waits until the admin endpoint answers.
+func (p *proc) start() {
+	t := p.t
+	t.Helper()
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -196,11 +210,10 @@ func startVIPProxy(t testing.TB, s settings, env []string, prefix ...string) *pr
 			t.Error("the race detector found a data race in the daemon")
 		}
 		if t.Failed() {
-			t.Logf("vipproxy log:\n%s", p.log.String())
+			t.Logf("vipproxy (pid %d) log:\n%s", p.cmd.Process.Pid, p.log.String())
 		}
 	})
 	p.waitFor(func() bool { _, err := p.get("/healthz"); return err == nil }, "admin endpoint up")
-	return p
 }
 
 // waitExit waits up to 15 s for vipproxy to exit after what, and wants
