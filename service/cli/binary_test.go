@@ -129,31 +129,11 @@ func TestProbeOfRealDaemonSaysReadyOnce(t *testing.T) {
 }
 
 // notifyListener is a NOTIFY_SOCKET: it returns the env entry and a
-// function giving every STATUS= received so far.
+// function giving every message received so far, one a line.
 func notifyListener(t *testing.T) (string, func() string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "notify.sock")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	var mu sync.Mutex
-	var all strings.Builder
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := conn.Read(buf)
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			all.Write(buf[:n])
-			all.WriteByte('\n')
-			mu.Unlock()
-		}
-	}()
-	return "NOTIFY_SOCKET=" + path, func() string { mu.Lock(); defer mu.Unlock(); return all.String() }
+	ns := testutil.NewNotifySocket(t)
+	return ns.Env(), func() string { return strings.Join(ns.Messages(), "\n") + "\n" }
 }
 
 // squatter is another program on a port: an HTTP server answering 200

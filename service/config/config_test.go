@@ -201,9 +201,14 @@ health.interval = "1s"
 		"backend[1].health.interval": 10,
 		"log.level":                  0,
 	} {
-		if got := keyLine(src, key); got != want {
-			t.Errorf("keyLine(%s) = %d; want %d", key, got, want)
-		}
+		wantKeyLine(t, src, key, want)
+	}
+}
+
+func wantKeyLine(t *testing.T, src, key string, want int) {
+	t.Helper()
+	if got := keyLine(src, key); got != want {
+		t.Errorf("keyLine(%s) = %d; want %d", key, got, want)
 	}
 }
 

@@ -167,9 +167,7 @@ func TestKeyLineInPortHealth(t *testing.T) {
 		"port[2].required":       37,
 		"port[2].health.type":    39,
 	} {
-		if got := keyLine(k0sShaped, key); got != want {
-			t.Errorf("keyLine(%s) = %d; want %d", key, got, want)
-		}
+		wantKeyLine(t, k0sShaped, key, want)
 	}
 }
 

@@ -1,60 +1,32 @@
 package daemon_test
 
 import (
-	"net"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // notifySocket collects sd_notify datagrams like systemd does.
-type notifySocket struct {
-	path string
-	mu   sync.Mutex
-	msgs []string
-}
+type notifySocket struct{ *testutil.NotifySocket }
 
 func newNotifySocket(t *testing.T) *notifySocket {
-	t.Helper()
-	n := &notifySocket{path: filepath.Join(t.TempDir(), "notify.sock")}
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: n.path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			k, err := conn.Read(buf)
-			if err != nil {
-				return
-			}
-			n.mu.Lock()
-			n.msgs = append(n.msgs, string(buf[:k]))
-			n.mu.Unlock()
-		}
-	}()
-	return n
+	return &notifySocket{testutil.NewNotifySocket(t)}
 }
 
 // states returns the first line of each message (READY=1, STATUS=..., ...).
 func (n *notifySocket) states() []string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
 	var out []string
-	for _, m := range n.msgs {
+	for _, m := range n.Messages() {
 		out = append(out, strings.Split(m, "\n")[0])
 	}
 	return out
 }
 
 func (n *notifySocket) find(prefix string) string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for _, m := range n.msgs {
+	for _, m := range n.Messages() {
 		if strings.HasPrefix(m, prefix) {
 			return m
 		}
@@ -77,7 +49,7 @@ func (n *notifySocket) count(prefix string) int {
 func TestNotifyProtocol(t *testing.T) {
 	ns := newNotifySocket(t)
 	p := startVIPProxy(t, newSettings(t, backend(t, "a").Addr()),
-		[]string{"NOTIFY_SOCKET=" + ns.path, "WATCHDOG_USEC=400000"})
+		[]string{ns.Env(), "WATCHDOG_USEC=400000"})
 	p.waitFor(func() bool { return ns.count("READY=1") == 1 }, "READY=1")
 	if m := ns.find("READY=1"); !strings.Contains(m, "STATUS=") || !strings.Contains(m, "backends healthy") {
 		t.Errorf("READY message %q carries no STATUS with backend health", m)

@@ -292,21 +292,7 @@ func TestWatchFromExpiredVersionGetsHTTPGone(t *testing.T) {
 // faultKeepsSet checks that a fault is recorded as the last error, the
 // members stay as they were, and the watcher recovers once it ends.
 func faultKeepsSet(t *testing.T, fault, wantErr string) {
-	a := newAPI(t)
-	a.slices.SetAddrs(ap("192.0.2.1:6443"))
-	w, ch := run(t, Options{Credentials: certCreds(a), Seeds: []string{a.addr()}, Policy: Policy{Grace: time.Hour},
-		MaxBody: 32 << 10, MaxEvent: 32 << 10})
-	waitFor(t, ch, []string{"192.0.2.1:6443"}, nil)
-	a.setFault(fault)
-	a.slices.Expire() // the open watch ends; the next list meets the fault
-	s := waitStatus(t, w, "failed", func(s Status) bool { return strings.Contains(s.LastError, wantErr) })
-	t.Logf("last error: %s", s.LastError)
-	if got := w.Members(); len(got) != 1 || got[0].Draining() {
-		t.Fatalf("members changed by a fault: %v", got)
-	}
-	a.setFault("")
-	a.slices.SetAddrs(ap("192.0.2.2:6443"))
-	waitFor(t, ch, []string{"192.0.2.2:6443"}, []string{"192.0.2.1:6443"})
+	faultRecovers(t, fault, wantErr, false)
 }
 
 func TestGarbageJSON(t *testing.T)  { faultKeepsSet(t, "garbage", "read list") }
@@ -319,12 +305,25 @@ func TestOversizeEvent(t *testing.T) {
 
 // watchFault is faultKeepsSet for a fault that hits the watch only.
 func watchFault(t *testing.T, fault, wantErr string) {
+	faultRecovers(t, fault, wantErr, true)
+}
+
+// faultRecovers sets fault on the API server, from the start (onWatch:
+// the first list passes, the watch meets it) or after the first list
+// (the open watch is ended so that the next list meets it).
+func faultRecovers(t *testing.T, fault, wantErr string, onWatch bool) {
 	a := newAPI(t)
 	a.slices.SetAddrs(ap("192.0.2.1:6443"))
-	a.setFault(fault)
+	if onWatch {
+		a.setFault(fault)
+	}
 	w, ch := run(t, Options{Credentials: certCreds(a), Seeds: []string{a.addr()}, Policy: Policy{Grace: time.Hour},
 		MaxBody: 32 << 10, MaxEvent: 32 << 10})
 	waitFor(t, ch, []string{"192.0.2.1:6443"}, nil)
+	if !onWatch {
+		a.setFault(fault)
+		a.slices.Expire() // the open watch ends; the next list meets the fault
+	}
 	s := waitStatus(t, w, "failed", func(s Status) bool { return strings.Contains(s.LastError, wantErr) })
 	t.Logf("last error: %s", s.LastError)
 	if got := w.Members(); len(got) != 1 || got[0].Draining() {
