@@ -21,6 +21,12 @@ if [ -n "$out" ]; then echo "systemd-analyze verify complained:" >&2; echo "$out
 for sub in $(sed -n 's#^Exec[A-Za-z]*=[-+!@:]*[^ ]*/vipproxy \([a-z]*\).*#\1#p' "$here"/*.socket "$here"/*.service | sort -u); do
 	"$bin" "$sub" --help >/dev/null || { echo "verify-units: the units run 'vipproxy $sub', which $bin does not know" >&2; exit 1; }
 done
+# A package upgrade restarts vipproxy-network.service: its stop must leave
+# the VIP on dummyvip0 (docs/operations.md#upgrades).
+if grep -n '^ExecStop.*network remove' "$here/vipproxy-network.service"; then
+	echo "verify-units: vipproxy-network.service takes the VIP off when it stops or restarts (an upgrade would cut local connections)" >&2
+	exit 1
+fi
 echo "systemd-analyze verify: ok ($(cd "$tmp" && ls ./*.socket ./*.service | xargs -n1 basename | tr '\n' ' '))"
 
 fail=0
