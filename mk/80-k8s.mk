@@ -5,7 +5,8 @@
 # on both cores of the 2-core machine and is cached by version in K8S_CACHE
 # (outside the repo), so CI pays it once per machine. Run by hand under the
 # VM lock, which the build and three apiservers deserve:
-#   flock /tmp/vipproxy-vm.lock make test-k8s
+#   make test-k8s VM_LOCK=/tmp/vipproxy-vm.lock [K8S_SCENARIOS="discovery ..."]
+# Scenarios: k8s-tests/scenarios/*.sh (k8s-tests/README.md: adding one).
 TEST_TARGETS += test-k8s
 APT_PACKAGES += etcd-server jq openssl curl iproute2
 K8S_VERSION ?= 1.34.4
@@ -18,4 +19,4 @@ k8s-apiserver:
 	$(VM_LOCKED) k8s-tests/build-apiserver.sh $(K8S_VERSION) $(K8S_CACHE)
 
 test-k8s: build k8s-apiserver
-	$(VM_LOCKED) k8s-tests/run.sh $(BIN)/vipproxy $(K8S_CACHE)/v$(K8S_VERSION)/kube-apiserver
+	$(VM_LOCKED) k8s-tests/run.sh $(BIN)/vipproxy $(K8S_CACHE)/v$(K8S_VERSION)/kube-apiserver $(K8S_SCENARIOS)
