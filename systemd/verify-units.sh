@@ -15,6 +15,10 @@ trap 'rm -rf "$tmp"' EXIT
 
 cp "$here"/*.socket "$here"/*.service "$tmp"/
 sed -i "s#/usr/bin/vipproxy#$bin#g" "$tmp"/*.service "$tmp"/*.socket
+# The port template (vipproxy-port@.socket) is verified as instance "i",
+# with a drop-in as `vipproxy units write` renders: it ships no ListenStream=.
+mkdir "$tmp/vipproxy-port@i.socket.d"
+printf '[Socket]\nListenStream=\nListenStream=127.0.0.1:8132\n' >"$tmp/vipproxy-port@i.socket.d/50-listen.conf"
 # verify prints warnings on stderr and still exits 0: treat any output as failure.
 out=$(cd "$tmp" && systemd-analyze verify ./*.socket ./*.service 2>&1) || { echo "$out" >&2; exit 1; }
 if [ -n "$out" ]; then echo "systemd-analyze verify complained:" >&2; echo "$out" >&2; exit 1; fi

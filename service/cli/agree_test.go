@@ -74,7 +74,7 @@ func FuzzCheckAgrees(f *testing.F) {
 
 func agreeSeeds(t testing.TB) map[string][]byte {
 	files, _ := filepath.Glob("../config/testdata/bad/*.toml")
-	files = append(files, "../../examples/vipproxy.toml")
+	files = append(files, "../../examples/vipproxy.toml", "../config/testdata/good/ports.toml")
 	seeds := map[string][]byte{}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
@@ -119,11 +119,17 @@ func assertAgrees(t *testing.T, name string, data []byte) (passed bool) {
 func consumerProblems(cfg *config.Valid) []string {
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	if _, err := balance.NewPool(cfg.Balance.Algorithm, cfg.Backends, nil); err != nil {
-		bad("the pool refused it: %v", err)
-	}
-	if _, err := health.NewProber(cfg.Health); err != nil {
-		bad("the health checker refused it: %v", err)
+	for _, p := range cfg.ServedPorts() {
+		var backends []config.Backend
+		for _, b := range cfg.Backends {
+			backends = append(backends, config.Backend{Name: b.Name, Address: p.BackendAddress(b)})
+		}
+		if _, err := balance.NewPool(cfg.Balance.Algorithm, backends, nil); err != nil {
+			bad("port %s: the pool refused it: %v", p.Name, err)
+		}
+		if _, err := health.NewProber(p.Health); err != nil {
+			bad("port %s: the health checker refused it: %v", p.Name, err)
+		}
 	}
 	if err := kernelTakes(cfg); err != nil {
 		bad("the kernel refused a socket option: %v", err)
@@ -144,14 +150,20 @@ func consumerProblems(cfg *config.Valid) []string {
 	if err := keepalivedBlocks(keepalived.Render(cfg), cfg.Keepalived.Interface); err != nil {
 		bad("the keepalived snippet: %v", err)
 	}
-	drop := units.SocketDropIn(cfg, "/")
-	opts, err := unit.DeserializeOptions(bytes.NewReader(drop.Data))
-	if err != nil || len(opts) != 1+len(cfg.VIP.Addresses) {
-		bad("systemd cannot read the socket drop-in %q: %v", drop.Data, err)
-	}
-	for _, o := range opts[1:] {
-		if _, err := netip.ParseAddrPort(o.Value); err != nil {
-			bad("ListenStream=%s: %v", o.Value, err)
+	for _, drop := range units.Sockets(cfg, "/") {
+		opts, err := unit.DeserializeOptions(bytes.NewReader(drop.Data))
+		listens := 0
+		for _, o := range opts {
+			if o.Name != "ListenStream" || o.Value == "" {
+				continue
+			}
+			listens++
+			if _, err := netip.ParseAddrPort(o.Value); err != nil {
+				bad("ListenStream=%s: %v", o.Value, err)
+			}
+		}
+		if err != nil || listens != len(cfg.VIP.Addresses) {
+			bad("systemd cannot read the socket drop-in %q: %v", drop.Data, err)
 		}
 	}
 	return problems

@@ -3,14 +3,19 @@ package cli
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"strings"
 
 	"github.com/vipproxy/vipproxy/service/atomicfile"
+	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/units"
 )
 
 const unitsUsage = "usage: vipproxy units render|write [--config FILE] [--root DIR] [--diff]\n" +
-	"  render  print the vipproxy.socket drop-in with one ListenStream= per VIP\n" +
-	"  write   write it (--diff: show what would change, write nothing)"
+	"  render  print the socket drop-ins: vipproxy.socket's with one ListenStream= per VIP\n" +
+	"          of the first port, and one for each other port's vipproxy-port@NAME.socket\n" +
+	"  write   write them and remove those of ports the config no longer has\n" +
+	"          (--diff: show what would change, write nothing)"
 
 // RestartSocketHint is what to run after the socket's listeners changed:
 // systemd binds a socket unit's listeners only when the unit starts, and
@@ -42,26 +47,50 @@ func runUnits(_ context.Context, env Env, args []string) int {
 	if !ok {
 		return ExitUsage
 	}
-	f := units.SocketDropIn(cfg, root)
+	files := units.Sockets(cfg, root)
+	stale := units.Stale(cfg, root)
 	switch {
 	case sub == "render":
-		printFiles(env.Stdout, []atomicfile.File{f})
+		printFiles(env.Stdout, files)
 		return ExitOK
 	case diff:
-		if printDiffs(env.Stdout, []atomicfile.File{f}) > 0 {
-			fmt.Fprintf(env.Stdout, "after writing it: %s\n", RestartSocketHint)
+		n := printDiffs(env.Stdout, files)
+		for _, f := range stale {
+			fmt.Fprintf(env.Stdout, "would remove %s\n", f)
+		}
+		if n+len(stale) > 0 {
+			fmt.Fprintf(env.Stdout, "after writing: %s\n", RestartSocketHint)
 		}
 		return ExitOK
 	}
-	changed, err := atomicfile.WriteSet([]atomicfile.File{f}, nil)
+	return writeUnits(env, cfg, root, files)
+}
+
+// writeUnits writes the socket drop-ins, removes stale ones and says what
+// to run next.
+func writeUnits(env Env, cfg *config.Valid, root string, files []atomicfile.File) int {
+	changed, err := atomicfile.WriteSet(files, nil)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "vipproxy units write: %v\n", err)
 		return ExitFailure
 	}
-	if len(changed) == 0 {
-		fmt.Fprintf(env.Stdout, "unchanged %s\n", f.Path)
+	removed, err := units.RemoveStale(cfg, root)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "vipproxy units write: remove a stale drop-in: %v\n", err)
+		return ExitFailure
+	}
+	if len(changed)+len(removed) == 0 {
+		for _, f := range files {
+			fmt.Fprintf(env.Stdout, "unchanged %s\n", f.Path)
+		}
 		return ExitOK
 	}
-	fmt.Fprintf(env.Stdout, "wrote %s\nnow run: %s (the socket binds the VIP only when it starts; restarting vipproxy.service is not enough)\n", f.Path, RestartSocketHint)
+	for _, f := range changed {
+		fmt.Fprintf(env.Stdout, "wrote %s\n", f)
+	}
+	for _, f := range removed {
+		fmt.Fprintf(env.Stdout, "removed %s (stop its socket: systemctl stop %s)\n", f, strings.TrimSuffix(filepath.Base(filepath.Dir(f)), ".d"))
+	}
+	fmt.Fprintf(env.Stdout, "now run: %s (the socket binds the VIP only when it starts; restarting vipproxy.service is not enough)\n", RestartSocketHint)
 	return ExitOK
 }

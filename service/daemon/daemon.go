@@ -115,7 +115,7 @@ func (d *Daemon) run(ctx context.Context) error {
 	if err != nil {
 		return withFile(err, cfg.Path)
 	}
-	listeners, err := listen.Open(ctx, cfg.VIP.Addresses, cfg.VIP.Port)
+	listeners, err := listen.Open(ctx, cfg.VIP.Addresses, cfg.ServedPorts())
 	if err != nil {
 		return d.bindFailed(err, cfg)
 	}
@@ -136,7 +136,10 @@ func (d *Daemon) run(ctx context.Context) error {
 	}
 	defer func() { d.finder.close() }()
 
-	if err := d.proxy.Start(listeners.VIP); err != nil {
+	for _, note := range listeners.Notes {
+		d.log.Warn(note)
+	}
+	if err := d.proxy.Start(listeners.Ports[cfg.ServedPorts()[0].Name]); err != nil {
 		return err
 	}
 	defer d.proxy.Close()
@@ -496,8 +499,10 @@ func proxyOptions(cfg *config.Valid, maxConnections int) proxy.Options {
 
 func addrs(s *listen.Set) []string {
 	var out []string
-	for _, l := range s.VIP {
-		out = append(out, l.Addr().String())
+	for _, ls := range s.Ports {
+		for _, l := range ls {
+			out = append(out, l.Addr().String())
+		}
 	}
 	return out
 }

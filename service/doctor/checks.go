@@ -18,16 +18,33 @@ import (
 	"github.com/vipproxy/vipproxy/service/units"
 )
 
-// checkVIPPort: the VIP port is free or held by vipproxy alone; whoever
-// else listens on it is named (a local apiserver on *:6443, most often).
+// checkVIPPort: each port the VIP serves is free or held by vipproxy
+// alone; whoever else listens on one is named (a local apiserver on
+// *:6443, most often).
 func checkVIPPort(_ context.Context, h Host, cfg *config.Valid) Result {
-	port := cfg.VIP.Port
+	var details []string
+	for _, p := range cfg.ServedPorts() {
+		r := checkOneVIPPort(h, cfg, p)
+		if r.Status == Fail {
+			return r
+		}
+		details = append(details, r.Detail)
+	}
+	return pass("%s", strings.Join(details, "; "))
+}
+
+func checkOneVIPPort(h Host, cfg *config.Valid, p config.Port) Result {
+	port := p.Port
+	which := "" // the one-port form says it as it always did
+	if len(cfg.Ports) > 0 {
+		which = fmt.Sprintf(" (port %s)", p.Name)
+	}
 	ls, err := portowner.Listeners(h.Proc, port)
 	if err != nil {
-		return fail("run as root on the node", "cannot read the listeners on port %d: %v", port, err)
+		return fail("run as root on the node", "cannot read the listeners on port %d%s: %v", port, which, err)
 	}
 	if cs := portowner.Conflicts(ls, cfg.VIP.Addresses); len(cs) > 0 {
-		return fail(portowner.Fix(cs[0]), "port %d is held by %s: vipproxy cannot listen on the VIP", port, names(cs))
+		return fail(portowner.Fix(cs[0]), "port %d is held by %s: vipproxy cannot listen on the VIP%s", port, names(cs), which)
 	}
 	var ours, others []portowner.Listener
 	for _, l := range ls {
@@ -37,9 +54,9 @@ func checkVIPPort(_ context.Context, h Host, cfg *config.Valid) Result {
 			others = append(others, l)
 		}
 	}
-	detail := fmt.Sprintf("port %d free on the VIP", port)
+	detail := fmt.Sprintf("port %d%s free on the VIP", port, which)
 	if len(ours) > 0 {
-		detail = fmt.Sprintf("port %d held by vipproxy: %s", port, names(ours))
+		detail = fmt.Sprintf("port %d%s held by vipproxy: %s", port, which, names(ours))
 	}
 	if len(others) > 0 {
 		detail += "; also listening on other addresses: " + names(others)
@@ -111,8 +128,13 @@ func checkDropIns(ctx context.Context, h Host, cfg *config.Valid) Result {
 	if left := netcfg.Leftovers(nil, cfg, h.Root); nodeLocal && len(left) > 0 {
 		return fail(netcfg.LeftoversFix, "vip.mode = %q sets up no host network, but these are there: %s", cfg.VIP.Mode, strings.Join(left, ", "))
 	}
-	if sock := units.SocketDropIn(cfg, h.Root); !same(sock.Path, sock.Data) {
-		return fail(h.Install.fixes().socket, "%s missing or not what the config renders", sock.Path)
+	for _, sock := range units.Sockets(cfg, h.Root) {
+		if !same(sock.Path, sock.Data) {
+			return fail(h.Install.fixes().socket, "%s missing or not what the config renders", sock.Path)
+		}
+	}
+	if stale := units.Stale(cfg, h.Root); len(stale) > 0 {
+		return fail(h.Install.fixes().socket, "socket drop-ins of ports the config no longer has: %s (units write removes them)", strings.Join(stale, ", "))
 	}
 	if nodeLocal {
 		return pass("socket drop-in current; no networkd or sysctl drop-in (vip.mode = %q)", cfg.VIP.Mode)
@@ -129,21 +151,28 @@ func checkDropIns(ctx context.Context, h Host, cfg *config.Valid) Result {
 	return pass("networkd, sysctl and socket drop-ins current")
 }
 
-// checkNixOSSocket: vipproxy.socket listens on every VIP and nothing else.
+// checkNixOSSocket: each port's socket unit (vipproxy.socket for the
+// first, vipproxy-port@NAME.socket for the others) listens on every VIP at
+// its port and nothing else.
 func checkNixOSSocket(ctx context.Context, h Host, cfg *config.Valid) Result {
 	if h.Systemctl == nil {
 		return skip("NixOS: the units and networkd files come from the system configuration; no systemd here to ask what vipproxy.socket listens on")
 	}
-	want := units.ListenAddresses(cfg)
-	have := systemdListens(ctx, h, "vipproxy.socket")
-	slices.Sort(want)
-	slices.Sort(have)
-	if !slices.Equal(want, have) {
-		return fail(h.Install.fixes().socket, "vipproxy.socket (%s) listens on [%s], the config asks for [%s]",
-			h.Install.SocketUnit, strings.Join(have, " "), strings.Join(want, " "))
+	var listens []string
+	for i, p := range cfg.ServedPorts() {
+		unit := units.SocketUnit(cfg, i)
+		want := units.ListenAddresses(cfg, p)
+		have := systemdListens(ctx, h, unit)
+		slices.Sort(want)
+		slices.Sort(have)
+		if !slices.Equal(want, have) {
+			return fail(h.Install.fixes().socket, "%s (port %s) listens on [%s], the config asks for [%s]",
+				unit, p.Name, strings.Join(have, " "), strings.Join(want, " "))
+		}
+		listens = append(listens, strings.Join(have, " "))
 	}
-	return pass("NixOS: units and networkd files from the system configuration (%s); vipproxy.socket listens on %s",
-		h.Install.SocketUnit, strings.Join(have, " "))
+	return pass("NixOS: units and networkd files from the system configuration (%s); the sockets listen on %s",
+		h.Install.SocketUnit, strings.Join(listens, "; "))
 }
 
 func same(path string, want []byte) bool {

@@ -1,5 +1,6 @@
-// Package listen provides the VIP listeners: the sockets systemd passes
-// (socket activation, named "vip" and optionally "admin"), or, without
+// Package listen provides the VIP listeners, one per VIP and port: the
+// sockets systemd passes (socket activation, sorted into ports by the port
+// they are bound to, and optionally one named "admin"), or, without
 // systemd, sockets of our own bound with IP_FREEBIND so the VIP need not
 // exist yet.
 package listen
@@ -15,9 +16,13 @@ import (
 
 	"github.com/coreos/go-systemd/v22/activation"
 	"golang.org/x/sys/unix"
+
+	"github.com/vipproxy/vipproxy/service/config"
 )
 
-// Names of the sockets systemd passes (FileDescriptorName= in the unit).
+// Names of the sockets systemd passes (FileDescriptorName= in the unit):
+// vipproxy.socket's are named "vip" (the one-port form) or after the port
+// they serve; vipproxy-port@NAME.socket's after their port.
 const (
 	NameVIP   = "vip"
 	NameAdmin = "admin"
@@ -25,17 +30,24 @@ const (
 
 // Set is what the daemon listens on.
 type Set struct {
-	VIP   []net.Listener
+	// Ports holds each served port's listeners (one per VIP), by port name.
+	Ports map[string][]net.Listener
 	Admin net.Listener // nil unless systemd passed one named "admin"
 	// Activated is true when the sockets came from systemd: closing ours
 	// then leaves the socket and its backlog with systemd for the next start.
 	Activated bool
+	// Notes say what did not match the config: a passed socket that serves
+	// no configured port (closed), a port systemd passed no socket for
+	// (bound by us), a socket whose name is another port's.
+	Notes []string
 }
 
 // Close closes every listener in the set.
 func (s *Set) Close() {
-	for _, l := range s.VIP {
-		l.Close()
+	for _, ls := range s.Ports {
+		for _, l := range ls {
+			l.Close()
+		}
 	}
 	if s.Admin != nil {
 		s.Admin.Close()
@@ -43,44 +55,108 @@ func (s *Set) Close() {
 }
 
 // Open takes the systemd-passed sockets if there are any (LISTEN_FDS), and
-// otherwise listens on each VIP at port itself.
-func Open(ctx context.Context, vips []netip.Addr, port uint16) (*Set, error) {
+// otherwise listens on each VIP at each port itself.
+func Open(ctx context.Context, vips []netip.Addr, ports []config.Port) (*Set, error) {
 	named, err := activation.ListenersWithNames()
 	if err != nil {
 		return nil, fmt.Errorf("socket activation: %w", err)
 	}
 	if len(named) > 0 {
-		return fromActivation(named)
+		return fromActivation(ctx, named, vips, ports)
 	}
-	set := &Set{}
-	for _, vip := range vips {
-		ln, err := freeBind(ctx, netip.AddrPortFrom(vip, port))
+	set := &Set{Ports: map[string][]net.Listener{}}
+	for _, p := range ports {
+		ls, err := OpenPort(ctx, vips, p.Port)
 		if err != nil {
 			set.Close()
 			return nil, err
 		}
-		set.VIP = append(set.VIP, ln)
+		set.Ports[p.Name] = ls
 	}
 	return set, nil
 }
 
-func fromActivation(named map[string][]net.Listener) (*Set, error) {
-	set := &Set{VIP: named[NameVIP], Activated: true}
-	if admin := named[NameAdmin]; len(admin) > 0 {
-		set.Admin = admin[0]
-	}
-	if len(set.VIP) == 0 {
-		names := make([]string, 0, len(named))
-		for n, ls := range named {
+// OpenPort listens on each VIP at port, with IP_FREEBIND.
+func OpenPort(ctx context.Context, vips []netip.Addr, port uint16) ([]net.Listener, error) {
+	var ls []net.Listener
+	for _, vip := range vips {
+		ln, err := freeBind(ctx, netip.AddrPortFrom(vip, port))
+		if err != nil {
 			for _, l := range ls {
 				l.Close()
 			}
-			names = append(names, n)
+			return nil, err
 		}
-		slices.Sort(names)
-		return nil, fmt.Errorf("socket activation: systemd passed sockets named %q but none named %q: set FileDescriptorName=%s in vipproxy.socket", names, NameVIP, NameVIP)
+		ls = append(ls, ln)
+	}
+	return ls, nil
+}
+
+// fromActivation sorts the passed sockets into ports by the port they are
+// bound to, the one fact a socket cannot get wrong (FileDescriptorName= is
+// per socket unit, and a unit edited by hand may carry another port's
+// name). A socket for no configured port is closed; a port without a
+// socket is bound here, so a port added before the socket units were
+// rewritten serves anyway.
+func fromActivation(ctx context.Context, named map[string][]net.Listener, vips []netip.Addr, ports []config.Port) (*Set, error) {
+	set := &Set{Ports: map[string][]net.Listener{}, Activated: true}
+	if admin := named[NameAdmin]; len(admin) > 0 {
+		set.Admin = admin[0]
+	}
+	names := make([]string, 0, len(named))
+	for n := range named {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if name != NameAdmin {
+			set.sort(name, named[name], ports)
+		}
+	}
+	if len(set.Ports) == 0 {
+		set.Close()
+		return nil, fmt.Errorf("socket activation: systemd passed sockets named %q but none on a VIP port: set FileDescriptorName=%s in vipproxy.socket and run `vipproxy units write`", names, NameVIP)
+	}
+	for _, p := range ports {
+		if len(set.Ports[p.Name]) > 0 {
+			continue
+		}
+		ls, err := OpenPort(ctx, vips, p.Port)
+		if err != nil {
+			set.Close()
+			return nil, fmt.Errorf("port %s: systemd passed no socket for it and: %w", p.Name, err)
+		}
+		set.Ports[p.Name] = ls
+		set.Notes = append(set.Notes, fmt.Sprintf("port %s (%d): systemd passed no socket for it; listening on our own until `vipproxy units write && %s`", p.Name, p.Port, restartHint))
 	}
 	return set, nil
+}
+
+// restartHint rebinds the activated sockets after their units changed.
+const restartHint = "systemctl daemon-reload && systemctl restart vipproxy.socket"
+
+// sort files the listeners systemd passed under name into their ports.
+func (s *Set) sort(name string, ls []net.Listener, ports []config.Port) {
+	for _, l := range ls {
+		i := slices.IndexFunc(ports, func(p config.Port) bool { return p.Port == localPort(l) })
+		if i < 0 {
+			s.Notes = append(s.Notes, fmt.Sprintf("systemd passed a socket named %q on %s, which is no configured port: not served (stop its socket unit, or run `vipproxy units write && %s`)", name, l.Addr(), restartHint))
+			l.Close()
+			continue
+		}
+		p := ports[i]
+		if name != NameVIP && name != p.Name {
+			s.Notes = append(s.Notes, fmt.Sprintf("systemd passed a socket named %q on %s: it serves port %s, whose number it has", name, l.Addr(), p.Name))
+		}
+		s.Ports[p.Name] = append(s.Ports[p.Name], l)
+	}
+}
+
+func localPort(l net.Listener) uint16 {
+	if a, ok := l.Addr().(*net.TCPAddr); ok {
+		return uint16(a.Port)
+	}
+	return 0
 }
 
 // freeBind listens on addr with IP_FREEBIND (IPV6_FREEBIND for IPv6), so

@@ -5,10 +5,14 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vipproxy/vipproxy/service/config"
 )
 
 // TestFreeBindNonLocal binds an address this host does not have (TEST-NET-1,
@@ -52,18 +56,80 @@ func TestFreeBindServesLoopback(t *testing.T) {
 	}
 }
 
-func TestActivationWithoutVIPNameIsAnError(t *testing.T) {
+func TestActivationWithoutVIPPortIsAnError(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = fromActivation(map[string][]net.Listener{"vipproxy.socket": {ln}})
-	if err == nil || !strings.Contains(err.Error(), `none named "vip"`) || !strings.Contains(err.Error(), "FileDescriptorName=vip") {
-		t.Fatalf("error = %v, want one naming the missing vip socket and the fix", err)
+	ports := []config.Port{{Name: "api", Port: 1}}
+	_, err = fromActivation(context.Background(), map[string][]net.Listener{"vipproxy.socket": {ln}}, nil, ports)
+	if err == nil || !strings.Contains(err.Error(), "none on a VIP port") || !strings.Contains(err.Error(), "FileDescriptorName=vip") {
+		t.Fatalf("error = %v, want one naming the missing VIP socket and the fix", err)
 	}
 	if _, aerr := ln.Accept(); !errors.Is(aerr, net.ErrClosed) {
 		t.Errorf("unused activated listener left open")
 	}
+}
+
+// TestActivationSortsByBoundPort: passed sockets go to the port whose
+// number they are bound to, whatever their name; one for no port is
+// closed; a port with none is bound here. Each is shown serving.
+func TestActivationSortsByBoundPort(t *testing.T) {
+	listen := func() net.Listener {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		return ln
+	}
+	api, konn, konnMisnamed, stray := listen(), listen(), listen(), listen()
+	free := listen() // a free port number for "join", which systemd does not pass
+	joinPort := localPort(free)
+	free.Close()
+	ports := []config.Port{
+		{Name: "api", Port: localPort(api)},
+		{Name: "konnectivity", Port: localPort(konn)},
+		{Name: "join", Port: joinPort},
+	}
+	// Two sockets on the same port stand for two VIPs.
+	konnMisnamed.Close()
+	konn2, err := net.Listen("tcp", net.JoinHostPort("127.0.0.2", strconv.Itoa(int(localPort(konn)))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { konn2.Close() })
+	named := map[string][]net.Listener{"vip": {konn, api}, "join": {konn2}, "old": {stray}}
+	set, err := fromActivation(context.Background(), named, []netip.Addr{netip.MustParseAddr("127.0.0.1")}, ports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	for name, want := range map[string]int{"api": 1, "konnectivity": 2, "join": 1} {
+		if got := len(set.Ports[name]); got != want {
+			t.Errorf("port %s has %d listeners; want %d", name, got, want)
+		}
+		for _, l := range set.Ports[name] {
+			if got := localPort(l); got != ports[slices.IndexFunc(ports, func(p config.Port) bool { return p.Name == name })].Port {
+				t.Errorf("port %s got a listener on %d", name, got)
+			}
+		}
+	}
+	if _, aerr := stray.Accept(); !errors.Is(aerr, net.ErrClosed) {
+		t.Errorf("the socket for no configured port was left open")
+	}
+	notes := strings.Join(set.Notes, "\n")
+	for _, want := range []string{`named "old"`, `named "join" on 127.0.0.2`, "port join (" + strconv.Itoa(int(joinPort)) + "): systemd passed no socket"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes %q do not say %q", notes, want)
+		}
+	}
+	// The port bound here serves.
+	c, err := net.Dial("tcp", set.Ports["join"][0].Addr().String())
+	if err != nil {
+		t.Fatalf("dial the join port bound without systemd: %v", err)
+	}
+	c.Close()
 }
 
 // flakyListener fails Accept with the given errors before succeeding.
