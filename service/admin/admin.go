@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/vipproxy/vipproxy/service/balance"
@@ -25,9 +26,12 @@ type Source interface {
 type Status struct {
 	// Ready is false while the daemon starts (until a backend is healthy
 	// or every backend has had a check) and once it stops; /readyz also
-	// needs a healthy backend.
-	Ready           bool            `json:"ready"`
-	Version         string          `json:"version"`
+	// needs a healthy backend on every required port.
+	Ready   bool   `json:"ready"`
+	Version string `json:"version"`
+	// Ports are the ports the VIP serves; Backends every port's backends,
+	// each naming its port.
+	Ports           []PortStatus    `json:"ports"`
 	Backends        []BackendStatus `json:"backends"`
 	OpenConnections int64           `json:"open_connections"`
 	ConfigPath      string          `json:"config_path"`
@@ -46,9 +50,27 @@ type Status struct {
 	Discovery *discovery.Status `json:"discovery,omitempty"`
 }
 
-// BackendStatus is one backend in Status.
+// PortStatus is one port the VIP serves ([[port]]) in Status.
+type PortStatus struct {
+	Name string `json:"name"`
+	Port uint16 `json:"port"`
+	// Required: the node is ready only when this port has a healthy backend.
+	Required bool   `json:"required"`
+	Check    string `json:"check"`
+	// Healthy counts the backends that take new connections (up, not
+	// draining), of Backends.
+	Healthy         int       `json:"healthy"`
+	Backends        int       `json:"backends"`
+	OpenConnections int64     `json:"open_connections"`
+	Panic           bool      `json:"panic,omitempty"`
+	PanicSince      time.Time `json:"panic_since,omitzero"`
+}
+
+// BackendStatus is one backend of one port in Status.
 type BackendStatus struct {
-	Name    string `json:"name"`
+	Name string `json:"name"`
+	// Port is the name of the port whose pool this is.
+	Port    string `json:"port,omitempty"`
 	Address string `json:"address"`
 	// Source is where the backend came from: static, discovered or remembered.
 	Source string `json:"source,omitempty"`
@@ -134,28 +156,70 @@ func withHeaders(next http.Handler) http.Handler {
 	})
 }
 
-// Readiness is the one readiness rule, for /readyz, the daemon's STATUS=
-// line and the CLI: it counts the backends that take new connections
-// (healthy and not draining); ready needs the daemon ready (started, not
-// stopping) and at least one of them.
+// Readiness is the one readiness rule, for /readyz, keepalived's track
+// script (`vipproxy probe`), the daemon's STATUS= line and the CLI: the
+// daemon is ready (started, not stopping) and every required port has a
+// backend that takes new connections (healthy, not draining). An optional
+// port that fails on every node must not take the VIP off every node: the
+// node still serves the API, which is what the VIP is for. healthy and
+// total count every port's backends.
 func (st Status) Readiness() (ready bool, healthy, total int) {
-	for _, b := range st.Backends {
-		if b.State.Healthy() && !b.Draining {
-			healthy++
+	ready = st.Ready
+	for _, p := range st.ports() {
+		healthy += p.Healthy
+		total += p.Backends
+		if p.Required && p.Healthy == 0 {
+			ready = false
 		}
 	}
-	return st.Ready && healthy > 0, healthy, len(st.Backends)
+	return ready, healthy, total
+}
+
+// Summary says per port how many backends take new connections: "3/3"
+// for the one-port form, "api 3/3, konnectivity 0/3 (optional)" with
+// [[port]] tables.
+func (st Status) Summary() string {
+	ports := st.ports()
+	var parts []string
+	for _, p := range ports {
+		part := fmt.Sprintf("%d/%d", p.Healthy, p.Backends)
+		if len(ports) > 1 || p.Name != "api" {
+			part = p.Name + " " + part
+			if !p.Required {
+				part += " (optional)"
+			}
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ports are st.Ports, or for a Status without them (one pool, as before
+// ports) one required port "api" counted from the backends.
+func (st Status) ports() []PortStatus {
+	if len(st.Ports) > 0 {
+		return st.Ports
+	}
+	p := PortStatus{Name: "api", Required: true}
+	for _, b := range st.Backends {
+		p.Backends++
+		if b.State.Healthy() && !b.Draining {
+			p.Healthy++
+		}
+	}
+	return []PortStatus{p}
 }
 
 func serveReadyz(w http.ResponseWriter, st Status) {
-	ready, healthy, total := st.Readiness()
+	ready, _, _ := st.Readiness()
+	summary := st.Summary()
 	switch {
 	case ready:
-		text(w, http.StatusOK, fmt.Sprintf("ready: %d/%d backends healthy\n", healthy, total))
+		text(w, http.StatusOK, fmt.Sprintf("ready: %s backends healthy\n", summary))
 	case !st.Ready:
-		text(w, http.StatusServiceUnavailable, fmt.Sprintf("not ready: daemon starting or stopping; %d/%d backends healthy\n", healthy, total))
+		text(w, http.StatusServiceUnavailable, fmt.Sprintf("not ready: daemon starting or stopping; %s backends healthy\n", summary))
 	default:
-		text(w, http.StatusServiceUnavailable, fmt.Sprintf("not ready: %d/%d backends healthy\n", healthy, total))
+		text(w, http.StatusServiceUnavailable, fmt.Sprintf("not ready: %s backends healthy\n", summary))
 	}
 }
 

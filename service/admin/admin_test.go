@@ -188,7 +188,7 @@ func TestStatusJSON(t *testing.T) {
 
 func TestMetricsEndpointParses(t *testing.T) {
 	m := metrics.New()
-	m.Backend("api-a").ConnectionsTotal.Add(2)
+	m.Backend("api", "api-a").ConnectionsTotal.Add(2)
 	base := startTCP(t, &fakeSource{}, m, Options{})
 	resp, err := client.Get(base + "/metrics")
 	if err != nil {

@@ -30,7 +30,8 @@ type Pool struct {
 // backend's metrics; nil gives series on a registry of their own (tests, tools).
 func NewPool(algorithm config.Algorithm, backends []config.Backend, stats func(name string) *metrics.BackendMetrics) (*Pool, error) {
 	if stats == nil {
-		stats = metrics.New().Backend
+		m := metrics.New()
+		stats = func(name string) *metrics.BackendMetrics { return m.Backend("", name) }
 	}
 	p := &Pool{stats: stats}
 	if err := p.SetAlgorithm(algorithm); err != nil {

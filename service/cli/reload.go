@@ -53,8 +53,7 @@ func runReload(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "vipproxy reload: the daemon refused the new config and keeps serving the old one: %s\n", after.ConfigError)
 		return ExitFailure
 	}
-	_, healthy, total := after.Readiness()
-	fmt.Fprintf(env.Stdout, "reloaded: %d/%d backends healthy\n", healthy, total)
+	fmt.Fprintf(env.Stdout, "reloaded: %s backends healthy\n", after.Summary())
 	return ExitOK
 }
 

@@ -33,9 +33,11 @@ type statusReport struct {
 // vipHolding says whether this node holds a VIP, and on which link (see
 // netcfg.HeldVIPs: the answer vipproxy_vip_held gives too).
 type vipHolding struct {
-	Address   string `json:"address"`
-	Interface string `json:"interface,omitempty"`
-	Held      bool   `json:"held"`
+	Address string `json:"address"` // at the first port
+	// Ports are every port the VIP serves.
+	Ports     []uint16 `json:"ports"`
+	Interface string   `json:"interface,omitempty"`
+	Held      bool     `json:"held"`
 }
 
 // runStatus prints the daemon's state for a person (or --json): exit 0
@@ -89,9 +91,13 @@ func vipHoldings(cfg *config.Valid) []vipHolding {
 	if err != nil {
 		return nil
 	}
+	var ports []uint16
+	for _, p := range cfg.ServedPorts() {
+		ports = append(ports, p.Port)
+	}
 	var out []vipHolding
 	for _, v := range cfg.VIP.Addresses {
-		out = append(out, vipHolding{Address: netip.AddrPortFrom(v, cfg.VIP.Port).String(), Interface: held[v], Held: held[v] != ""})
+		out = append(out, vipHolding{Address: netip.AddrPortFrom(v, ports[0]).String(), Ports: ports, Interface: held[v], Held: held[v] != ""})
 	}
 	return out
 }
@@ -115,10 +121,14 @@ func printStatus(w io.Writer, rep statusReport, now time.Time) {
 		printDaemon(w, *rep.Daemon, rep.Ready, now)
 	}
 	for _, v := range rep.VIP {
+		addr := v.Address
+		if ap, err := netip.ParseAddrPort(addr); err == nil && len(v.Ports) > 1 {
+			addr = fmt.Sprintf("%s (ports %s)", ap.Addr(), joinPorts(v.Ports))
+		}
 		if v.Held {
-			fmt.Fprintf(w, "VIP %s: held by this node on %s (VRRP master)\n", v.Address, v.Interface)
+			fmt.Fprintf(w, "VIP %s: held by this node on %s (VRRP master)\n", addr, v.Interface)
 		} else {
-			fmt.Fprintf(w, "VIP %s: not held by this node (not the VRRP master)\n", v.Address)
+			fmt.Fprintf(w, "VIP %s: not held by this node (not the VRRP master)\n", addr)
 		}
 	}
 	for _, v := range rep.NodeLocal {
@@ -134,9 +144,8 @@ func printDaemon(w io.Writer, st admin.Status, ready bool, now time.Time) {
 	if ready {
 		state = "ready"
 	}
-	_, healthy, total := st.Readiness()
-	fmt.Fprintf(w, "vipproxy %s: %s, %d/%d backends healthy, %d connections open\n",
-		st.Version, state, healthy, total, st.OpenConnections)
+	fmt.Fprintf(w, "vipproxy %s: %s, %s backends healthy, %d connections open\n",
+		st.Version, state, st.Summary(), st.OpenConnections)
 	switch {
 	case st.ConfigError != "":
 		fmt.Fprintf(w, "config %s; last reload refused, the previous config serves: %s\n", st.ConfigPath, st.ConfigError)
@@ -147,7 +156,7 @@ func printDaemon(w io.Writer, st admin.Status, ready bool, now time.Time) {
 	}
 	printDiscovery(w, st.Discovery, now)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "BACKEND\tADDRESS\tSOURCE\tSTATE\tSINCE\tCONNS\tLAST CHECK ERROR")
+	fmt.Fprintln(tw, "BACKEND\tPORT\tADDRESS\tSOURCE\tSTATE\tSINCE\tCONNS\tLAST CHECK ERROR")
 	unverified := 0
 	for _, b := range st.Backends {
 		s := b.State.String()
@@ -158,7 +167,7 @@ func printDaemon(w io.Writer, st admin.Status, ready bool, now time.Time) {
 		if b.Draining {
 			s += " (draining)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", b.Name, b.Address, b.Source, s, ago(b.LastChange, now), b.OpenConnections, b.LastError)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", b.Name, b.Port, b.Address, b.Source, s, ago(b.LastChange, now), b.OpenConnections, b.LastError)
 	}
 	tw.Flush()
 	if unverified > 0 {
@@ -189,4 +198,12 @@ func ago(t, now time.Time) string {
 		return "-"
 	}
 	return fmt.Sprintf("%s (%s ago)", t.Local().Format("15:04:05"), now.Sub(t).Round(time.Second))
+}
+
+func joinPorts(ports []uint16) string {
+	s := make([]string, len(ports))
+	for i, p := range ports {
+		s[i] = fmt.Sprint(p)
+	}
+	return strings.Join(s, ", ")
 }

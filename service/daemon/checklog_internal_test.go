@@ -15,7 +15,7 @@ import (
 // more, and checks that change nothing log nothing.
 func TestCheckResultsLogOneLinePerTransition(t *testing.T) {
 	var out strings.Builder
-	d := &Daemon{log: slog.New(slog.NewTextHandler(&out, nil))}
+	log := slog.New(slog.NewTextHandler(&out, nil))
 	pool, err := balance.NewPool(config.RoundRobin, []config.Backend{{Name: "a", Address: "127.0.0.1:1"}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +28,7 @@ func TestCheckResultsLogOneLinePerTransition(t *testing.T) {
 		if passed {
 			e, err = balance.CheckPassed, nil
 		}
-		d.logTransition(pool.Observe(b, e), err)
+		logTransition(log, pool.Observe(b, e), err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	want := []string{
@@ -54,16 +54,16 @@ func TestHealthyCountLeavesOutDraining(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &Daemon{pool: pool}
+	ps := &portServer{pool: pool}
 	for _, b := range pool.Backends() {
 		pool.Observe(b, balance.CheckPassed)
 	}
 	pool.SetDraining(pool.Lookup("a"), true)
-	if got := d.healthyCount(); got != "1/2" {
+	if got := ps.healthyCount(); got != "1/2" {
 		t.Errorf("one of two up backends draining: %s healthy, want 1/2", got)
 	}
 	pool.SetDraining(pool.Lookup("b"), true)
-	if d.anyServing() {
+	if ps.anyServing() {
 		t.Error("every backend draining: still usable at start")
 	}
 }

@@ -39,12 +39,12 @@ type Daemon struct {
 	level    *slog.LevelVar
 	notifier *notify.Notifier
 	metrics  *metrics.Metrics
-	pool     *balance.Pool
-	checker  *health.Checker
-	proxy    *proxy.Proxy
-	ready    atomic.Bool // READY sent and not stopping
-	control  string      // control socket path ("" : none), see admin.ControlSocketName
-	hup      <-chan os.Signal
+	ready    atomic.Bool  // READY sent and not stopping
+	control  string       // control socket path ("" : none), see admin.ControlSocketName
+	open     atomic.Int64 // client connections open on every port: the cap's count
+	// acceptEnded gets the error of an accept loop that ended on its own.
+	acceptEnded chan error
+	hup         <-chan os.Signal
 
 	// cfg is the config in force: read without a lock anywhere, swapped
 	// whole by a reload (apply).
@@ -55,17 +55,16 @@ type Daemon struct {
 	adminErr   string // why admin.listen does not serve; "" when it does
 	reloads    uint64 // reloads done, accepted or refused
 	lastReload time.Time
-	retired    []*balance.Backend // removed by a reload, draining
+	ports      []*portServer // in the order of the config
+	stopping   bool
 
 	// Discovery (see discovery.go). setMu serialises changes of the
 	// backend set; members, sources and discoveryErrors are under mu.
-	bg                 context.Context // lives until the daemon returns
-	finder             *finder         // nil when discovery is off; set by the loop, under mu
-	setMu              sync.Mutex
-	members            []discovery.Member
-	sources            map[string]discovery.Source
-	drainedByDiscovery map[string]bool // under setMu
-	discoveryErrors    uint64
+	bg              context.Context // lives until the daemon returns
+	finder          *finder         // nil when discovery is off; set by the loop, under mu
+	setMu           sync.Mutex
+	members         []discovery.Member
+	discoveryErrors uint64
 }
 
 // Run loads the config at path and serves until ctx is cancelled, then
@@ -98,20 +97,12 @@ func (d *Daemon) run(ctx context.Context) error {
 	for _, r := range listen.Reasons() {
 		d.metrics.AcceptErrors.WithLabelValues(r) // at 0 before the first error
 	}
-	d.drainedByDiscovery = map[string]bool{}
+	d.acceptEnded = make(chan error, 1)
 	d.finder = d.newFinder(cfg)
 	if d.finder != nil {
 		d.members = d.finder.w.Members() // the last known set, until the first list
 	}
-	initial, _, _ := backendSet(cfg.Backends, d.members)
-	pool, err := balance.NewPool(cfg.Balance.Algorithm, initial, d.backendMetrics)
-	if err != nil {
-		return err
-	}
-	d.pool = pool
-	pool.SetThresholds(thresholds(cfg.Health))
-	pool.SetObserver(d.onTransition)
-	prober, err := health.NewProber(cfg.Health, ownAddrs(cfg)...)
+	probers, err := newProbers(cfg)
 	if err != nil {
 		return withFile(err, cfg.Path)
 	}
@@ -120,40 +111,100 @@ func (d *Daemon) run(ctx context.Context) error {
 		return d.bindFailed(err, cfg)
 	}
 	defer listeners.Close()
-
-	bg, stopBackground := context.WithCancel(context.Background())
-	defer stopBackground()
-	d.bg = bg
-	// The proxy exists before the first health result arrives: onHealth
-	// reads its connection count.
-	d.proxy = proxy.New(pool, proxyOptions(cfg, d.applyMaxConnections(cfg)), d.proxyCounters(), d.log)
-	d.checker = health.New(cfg.Health, prober, d.onHealth)
-	d.checker.SetLogger(d.log)
-	d.applyBackends()
-	go d.checker.Run(bg)
-	if d.finder != nil {
-		d.finder.start(bg)
-	}
-	defer func() { d.finder.close() }()
-
 	for _, note := range listeners.Notes {
 		d.log.Warn(note)
 	}
-	if err := d.proxy.Start(listeners.Ports[cfg.ServedPorts()[0].Name]); err != nil {
+	bg, stopBackground := context.WithCancel(context.Background())
+	defer stopBackground()
+	d.bg = bg
+	defer func() { d.finder.close() }()
+	if err := d.startPorts(cfg, probers, listeners); err != nil {
 		return err
 	}
-	defer d.proxy.Close()
+	defer d.closePorts()
+	if d.finder != nil {
+		d.finder.start(bg)
+	}
 	if err := d.startAdmin(bg, cfg, listeners.Admin); err != nil {
-		d.proxy.StopAccepting()
+		d.stopAccepting()
 		return err
 	}
-	d.waitUsable(ctx, cfg)
-	d.log.Info("serving", "listeners", addrs(listeners), "activated", listeners.Activated,
-		"backends", len(pool.Backends()), "discovery", cfg.Discovery.Enable, "algorithm", cfg.Balance.Algorithm, "check", cfg.Health.Type)
+	d.waitUsable(ctx)
+	d.log.Info("serving", "listeners", addrs(listeners), "activated", listeners.Activated, "ports", portNames(cfg),
+		"backends", len(cfg.Backends)+len(d.members), "discovery", cfg.Discovery.Enable, "algorithm", cfg.Balance.Algorithm)
 	d.ready.Store(true)
 	d.notifier.Ready(d.statusLine())
 	go d.notifier.Watchdog(bg, d.alive)
 	return d.loop(ctx)
+}
+
+// newProbers builds each port's health check, by port name.
+func newProbers(cfg *config.Valid) (map[string]health.Prober, error) {
+	out := map[string]health.Prober{}
+	for _, p := range cfg.ServedPorts() {
+		prober, err := health.NewProber(p.Health, ownAddrs(cfg)...)
+		if err != nil {
+			return nil, fmt.Errorf("port %s: %w", p.Name, err)
+		}
+		out[p.Name] = prober
+	}
+	return out, nil
+}
+
+// startPorts builds and starts a portServer for each port of cfg on its
+// listeners; the backend set is applied to every one before any serves.
+func (d *Daemon) startPorts(cfg *config.Valid, probers map[string]health.Prober, listeners *listen.Set) error {
+	initial, _, _ := backendSet(cfg, d.members)
+	maxConns := d.applyMaxConnections(cfg)
+	for _, p := range cfg.ServedPorts() {
+		ps, err := d.newPortServer(cfg, p, initial, probers[p.Name], maxConns)
+		if err != nil {
+			return err
+		}
+		d.mu.Lock()
+		d.ports = append(d.ports, ps)
+		d.mu.Unlock()
+	}
+	d.applyBackends()
+	for _, ps := range d.servers() {
+		if err := ps.start(d.bg, listeners.Ports[ps.name]); err != nil {
+			d.stopAccepting()
+			return err
+		}
+	}
+	return nil
+}
+
+// servers returns the ports served now.
+func (d *Daemon) servers() []*portServer {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.ports)
+}
+
+// closePorts releases every port's pooled pipes (after the drain).
+func (d *Daemon) closePorts() {
+	for _, ps := range d.servers() {
+		ps.proxy.Close()
+	}
+}
+
+// stopAccepting closes every port's listeners.
+func (d *Daemon) stopAccepting() {
+	d.mu.Lock()
+	d.stopping = true
+	d.mu.Unlock()
+	for _, ps := range d.servers() {
+		ps.proxy.StopAccepting()
+	}
+}
+
+func portNames(cfg *config.Valid) []string {
+	var out []string
+	for _, p := range cfg.ServedPorts() {
+		out = append(out, p.Name)
+	}
+	return out
 }
 
 // bindFailed names who holds the VIP port and the fix when the listener
@@ -161,8 +212,11 @@ func (d *Daemon) run(ctx context.Context) error {
 // log and STATUS=.
 func (d *Daemon) bindFailed(err error, cfg *config.Valid) error {
 	if errors.Is(err, syscall.EADDRINUSE) {
-		if why := portowner.Explain("/proc", cfg.VIP.Addresses, cfg.VIP.Port); why != "" {
-			err = fmt.Errorf("%w: %s", err, why)
+		for _, p := range cfg.ServedPorts() {
+			if why := portowner.Explain("/proc", cfg.VIP.Addresses, p.Port); why != "" {
+				err = fmt.Errorf("%w: port %s: %s", err, p.Name, why)
+				break
+			}
 		}
 	}
 	d.notifier.Status("VIP listener: " + err.Error())
@@ -191,8 +245,8 @@ func (d *Daemon) loop(ctx context.Context) error {
 			}
 		case <-status.C:
 			d.notifier.Status(d.statusLine())
-		case <-d.proxy.Stopped():
-			return fmt.Errorf("accept loop ended: %w", d.proxy.Err())
+		case err := <-d.acceptEnded:
+			return err
 		}
 	}
 }
@@ -209,17 +263,25 @@ func (d *Daemon) reloader(ctx context.Context, requests <-chan struct{}) {
 	}
 }
 
-// waitUsable holds READY (and /readyz) until a backend is healthy or every
-// backend has a check result, bounded so a slow check cannot hold the start
-// forever. A dead backend's check timeout must not hold up a restart: the
-// listener is serving already, and keepalived's probe reads /readyz.
-func (d *Daemon) waitUsable(ctx context.Context, cfg *config.Valid) {
-	wctx, cancel := context.WithTimeout(ctx, cfg.Health.Timeout.Duration+cfg.Health.Interval.Duration+time.Second)
-	defer cancel()
-	if err := d.checker.WaitUsable(wctx, d.anyServing); err != nil {
-		d.log.Warn("no health check result yet; ready anyway", "err", err)
+// waitUsable holds READY (and /readyz) until each port has a healthy
+// backend or every backend has a check result, bounded so a slow check
+// cannot hold the start forever. A dead backend's check timeout must not
+// hold up a restart: the listener is serving already, and keepalived's
+// probe reads /readyz.
+func (d *Daemon) waitUsable(ctx context.Context) {
+	for _, ps := range d.servers() {
+		h := ps.port().Health
+		wctx, cancel := context.WithTimeout(ctx, h.Timeout.Duration+h.Interval.Duration+time.Second)
+		err := ps.checker.WaitUsable(wctx, ps.anyServing)
+		cancel()
+		if err != nil {
+			d.log.Warn("no health check result yet; ready anyway", "port", ps.name, "err", err)
+		}
 	}
 }
+
+// openConns counts the client connections open on every port.
+func (d *Daemon) openConns() int64 { return d.open.Load() }
 
 // shutdown stops accepting, lets open connections finish up to the drain
 // timeout, closing those that stay idle for timeouts.drain_idle meanwhile,
@@ -228,16 +290,16 @@ func (d *Daemon) shutdown() error {
 	cfg := d.cfg.Load()
 	drain, drainIdle := cfg.Timeouts.Drain.Duration, cfg.Timeouts.DrainIdle.Duration
 	d.ready.Store(false)
-	open := d.proxy.Open()
+	open := d.openConns()
 	d.notifier.Stopping(fmt.Sprintf("draining %d connections", open))
 	d.log.Info("stopping: no longer accepting, draining", "open", open, "timeout", drain, "close_idle_after", drainIdle)
-	d.proxy.StopAccepting()
+	d.stopAccepting()
 	ctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
 	if drainIdle > 0 {
 		go d.closeIdle(ctx, drainIdle)
 	}
-	if d.proxy.Drain(ctx) {
+	if d.drained(ctx) {
 		d.log.Info("drained", "open", 0)
 		return nil
 	}
@@ -248,8 +310,17 @@ func (d *Daemon) shutdown() error {
 	d.log.Warn("drain timeout: closed remaining connections", "closed", closed)
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel2()
-	d.proxy.Drain(ctx2)
+	d.drained(ctx2)
 	return nil
+}
+
+// drained waits until every port's connections are closed or ctx is done.
+func (d *Daemon) drained(ctx context.Context) bool {
+	all := true
+	for _, ps := range d.servers() {
+		all = ps.proxy.Drain(ctx) && all
+	}
+	return all
 }
 
 // idler is a connection that can tell whether it is idle (proxy session).
@@ -272,7 +343,7 @@ func (d *Daemon) closeIdle(ctx context.Context, idleFor time.Duration) {
 	defer tick.Stop()
 	for {
 		if closed := d.closeIdleOnce(seen, idleFor, time.Now()); closed > 0 {
-			d.log.Info("draining: closed idle connections", "closed", closed, "idle_for", idleFor, "open", d.proxy.Open())
+			d.log.Info("draining: closed idle connections", "closed", closed, "idle_for", idleFor, "open", d.openConns())
 		}
 		select {
 		case <-ctx.Done():
@@ -308,43 +379,22 @@ func (d *Daemon) closeIdleOnce(seen map[balance.Conn]idleLook, idleFor time.Dura
 	return closed
 }
 
+// allBackends are every port's backends, those draining after a removal too.
 func (d *Daemon) allBackends() []*balance.Backend {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return append(slices.Clone(d.pool.Backends()), d.retired...)
-}
-
-// onHealth feeds a health check result to the pool's state machine and
-// the metrics. A check that failed for a local reason is only counted.
-func (d *Daemon) onHealth(r health.Result) {
-	if r.Outcome == health.LocalFault {
-		d.metrics.ObserveLocalCheck(r.Target.Name)
-		return
+	var out []*balance.Backend
+	for _, ps := range d.servers() {
+		out = append(out, ps.pool.Backends()...)
+		d.mu.Lock()
+		out = append(out, ps.retired...)
+		d.mu.Unlock()
 	}
-	d.metrics.ObserveCheck(r.Target.Name, r.Outcome == health.Pass, r.Latency)
-	d.metrics.SetUnverified(r.Target.Name, health.IsUnverified(r.Err))
-	b := d.pool.Lookup(r.Target.Name)
-	if b == nil || b.Address != r.Target.Address {
-		return
-	}
-	e, failure := balance.CheckPassed, error(nil)
-	if r.Outcome == health.Fail {
-		e, failure = balance.CheckFailed, r.Err
-	}
-	tr := d.pool.Observe(b, e)
-	d.logTransition(tr, failure)
-	if tr.Changed() && tr.To == balance.Down && tr.From != balance.Recovering && !tr.Panic {
-		d.evacuateLater(b)
-	}
-	if tr.Changed() || tr.PanicChanged {
-		d.notifier.Status(d.statusLine())
-	}
+	return out
 }
 
 // logTransition says, once, that a check result took a backend up or
 // down. Recovering counts as still down: a backend that alternates between
 // passing and failing checks while down does not flood the journal.
-func (d *Daemon) logTransition(tr balance.Transition, err error) {
+func logTransition(log *slog.Logger, tr balance.Transition, err error) {
 	up := tr.To == balance.Up
 	down := tr.To == balance.Down && tr.From != balance.Recovering
 	if !tr.Changed() || !(up || down) {
@@ -354,7 +404,7 @@ func (d *Daemon) logTransition(tr balance.Transition, err error) {
 	if down {
 		level = slog.LevelWarn
 	}
-	d.log.Log(context.Background(), level, "backend "+tr.To.String(), "backend", tr.Backend.Name, "address", tr.Backend.Address,
+	log.Log(context.Background(), level, "backend "+tr.To.String(), "backend", tr.Backend.Name, "address", tr.Backend.Address,
 		"from", tr.From.String(), "to", tr.To.String(), "reason", checkReason(tr, err))
 }
 
@@ -382,29 +432,6 @@ func thresholds(h config.Health) balance.Thresholds {
 	return balance.Thresholds{Rise: h.Rise, Fall: h.Fall}
 }
 
-// anyServing says whether a backend takes new connections now.
-func (d *Daemon) anyServing() bool {
-	healthy, _ := d.serving()
-	return healthy > 0
-}
-
-// evacuateLater takes the connections off a down backend (close_on_down)
-// one check interval after the mark-down, unless the pool panicked
-// meanwhile: when every backend fails within the same interval, the first
-// ones to go down must not lose their connections before the pool sees
-// that all of them did.
-func (d *Daemon) evacuateLater(b *balance.Backend) {
-	grace := d.cfg.Load().Health.Interval.Duration
-	time.AfterFunc(grace, func() {
-		if on, _ := d.pool.Panic(); on || b.State() != balance.Down || !d.closeOnDown() {
-			return
-		}
-		if n := b.EvacuateAll(); n > 0 {
-			d.log.Warn("took connections off a down backend: unanswered ones replayed elsewhere, the others closed so clients reconnect", "backend", b.Name, "connections", n)
-		}
-	})
-}
-
 // heldVIPs says, at scrape time, which VIPs this node holds (netlink).
 // Nothing when netlink cannot answer: the alert on a VIP held by no node
 // then says so. Nothing for a node-local VIP either.
@@ -426,14 +453,6 @@ func (d *Daemon) heldVIPs() map[string]bool {
 	return out
 }
 
-// backendMetrics makes a new backend's series, its state starting as the
-// pool's (unknown).
-func (d *Daemon) backendMetrics(name string) *metrics.BackendMetrics {
-	m := d.metrics.Backend(name)
-	d.metrics.BackendChanged(name, stateNames(), balance.Unknown.String(), time.Now(), false)
-	return m
-}
-
 func stateNames() []string {
 	var names []string
 	for _, s := range balance.States() {
@@ -442,48 +461,16 @@ func stateNames() []string {
 	return names
 }
 
-// onTransition is the pool's observer: the per-backend gauge, and panic
-// mode said loudly. It runs under the pool's lock.
-func (d *Daemon) onTransition(tr balance.Transition) {
-	if tr.Changed() {
-		up := 0.0
-		if tr.To.Healthy() {
-			up = 1
-		}
-		tr.Backend.Stats.Up.Set(up)
-		d.metrics.BackendChanged(tr.Backend.Name, stateNames(), tr.To.String(), tr.At, true)
-	}
-	if !tr.PanicChanged {
-		return
-	}
-	if tr.Panic {
-		d.metrics.PanicMode.Set(1)
-		d.log.Error("PANIC MODE: most backends went down at once, more likely a fault of this host than of every apiserver; open connections are kept and new ones balanced over the last known good backends",
-			"last_down", tr.Backend.Name, "healthy", d.healthyCount())
-		return
-	}
-	d.metrics.PanicMode.Set(0)
-	d.log.Warn("panic mode over: half of the backends or more are healthy again", "healthy", d.healthyCount())
-}
-
-// healthyCount is "healthy/total" for the log and STATUS=: the backends
-// that take new connections, as /readyz counts them.
-func (d *Daemon) healthyCount() string {
-	healthy, total := d.serving()
-	return fmt.Sprintf("%d/%d", healthy, total)
-}
-
 func (d *Daemon) closeOnDown() bool { return d.cfg.Load().Balance.CloseOnDown }
 
-func (d *Daemon) alive() bool { return d.proxy.Accepting() && d.checker.Alive() }
-
-func (d *Daemon) proxyCounters() proxy.Counters {
-	return proxy.Counters{
-		Retries:           d.metrics.DialRetries,
-		RejectedNoBackend: d.metrics.Rejected.WithLabelValues(metrics.RejectNoBackend),
-		RejectedLimit:     d.metrics.Rejected.WithLabelValues(metrics.RejectLimit),
-		AcceptErrors:      func(reason string) { d.metrics.AcceptErrors.WithLabelValues(reason).Inc() },
+// alive: every port accepts and runs its health checks (the watchdog).
+func (d *Daemon) alive() bool {
+	for _, ps := range d.servers() {
+		if !ps.proxy.Accepting() || !ps.checker.Alive() {
+			return false
+		}
 	}
+	return true
 }
 
 func proxyOptions(cfg *config.Valid, maxConnections int) proxy.Options {

@@ -31,9 +31,12 @@ func (d *Daemon) newFinder(cfg *config.Valid) *finder {
 	if !dc.Enable {
 		return nil
 	}
+	// Discovery asks the apiservers themselves: each static backend at the
+	// API port (config.Valid.DiscoveryPort).
 	var seeds []string
+	api := cfg.DiscoveryPort()
 	for _, b := range cfg.Backends {
-		seeds = append(seeds, b.Address)
+		seeds = append(seeds, api.BackendAddress(b))
 	}
 	f := &finder{done: make(chan struct{})}
 	d.metrics.DiscoveryErrors.WithLabelValues() // the series start at 0
@@ -149,8 +152,9 @@ func sameDiscovery(a, b *config.Valid) bool {
 		reflect.DeepEqual(a.Backends, b.Backends) && a.Timeouts.Dial == b.Timeouts.Dial
 }
 
-// onDiscovered applies a new discovered set to the pool. A watcher that a
-// reload replaced may still call (a drain's timer): it is not heard.
+// onDiscovered applies a new discovered set to every port's pool. A
+// watcher that a reload replaced may still call (a drain's timer): it is
+// not heard.
 func (d *Daemon) onDiscovered(f *finder, members []discovery.Member) {
 	d.mu.Lock()
 	if d.finder != f {
@@ -159,13 +163,14 @@ func (d *Daemon) onDiscovered(f *finder, members []discovery.Member) {
 	}
 	d.members = members
 	d.mu.Unlock()
-	_, removed := d.applyBackends()
-	for _, b := range removed {
-		// The grace is over (the member drained): close what is left now.
-		if n := b.CloseAll(); n > 0 {
-			d.log.Info("closed connections to a backend the cluster no longer lists, after its grace", "backend", b.Name, "closed", n)
+	for ps, removed := range d.applyBackends() {
+		for _, b := range removed {
+			// The grace is over (the member drained): close what is left now.
+			if n := b.CloseAll(); n > 0 {
+				d.log.Info("closed connections to a backend the cluster no longer lists, after its grace", "port", ps.name, "backend", b.Name, "closed", n)
+			}
+			d.metrics.Forget(ps.name, b.Name)
 		}
-		d.metrics.Forget(b.Name)
 	}
 	d.notifier.Status(d.statusLine())
 }
@@ -190,62 +195,76 @@ func (d *Daemon) onDiscoveryStatus(s discovery.Status) {
 
 // backendSet is the static list followed by the discovered members that
 // are not already in it (same address or name), each with its source; a
-// draining member stays in the set so its connections are kept.
-func backendSet(static []config.Backend, members []discovery.Member) (list []config.Backend, sources map[string]discovery.Source, draining map[string]bool) {
+// draining member stays in the set so its connections are kept. Each is
+// as cfg writes backends (config.Valid.DiscoveredBackend): host:port in
+// the one-port form, a host with [[port]] tables.
+func backendSet(cfg *config.Valid, members []discovery.Member) (list []config.Backend, sources map[string]discovery.Source, draining map[string]bool) {
 	sources = map[string]discovery.Source{}
 	draining = map[string]bool{}
-	list = slices.Clone(static)
-	for _, b := range static {
+	list = slices.Clone(cfg.Backends)
+	for _, b := range list {
 		sources[b.Name] = discovery.Static
 	}
 	for _, m := range members {
-		addr := m.Addr.String()
-		if slices.ContainsFunc(static, func(b config.Backend) bool { return b.Address == addr || b.Name == addr }) {
+		nb := cfg.DiscoveredBackend(m.Addr.String())
+		if slices.ContainsFunc(list, func(b config.Backend) bool { return b.Address == nb.Address || b.Name == nb.Name }) {
 			continue
 		}
-		list = append(list, config.Backend{Name: addr, Address: addr})
-		sources[addr] = m.Source
-		draining[addr] = m.Draining()
+		list = append(list, nb)
+		sources[nb.Name] = m.Source
+		draining[nb.Name] = m.Draining()
 	}
 	return list, sources, draining
 }
 
-// applyBackends makes the pool and the health checks follow the static
-// list of the current config and the discovered members. Reloads and
-// discovery both come through here, one at a time, each reading both.
-func (d *Daemon) applyBackends() (added, removed []*balance.Backend) {
+// applyBackends makes every port's pool and health checks follow the
+// static list of the current config and the discovered members, and
+// returns what each port removed. Reloads and discovery both come through
+// here, one at a time, each reading both.
+func (d *Daemon) applyBackends() (removed map[*portServer][]*balance.Backend) {
 	d.setMu.Lock()
 	defer d.setMu.Unlock()
 	cfg := d.cfg.Load()
 	d.mu.Lock()
 	members := d.members
 	d.mu.Unlock()
-	list, sources, draining := backendSet(cfg.Backends, members)
-	added, removed = d.pool.Update(list)
-	for _, b := range d.pool.Backends() {
-		src := sources[b.Name]
-		if d.sources[b.Name] != src {
-			d.metrics.SetSource(b.Name, string(src))
+	list, sources, draining := backendSet(cfg, members)
+	removed = map[*portServer][]*balance.Backend{}
+	for _, ps := range d.servers() {
+		removed[ps] = ps.apply(list, sources, draining)
+	}
+	return removed
+}
+
+// apply makes the port's pool and checks follow list; d.setMu is held.
+func (ps *portServer) apply(list []config.Backend, sources map[string]discovery.Source, draining map[string]bool) (removed []*balance.Backend) {
+	d := ps.d
+	d.mu.Lock()
+	old := ps.sources
+	ps.sources = sources
+	d.mu.Unlock()
+	addressed := ps.addressed(list)
+	_, removed = ps.pool.Update(addressed)
+	for _, b := range ps.pool.Backends() {
+		if src := sources[b.Name]; old[b.Name] != src {
+			d.metrics.SetSource(ps.name, b.Name, string(src))
 		}
 		// Only the drains discovery started are ended by it: an operator's
 		// drain through the admin endpoint stays.
 		switch {
 		case draining[b.Name] && !b.Draining():
-			d.pool.SetDraining(b, true)
-			d.drainedByDiscovery[b.Name] = true
-		case !draining[b.Name] && d.drainedByDiscovery[b.Name]:
-			d.pool.SetDraining(b, false)
-			delete(d.drainedByDiscovery, b.Name)
+			ps.pool.SetDraining(b, true)
+			ps.drainedByDiscovery[b.Name] = true
+		case !draining[b.Name] && ps.drainedByDiscovery[b.Name]:
+			ps.pool.SetDraining(b, false)
+			delete(ps.drainedByDiscovery, b.Name)
 		}
 	}
 	for _, b := range removed {
-		delete(d.drainedByDiscovery, b.Name)
+		delete(ps.drainedByDiscovery, b.Name)
 	}
-	d.checker.SetTargets(targetsOf(list))
-	d.mu.Lock()
-	d.sources = sources
-	d.mu.Unlock()
-	return added, removed
+	ps.checker.SetTargets(targetsOf(addressed))
+	return removed
 }
 
 func targetsOf(list []config.Backend) []health.Target {

@@ -198,8 +198,8 @@ func TestDiscoveryKeepsTheSetOnBadAnswers(t *testing.T) {
 	}, "/status: discovery watching")
 	metrics, _ := p.get("/metrics")
 	for _, want := range []string{
-		`vipproxy_backend_source{backend="b0",source="static"} 1`,
-		fmt.Sprintf(`vipproxy_backend_source{backend=%q,source="discovered"} 1`, a1),
+		`vipproxy_backend_source{backend="b0",port="api",source="static"} 1`,
+		fmt.Sprintf(`vipproxy_backend_source{backend=%q,port="api",source="discovered"} 1`, a1),
 		"vipproxy_discovery_watching 1", "vipproxy_discovery_errors_total 0",
 	} {
 		if !strings.Contains(metrics, want) {

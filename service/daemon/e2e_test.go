@@ -382,22 +382,44 @@ func TestSocketActivation(t *testing.T) {
 	}
 }
 
-// 8b. Sockets passed without the vip name are a clear error.
-func TestSocketActivationWrongName(t *testing.T) {
+// 8b. Passed sockets are matched to ports by the port they are bound to:
+// one named otherwise still serves its port (with a note), and sockets on
+// no configured port are a clear error.
+func TestSocketActivationMatchedByPort(t *testing.T) {
 	ssa, err := exec.LookPath("systemd-socket-activate")
 	if err != nil {
 		t.Skip("systemd-socket-activate not installed")
 	}
-	s := newSettings(t, "127.0.0.1:1")
+	s := newSettings(t, backend(t, "a").Addr())
+	go func() { // systemd-socket-activate starts the daemon at the first connection
+		for i := 0; i < 100; i++ {
+			if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", s.Port)); err == nil {
+				c.Close()
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	p := startVIPProxy(t, s, nil, ssa, "--fdname=other", "-l", fmt.Sprintf("127.0.0.1:%d", s.Port))
+	p.waitState("b0", "up")
+	if n, err := name(mtlsClient(t, true), p.vip); err != nil || n != "a" {
+		t.Fatalf("through the socket named other: %q, %v", n, err)
+	}
+	if !strings.Contains(p.log.String(), `named \"other\"`) {
+		t.Errorf("the daemon did not note the socket's name:\n%s", p.log.String())
+	}
+
+	s = newSettings(t, "127.0.0.1:1")
 	cfg := filepath.Join(t.TempDir(), "v.toml")
 	os.WriteFile(cfg, []byte(s.toml()), 0o644)
-	cmd := exec.Command(ssa, "--fdname=other", "-l", fmt.Sprintf("127.0.0.1:%d", s.Port), filepath.Join(binDir, "vipproxy"), "serve", "--config", cfg)
+	other := testutil.FreePort(t)
+	cmd := exec.Command(ssa, "--fdname=vip", "-l", fmt.Sprintf("127.0.0.1:%d", other), filepath.Join(binDir, "vipproxy"), "serve", "--config", cfg)
 	done := make(chan struct{})
 	var out []byte
 	go func() { out, _ = cmd.CombinedOutput(); close(done) }()
 	// systemd-socket-activate execs the daemon only on the first connection.
 	for i := 0; i < 100; i++ {
-		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", s.Port)); err == nil {
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", other)); err == nil {
 			c.Close()
 			break
 		}
@@ -407,10 +429,10 @@ func TestSocketActivationWrongName(t *testing.T) {
 	case <-done:
 	case <-time.After(15 * time.Second):
 		cmd.Process.Kill()
-		t.Fatal("daemon did not exit with sockets lacking the vip name")
+		t.Fatal("daemon did not exit with sockets on no VIP port")
 	}
-	if !strings.Contains(string(out), `none named "vip"`) {
-		t.Errorf("output %q does not explain the missing vip socket", out)
+	if !strings.Contains(string(out), "none on a VIP port") || !strings.Contains(string(out), "FileDescriptorName=vip") {
+		t.Errorf("output %q does not explain the missing VIP socket", out)
 	}
 }
 

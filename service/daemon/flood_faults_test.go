@@ -76,7 +76,7 @@ func TestFloodKeepsConnections(t *testing.T) {
 	const probes = 50
 	notReady := probeReadyz(p.admin, probes)
 	churned := stopChurn()
-	const localMetric = `vipproxy_health_checks_total{backend="b0",result="local_error"}`
+	const localMetric = `vipproxy_health_checks_total{backend="b0",port="api",result="local_error"}`
 	local, _ := p.metricValues(localMetric) // absent until the first one
 	capped, err := p.metricValues("vipproxy_connections_max")
 	if err != nil {
@@ -283,7 +283,7 @@ func TestPanicModeKeepsConnections(t *testing.T) {
 	time.Sleep(3 * checkInterval)
 	cut := countCut(watches)
 	served, err := name(mc, p.vip)
-	gauge, _ := p.metricValues("vipproxy_panic_mode")
+	gauge, _ := p.metricValues(`vipproxy_panic_mode{port="api"}`)
 	t.Logf("all 3 backends failing their checks at once: %d of %d watches cut, a new request served by %q (%v), vipproxy_panic_mode %v",
 		cut, len(watches), served, err, gauge)
 	if cut > 0 {
@@ -292,7 +292,7 @@ func TestPanicModeKeepsConnections(t *testing.T) {
 	if err != nil {
 		t.Errorf("panic mode: a new request failed: %v", err)
 	}
-	if gauge["vipproxy_panic_mode"] != 1 || !strings.Contains(p.log.String(), "PANIC MODE") {
+	if gauge[`vipproxy_panic_mode{port="api"}`] != 1 || !strings.Contains(p.log.String(), "PANIC MODE") {
 		t.Errorf("panic mode not said: gauge %v, log has it: %v", gauge, strings.Contains(p.log.String(), "PANIC MODE"))
 	}
 	for _, a := range apis {
@@ -322,9 +322,9 @@ func TestReloadToManyNewBackends(t *testing.T) {
 	p.waitFor(func() bool { return len(p.status().Backends) == fresh+1 }, "the reload applied")
 	time.Sleep(time.Second)
 	got := count(l.finish(), reloadAt)
-	m, _ := p.metricValues(`vipproxy_connections_rejected_total{reason="no_backend"}`, "vipproxy_dial_retries_total")
+	m, _ := p.metricValues(`vipproxy_connections_rejected_total{port="api",reason="no_backend"}`, `vipproxy_dial_retries_total{port="api"}`)
 	t.Logf("reload from 1 to %d backends (%d never checked, at closed ports) under load: %v; dial retries %v, refused for want of a backend %v",
-		fresh+1, fresh, got, m["vipproxy_dial_retries_total"], m[`vipproxy_connections_rejected_total{reason="no_backend"}`])
+		fresh+1, fresh, got, m[`vipproxy_dial_retries_total{port="api"}`], m[`vipproxy_connections_rejected_total{port="api",reason="no_backend"}`])
 	if got.failed > 0 {
 		t.Errorf("%d requests failed (first: %v): fresh backends were picked before their first check", got.failed, got.firstErr)
 	}

@@ -185,11 +185,28 @@ func startVIPProxy(t testing.TB, s settings, env []string, prefix ...string) *pr
 // newProc writes the config of s for a daemon not started yet.
 func newProc(t testing.TB, s settings) *proc {
 	t.Helper()
+	return newProcConfig(t, s.toml(), fmt.Sprintf("127.0.0.1:%d", s.Port), s.Admin)
+}
+
+// newProcConfig is newProc with the whole config file given; vip is the
+// address tests dial, admin the admin endpoint in the file.
+func newProcConfig(t testing.TB, config, vip, admin string) *proc {
+	t.Helper()
 	cfgPath := filepath.Join(t.TempDir(), "vipproxy.toml")
-	if err := os.WriteFile(cfgPath, []byte(s.toml()), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return &proc{t: t, cfgPath: cfgPath, vip: fmt.Sprintf("127.0.0.1:%d", s.Port), admin: s.Admin, log: &testutil.Buffer{}, exited: make(chan struct{})}
+	return &proc{t: t, cfgPath: cfgPath, vip: vip, admin: admin, log: &testutil.Buffer{}, exited: make(chan struct{})}
+}
+
+// startConfig starts the daemon on a whole config file (see newProcConfig).
+func startConfig(t testing.TB, config, vip, admin string, env []string) *proc {
+	t.Helper()
+	p := newProcConfig(t, config, vip, admin)
+	p.cmd = exec.Command(filepath.Join(binDir, "vipproxy"), "serve", "--config", p.cfgPath)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.start()
+	return p
 }
 
 // start runs p.cmd in a process group of its own, killed with it when
@@ -263,6 +280,7 @@ func (p *proc) get(path string) (string, error) {
 
 type backendStatus struct {
 	Name            string `json:"name"`
+	Port            string `json:"port"`
 	Address         string `json:"address"`
 	State           string `json:"state"`
 	LastError       string `json:"last_error"`
@@ -273,8 +291,16 @@ type backendStatus struct {
 	Unverified      string `json:"unverified"`
 }
 
+type portStatus struct {
+	Name     string `json:"name"`
+	Required bool   `json:"required"`
+	Healthy  int    `json:"healthy"`
+	Backends int    `json:"backends"`
+}
+
 type status struct {
 	Ready           bool            `json:"ready"`
+	Ports           []portStatus    `json:"ports"`
 	Backends        []backendStatus `json:"backends"`
 	OpenConnections int64           `json:"open_connections"`
 	ConfigError     string          `json:"config_error"`

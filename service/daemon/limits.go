@@ -8,7 +8,8 @@ import (
 	"github.com/vipproxy/vipproxy/service/proxy"
 )
 
-// maxConnections is the connection cap in force: limits.max_connections
+// maxConnections is the connection cap in force, on every port together
+// (the proxies share one count, proxy.ShareCap): limits.max_connections
 // when set, else derived from RLIMIT_NOFILE (proxy.DerivedMaxConnections),
 // so that a client flood is refused before it takes the descriptors of
 // the health checks and the admin endpoint. derived tells which, and
@@ -17,11 +18,13 @@ import (
 func maxConnections(cfg *config.Valid) (limit int, derived bool, fits int) {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil {
-		// Discovery may add up to max_backends more, each with its checks.
+		// Discovery may add up to max_backends more, each with its checks;
+		// each port checks and dials every backend.
 		backends := len(cfg.Backends)
 		if cfg.Discovery.Enable {
 			backends += cfg.Discovery.MaxBackends
 		}
+		backends *= len(cfg.ServedPorts())
 		fits = proxy.DerivedMaxConnections(rl.Cur, backends, admin.MaxConns)
 	}
 	if cfg.Limits.MaxConnections > 0 || fits == 0 {

@@ -11,8 +11,6 @@ import (
 
 	"github.com/vipproxy/vipproxy/service/admin"
 	"github.com/vipproxy/vipproxy/service/config"
-	"github.com/vipproxy/vipproxy/service/discovery"
-	"github.com/vipproxy/vipproxy/service/health"
 )
 
 // startAdmin serves /metrics, /healthz, /readyz and /status on
@@ -101,65 +99,74 @@ func (d *Daemon) setAdminErr(s string) {
 
 // Status is the admin endpoint's view of the daemon (admin.Source).
 func (d *Daemon) Status() admin.Status {
-	cfg := d.cfg.Load()
 	d.mu.Lock()
 	st := admin.Status{
-		Ready: d.ready.Load(), Version: d.version, ConfigPath: cfg.Path, ConfigError: d.reloadErr, LastReload: d.lastReload, Reloads: d.reloads,
-		OpenConnections: d.proxy.Open(),
+		Ready: d.ready.Load(), Version: d.version, ConfigPath: d.cfg.Load().Path, ConfigError: d.reloadErr, LastReload: d.lastReload, Reloads: d.reloads,
+		OpenConnections: d.openConns(),
 	}
-	sources, f := d.sources, d.finder
-	// Only an https check sees readiness; tcp and tls never verify it.
-	seesReadiness := cfg.Health.Type == config.CheckHTTPS
+	f := d.finder
 	d.mu.Unlock()
-	st.Panic, st.PanicSince = d.pool.Panic()
 	if f != nil {
 		ds := f.w.Status()
 		st.Discovery = &ds
 	}
-	checks := map[string]health.Status{}
-	for _, s := range d.checker.Snapshot() {
-		checks[s.Name] = s
-	}
-	st.Backends = d.backends(sources)
-	for i := range st.Backends {
-		bs := &st.Backends[i]
-		if s, ok := checks[bs.Name]; ok {
-			bs.LastError, bs.LastCheck, bs.Unverified = s.LastError, s.LastCheck, s.Unverified
-			bs.Verified = seesReadiness && !s.LastCheck.IsZero() && s.LastError == "" && s.Unverified == ""
+	for _, ps := range d.servers() {
+		pst, backends := ps.status()
+		st.Ports = append(st.Ports, pst)
+		st.Backends = append(st.Backends, backends...)
+		if pst.Panic && !st.Panic {
+			st.Panic, st.PanicSince = true, pst.PanicSince
 		}
 	}
 	return st
 }
 
-// backends is the pool's backends as /status shows them, without their
-// latest check. It takes no lock (atomic loads only): the pool's observer
-// calls it under the pool's lock.
-func (d *Daemon) backends(sources map[string]discovery.Source) []admin.BackendStatus {
+// status is the port's part of Status: the port, and its backends.
+func (ps *portServer) status() (admin.PortStatus, []admin.BackendStatus) {
+	p := ps.port()
+	ps.d.mu.Lock()
+	sources := ps.sources
+	ps.d.mu.Unlock()
+	st := admin.PortStatus{Name: p.Name, Port: p.Port, Required: p.IsRequired(), Check: string(p.Health.Type), OpenConnections: ps.proxy.Open()}
+	// Only an https check sees readiness; tcp and tls never verify it.
+	seesReadiness := p.Health.Type == config.CheckHTTPS
+	st.Panic, st.PanicSince = ps.pool.Panic()
+	checks := map[string]int{}
+	snap := ps.checker.Snapshot()
+	for i, s := range snap {
+		checks[s.Name] = i
+	}
 	var out []admin.BackendStatus
-	for _, b := range d.pool.Backends() {
-		bs := admin.BackendStatus{Name: b.Name, Address: b.Address, Source: string(sources[b.Name]), State: b.State(), OpenConnections: b.Open(),
+	for _, b := range ps.pool.Backends() {
+		bs := admin.BackendStatus{Name: b.Name, Port: p.Name, Address: b.Address, Source: string(sources[b.Name]), State: b.State(), OpenConnections: b.Open(),
 			Draining: b.Draining(), LastKnownGood: b.Good()}
 		bs.Transitions, bs.LastChange = b.Transitions()
+		if i, ok := checks[b.Name]; ok {
+			s := snap[i]
+			bs.LastError, bs.LastCheck, bs.Unverified = s.LastError, s.LastCheck, s.Unverified
+			bs.Verified = seesReadiness && !s.LastCheck.IsZero() && s.LastError == "" && s.Unverified == ""
+		}
 		out = append(out, bs)
 	}
-	return out
+	st.Healthy, st.Backends = ps.healthy()
+	return st, out
 }
 
-// serving counts the backends that take new connections, by the rule of
-// /readyz (admin.Status.Readiness).
-func (d *Daemon) serving() (healthy, total int) {
-	_, healthy, total = admin.Status{Ready: true, Backends: d.backends(nil)}.Readiness()
-	return healthy, total
-}
-
-// drainBackend takes a backend out of rotation (or back in) through the
-// admin endpoint, when mutations are enabled. Open connections stay.
+// drainBackend takes a backend out of rotation (or back in) on every port
+// through the admin endpoint, when mutations are enabled: draining is for
+// a node's maintenance, and the node serves every port. Open connections
+// stay.
 func (d *Daemon) drainBackend(name string, drain bool) error {
-	b := d.pool.Lookup(name)
-	if b == nil {
+	found := false
+	for _, ps := range d.servers() {
+		if b := ps.pool.Lookup(name); b != nil {
+			ps.pool.SetDraining(b, drain)
+			found = true
+		}
+	}
+	if !found {
 		return admin.ErrUnknownBackend
 	}
-	d.pool.SetDraining(b, drain)
 	d.log.Info("backend rotation changed through the admin endpoint", "backend", name, "draining", drain)
 	return nil
 }

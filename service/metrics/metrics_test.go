@@ -58,22 +58,23 @@ next:
 
 func TestMetricsExposition(t *testing.T) {
 	m := New()
-	a := m.Backend("api-a")
+	a := m.Backend("api", "api-a")
 	a.ConnectionsTotal.Add(3)
 	a.ConnectionsOpen.Set(2)
 	a.DialErrors.Inc()
 	a.BytesToBackend.Add(100)
 	a.BytesToClient.Add(250)
 	a.Up.Set(1)
-	m.Backend("api-b") // a known backend shows at 0 before any traffic
-	m.DialRetries.Inc()
-	m.Rejected.WithLabelValues(RejectLimit).Inc()
+	m.Backend("api", "api-b") // a known backend shows at 0 before any traffic
+	m.DialRetries.WithLabelValues("api").Inc()
+	m.AddPort("api")
+	m.Rejected.WithLabelValues("api", RejectLimit).Inc()
 	m.AcceptErrors.WithLabelValues("emfile").Add(4)
 	m.Reloads.WithLabelValues(ResultError).Inc()
 	m.LastReloadSuccess.Set(0)
-	m.ObserveCheck("api-a", true, 3*time.Millisecond)
-	m.ObserveCheck("api-a", false, time.Second)
-	m.ObserveCheck("api-a", true, time.Millisecond)
+	m.ObserveCheck("api", "api-a", true, 3*time.Millisecond)
+	m.ObserveCheck("api", "api-a", false, time.Second)
+	m.ObserveCheck("api", "api-a", true, time.Millisecond)
 
 	fams := scrape(t, m)
 	for _, tc := range []struct {
@@ -86,7 +87,8 @@ func TestMetricsExposition(t *testing.T) {
 		{"vipproxy_connections_total", dto.MetricType_COUNTER, map[string]string{"backend": "api-b"}, 0},
 		{"vipproxy_connections_open", dto.MetricType_GAUGE, map[string]string{"backend": "api-a"}, 2},
 		{"vipproxy_dial_errors_total", dto.MetricType_COUNTER, map[string]string{"backend": "api-a"}, 1},
-		{"vipproxy_dial_retries_total", dto.MetricType_COUNTER, nil, 1},
+		{"vipproxy_dial_retries_total", dto.MetricType_COUNTER, map[string]string{"port": "api"}, 1},
+		{"vipproxy_connections_total", dto.MetricType_COUNTER, map[string]string{"backend": "api-a", "port": "api"}, 3},
 		{"vipproxy_connections_rejected_total", dto.MetricType_COUNTER, map[string]string{"reason": "limit"}, 1},
 		{"vipproxy_connections_rejected_total", dto.MetricType_COUNTER, map[string]string{"reason": "no_backend"}, 0},
 		{"vipproxy_bytes_total", dto.MetricType_COUNTER, map[string]string{"backend": "api-a", "direction": "to_backend"}, 100},
@@ -124,12 +126,12 @@ func TestMetricsExposition(t *testing.T) {
 func TestForgetRemovesOnlyThatBackend(t *testing.T) {
 	m := New()
 	for _, name := range []string{"gone", "kept"} {
-		b := m.Backend(name)
+		b := m.Backend("api", name)
 		b.ConnectionsTotal.Inc()
 		b.BytesToClient.Inc()
-		m.ObserveCheck(name, true, time.Millisecond)
+		m.ObserveCheck("api", name, true, time.Millisecond)
 	}
-	m.Forget("gone")
+	m.Forget("api", "gone")
 	fams := scrape(t, m)
 	for name, f := range fams {
 		for _, metric := range f.Metric {
@@ -145,9 +147,42 @@ func TestForgetRemovesOnlyThatBackend(t *testing.T) {
 	}
 }
 
+// TestPortsAreSeparateSeries: the same node behind two ports is two
+// backends, each with its series; forgetting one (its port removed, or
+// the node gone from one pool) keeps the other.
+func TestPortsAreSeparateSeries(t *testing.T) {
+	m := New()
+	m.AddPort("api")
+	m.AddPort("konnectivity")
+	m.Backend("api", "cp1").ConnectionsTotal.Add(2)
+	m.Backend("konnectivity", "cp1").ConnectionsTotal.Add(5)
+	m.PanicMode.WithLabelValues("konnectivity").Set(1)
+	fams := scrape(t, m)
+	for port, want := range map[string]float64{"api": 2, "konnectivity": 5} {
+		if v, ok := value(t, fams, "vipproxy_connections_total", map[string]string{"backend": "cp1", "port": port}); !ok || v != want {
+			t.Errorf("port %s: %v %v, want %v", port, v, ok, want)
+		}
+	}
+	if v, _ := value(t, fams, "vipproxy_panic_mode", map[string]string{"port": "api"}); v != 0 {
+		t.Errorf("api's panic mode shows konnectivity's")
+	}
+	m.Forget("konnectivity", "cp1")
+	m.ForgetPort("konnectivity")
+	fams = scrape(t, m)
+	if _, ok := value(t, fams, "vipproxy_connections_total", map[string]string{"port": "konnectivity"}); ok {
+		t.Errorf("a forgotten port's backend series stayed")
+	}
+	if _, ok := value(t, fams, "vipproxy_connections_rejected_total", map[string]string{"port": "konnectivity"}); ok {
+		t.Errorf("a forgotten port's series stayed")
+	}
+	if v, ok := value(t, fams, "vipproxy_connections_total", map[string]string{"backend": "cp1", "port": "api"}); !ok || v != 2 {
+		t.Errorf("the other port's series went: %v %v", v, ok)
+	}
+}
+
 func TestRegistriesAreIndependent(t *testing.T) {
 	a, b := New(), New() // would panic on duplicate registration if global
-	a.DialRetries.Inc()
+	a.DialRetries.WithLabelValues("api").Inc()
 	if v, _ := value(t, scrape(t, b), "vipproxy_dial_retries_total", nil); v != 0 {
 		t.Fatalf("second registry sees the first one's counter: %v", v)
 	}
@@ -156,7 +191,7 @@ func TestRegistriesAreIndependent(t *testing.T) {
 func TestHistogramBucketsAreCumulative(t *testing.T) {
 	m := New()
 	for _, d := range []time.Duration{400 * time.Microsecond, 500 * time.Microsecond, 3 * time.Millisecond, time.Minute} {
-		m.ObserveCheck("api-a", true, d)
+		m.ObserveCheck("api", "api-a", true, d)
 	}
 	h := scrape(t, m)["vipproxy_health_check_duration_seconds"].Metric[0].Histogram
 	if h.GetSampleCount() != 4 || h.GetSampleSum() < 60 {
@@ -176,7 +211,7 @@ func TestHistogramBucketsAreCumulative(t *testing.T) {
 func TestLabelValuesAreEscaped(t *testing.T) {
 	m := New()
 	odd := "a\"b\\c\nd"
-	m.Backend(odd).ConnectionsTotal.Inc()
+	m.Backend("api", odd).ConnectionsTotal.Inc()
 	if v, ok := value(t, scrape(t, m), "vipproxy_connections_total", map[string]string{"backend": odd}); !ok || v != 1 {
 		t.Fatalf("backend %q: %v %v", odd, v, ok)
 	}
@@ -228,7 +263,7 @@ func TestRuntimeAndProcessSeries(t *testing.T) {
 // each scrape parses, and nothing is lost (run under -race: make test-race).
 func TestScrapeWhileCounting(t *testing.T) {
 	m := New()
-	b := m.Backend("a")
+	b := m.Backend("api", "a")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -237,10 +272,10 @@ func TestScrapeWhileCounting(t *testing.T) {
 			b.ConnectionsOpen.Inc()
 			b.BytesToClient.Add(10)
 			b.DialDuration.Observe(0.001)
-			m.ObserveCheck("a", i%2 == 0, time.Millisecond)
+			m.ObserveCheck("api", "a", i%2 == 0, time.Millisecond)
 			name := fmt.Sprint("tmp", i%3)
-			m.Backend(name)
-			m.Forget(name)
+			m.Backend("api", name)
+			m.Forget("api", name)
 		}
 	}()
 	for range 20 {

@@ -154,16 +154,26 @@ func (f *family) get(mk func() series, values ...string) series {
 	return s
 }
 
-// deleteMatching drops every series whose label is value.
-func (f *family) deleteMatching(label, value string) {
-	i := slices.Index(f.labels, label)
-	if i < 0 {
-		return
+// deleteMatching drops every series whose labels have the given values
+// (label, value, label, value ...); a family without one of the labels
+// keeps its series.
+func (f *family) deleteMatching(pairs ...string) {
+	var idx []int
+	for i := 0; i+1 < len(pairs); i += 2 {
+		j := slices.Index(f.labels, pairs[i])
+		if j < 0 {
+			return
+		}
+		idx = append(idx, j)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for k, e := range f.series {
-		if e.values[i] == value {
+		match := true
+		for n, j := range idx {
+			match = match && e.values[j] == pairs[2*n+1]
+		}
+		if match {
 			delete(f.series, k)
 		}
 	}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -84,5 +85,58 @@ func TestMaxConnectionsRefusesAtAccept(t *testing.T) {
 	held = append(held, c)
 	if err := echo(c); err != nil {
 		t.Errorf("a slot freed, the next client: %v", err)
+	}
+}
+
+// TestSharedCapCountsEveryPort: proxies sharing a counter (one daemon's
+// ports) are held to one cap together.
+func TestSharedCapCountsEveryPort(t *testing.T) {
+	var open atomic.Int64
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	var addrs []string
+	for range 2 {
+		p, _, addr := startProxy(t, echoBackend(t))
+		p.StopAccepting() // started unshared by startProxy: restart shared
+		p2 := New(p.pool, *p.opts.Load(), testCounters(), p.log)
+		o := *p2.opts.Load()
+		o.MaxConnections = 2
+		p2.SetOptions(o)
+		p2.ShareCap(&open)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p2.Start([]net.Listener{ln}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p2.StopAccepting(); p2.Close() })
+		addrs = append(addrs, addr)
+	}
+	served := func(addr string) bool {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write([]byte("ping")); err != nil {
+			return false
+		}
+		_, err = io.ReadFull(c, make([]byte, 4))
+		return err == nil
+	}
+	if !served(addrs[0]) || !served(addrs[1]) {
+		t.Fatal("within the shared cap: not served")
+	}
+	if served(addrs[0]) || served(addrs[1]) {
+		t.Error("a third connection was served on either port with max_connections = 2 shared")
+	}
+	if open.Load() != 2 {
+		t.Errorf("shared count %d, want 2", open.Load())
 	}
 }

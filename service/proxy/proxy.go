@@ -69,6 +69,32 @@ type Proxy struct {
 	// own are the listeners' addresses, set by Start: a backend dial that
 	// reaches one of them is refused (ownListener).
 	own []netip.AddrPort
+	// shared counts the open connections of every proxy of the daemon
+	// (one per port), held against MaxConnections; nil: this one's alone.
+	shared *atomic.Int64
+}
+
+// ShareCap makes MaxConnections cap the connections of every proxy given
+// the same counter (the ports of one daemon share the descriptors the cap
+// protects) instead of this proxy's alone. Call it before Start.
+func (p *Proxy) ShareCap(open *atomic.Int64) { p.shared = open }
+
+// opened counts an accepted connection and returns the count the cap is
+// held against.
+func (p *Proxy) opened() int64 {
+	n := p.open.Add(1)
+	if p.shared != nil {
+		n = p.shared.Add(1)
+	}
+	return n
+}
+
+// closed counts a connection as closed.
+func (p *Proxy) closed() {
+	p.open.Add(-1)
+	if p.shared != nil {
+		p.shared.Add(-1)
+	}
 }
 
 // workerIdle is how long a setup worker waits for the next connection
@@ -261,7 +287,7 @@ func (p *Proxy) debug() bool {
 // refuse closes a client connection that gets no session and stops
 // counting it as open (it was counted at accept).
 func (p *Proxy) refuse(c net.Conn) {
-	p.open.Add(-1)
+	p.closed()
 	c.Close()
 }
 
@@ -407,7 +433,7 @@ func (l *countingListener) Accept() (net.Conn, error) {
 			return c, err
 		}
 		max := int64(l.p.opts.Load().MaxConnections)
-		if open := l.p.open.Add(1); max <= 0 || open <= max {
+		if open := l.p.opened(); max <= 0 || open <= max {
 			return c, nil
 		}
 		l.p.counters.RejectedLimit.Inc()

@@ -63,7 +63,7 @@ func (s *session) end() {
 	s.untrack()
 	s.backend.Stats.ConnectionsOpen.Dec()
 	s.mu.Unlock()
-	s.p.open.Add(-1)
+	s.p.closed()
 }
 
 // abort ends a session whose relay could not start.

@@ -1,0 +1,299 @@
+package daemon_test
+
+import (
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/vipproxy/vipproxy/internal/standin"
+	"github.com/vipproxy/vipproxy/internal/testutil"
+)
+
+// k0sHosts stand for three controller nodes: loopback addresses are
+// distinct hosts to the proxy (each its own backend and health state).
+var k0sHosts = []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}
+
+// k0sPorts are a k0s VIP's ports: the API (https /readyz), konnectivity
+// and the controller join API (TLS handshake checks). The numbers are
+// picked free at run time; only the API is required.
+var k0sPorts = []string{"api", "konnectivity", "join"}
+
+// k0sNodes starts a TLS stand-in on each host at each port (one free
+// number per port, the same on every host, as backend_port wants) and
+// returns them by port and host index, and the port numbers.
+func k0sNodes(t *testing.T) (map[string][]*standin.Server, map[string]int) {
+	t.Helper()
+	nodes, numbers := map[string][]*standin.Server{}, map[string]int{}
+	for _, port := range k0sPorts {
+		numbers[port] = freeOnAll(t, k0sHosts)
+		for i, host := range k0sHosts {
+			s := backend(t, fmt.Sprintf("cp%d-%s", i+1, port), func(o *standin.Options) {
+				o.Listen = fmt.Sprintf("%s:%d", host, numbers[port])
+			})
+			nodes[port] = append(nodes[port], s)
+		}
+	}
+	return nodes, numbers
+}
+
+// freeOnAll finds a port number free on every host.
+func freeOnAll(t *testing.T, hosts []string) int {
+	t.Helper()
+	for range 50 {
+		port, free := testutil.FreePort(t), true
+		for _, h := range hosts {
+			ln, err := net.Listen("tcp", fmt.Sprintf("%s:%d", h, port))
+			if err != nil {
+				free = false
+				break
+			}
+			ln.Close()
+		}
+		if free {
+			return port
+		}
+	}
+	t.Fatal("no port number free on every loopback host")
+	return 0
+}
+
+// k0sConfig is the config of a k0s control plane's VIP, on 127.0.0.1 (the
+// test PKI's server certificate names it; the nodes' ports differ), with
+// the given ports (all by default).
+func k0sConfig(numbers, vipPorts map[string]int, admin string, ports ...string) string {
+	if len(ports) == 0 {
+		ports = k0sPorts
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "[vip]\naddresses = [\"127.0.0.1\"]\n\n")
+	for i, h := range k0sHosts {
+		fmt.Fprintf(&b, "[[backend]]\nname = \"cp%d\"\naddress = %q\n\n", i+1, h)
+	}
+	fmt.Fprintf(&b, "[health]\ntype = \"https\"\ninterval = \"1s\"\ntimeout = \"1s\"\nrise = 1\nfall = 2\n")
+	fmt.Fprintf(&b, "ca_file = %q\ncert_file = %q\nkey_file = %q\nserver_name = \"localhost\"\n\n", pki.CA, pki.ClientCert, pki.ClientKey)
+	for _, port := range ports {
+		fmt.Fprintf(&b, "[[port]]\nname = %q\nport = %d\nbackend_port = %d\n", port, vipPorts[port], numbers[port])
+		if port != "api" {
+			b.WriteString("[port.health]\ntype = \"tls\"\n")
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "[timeouts]\ndial = \"1s\"\ndrain = \"5s\"\n\n[admin]\nlisten = %q\n", admin)
+	return b.String()
+}
+
+// k0sSetup is a running k0s-shaped node set with a vipproxy in front.
+type k0sSetup struct {
+	p                 *proc
+	nodes             map[string][]*standin.Server
+	vips              map[string]string // port name: VIP address
+	numbers, vipPorts map[string]int
+	admin             string
+}
+
+// config is the setup's config file with the given ports (all by default).
+func (k *k0sSetup) config(ports ...string) string {
+	return k0sConfig(k.numbers, k.vipPorts, k.admin, ports...)
+}
+
+// startK0s runs the nodes and a vipproxy in front of them, all ports up.
+func startK0s(t *testing.T) (*proc, map[string][]*standin.Server, map[string]string) {
+	k := startK0sSetup(t)
+	return k.p, k.nodes, k.vips
+}
+
+func startK0sSetup(t *testing.T) *k0sSetup {
+	t.Helper()
+	k := &k0sSetup{vips: map[string]string{}, vipPorts: map[string]int{}}
+	k.nodes, k.numbers = k0sNodes(t)
+	for _, port := range k0sPorts {
+		k.vipPorts[port] = testutil.FreePort(t)
+		k.vips[port] = fmt.Sprintf("127.0.0.1:%d", k.vipPorts[port])
+	}
+	k.admin = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	k.p = startConfig(t, k.config(), k.vips["api"], k.admin, nil)
+	k.p.waitFor(func() bool { return k.p.healthy(k0sPorts...) == 9 }, "every port's three backends up")
+	return k
+}
+
+// healthy counts the up backends of the given ports in /status.
+func (p *proc) healthy(ports ...string) int {
+	n := 0
+	for _, ps := range p.status().Ports {
+		for _, want := range ports {
+			if ps.Name == want {
+				n += ps.Healthy
+			}
+		}
+	}
+	return n
+}
+
+// portState is a backend's state in one port's pool.
+func (p *proc) portState(port, name string) string {
+	for _, b := range p.status().Backends {
+		if b.Port == port && b.Name == name {
+			return b.State
+		}
+	}
+	return "absent"
+}
+
+// namesThrough makes n new connections to vip and returns who answered
+// each, and how many failed.
+func namesThrough(t *testing.T, vip string, n int) (map[string]int, int) {
+	t.Helper()
+	c := mtlsClient(t, true)
+	seen, failed := map[string]int{}, 0
+	for range n {
+		who, err := name(c, vip)
+		if err != nil {
+			failed++
+			continue
+		}
+		seen[who]++
+	}
+	return seen, failed
+}
+
+// TestK0sPortsBalancedAndCheckedApart: each VIP port serves its own pool
+// (every answer comes from that port's stand-in) over all three nodes;
+// one node's konnectivity going away moves only konnectivity's new
+// connections, with none failed, and the node stays in the other pools.
+func TestK0sPortsBalancedAndCheckedApart(t *testing.T) {
+	p, nodes, vips := startK0s(t)
+	for _, port := range k0sPorts {
+		seen, failed := namesThrough(t, vips[port], 9)
+		for i := range k0sHosts {
+			if who := fmt.Sprintf("cp%d-%s", i+1, port); seen[who] != 3 || failed != 0 {
+				t.Errorf("port %s: answers %v (%d failed); want 3 from each node's %s stand-in", port, seen, failed, port)
+				break
+			}
+		}
+	}
+
+	// Requests on every port keep going while cp2's konnectivity stops.
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	results := make(map[string][2]int) // port: served, failed
+	var mu sync.Mutex
+	for _, port := range k0sPorts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := mtlsClient(t, true)
+			for i := 0; i < 2000; i++ { // bounded; ends at stop
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err := name(c, vips[port])
+				mu.Lock()
+				r := results[port]
+				if err != nil {
+					r[1]++
+				} else {
+					r[0]++
+				}
+				results[port] = r
+				mu.Unlock()
+			}
+		}()
+	}
+	nodes["konnectivity"][1].Close()
+	p.waitFor(func() bool { return p.portState("konnectivity", "cp2") == "down" }, "cp2 down in konnectivity's pool")
+	close(stop)
+	wg.Wait()
+	for _, port := range k0sPorts {
+		if r := results[port]; r[1] != 0 || r[0] == 0 {
+			t.Errorf("port %s while cp2's konnectivity stopped: %d served, %d failed; want 0 failed", port, r[0], r[1])
+		}
+	}
+	for _, port := range []string{"api", "join"} {
+		if st := p.portState(port, "cp2"); st != "up" {
+			t.Errorf("cp2 is %s in %s's pool; its %s stand-in still serves", st, port, port)
+		}
+	}
+	seen, failed := namesThrough(t, vips["konnectivity"], 10)
+	if failed != 0 || seen["cp2-konnectivity"] != 0 || seen["cp1-konnectivity"]+seen["cp3-konnectivity"] != 10 {
+		t.Errorf("konnectivity after cp2's stopped: %v, %d failed; want cp1 and cp3 only", seen, failed)
+	}
+	seen, failed = namesThrough(t, vips["api"], 9)
+	if failed != 0 || seen["cp2-api"] != 3 {
+		t.Errorf("api after cp2's konnectivity stopped: %v, %d failed; want cp2 still a third", seen, failed)
+	}
+	metrics, err := p.get("/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`vipproxy_backend_up{backend="cp2",port="konnectivity"} 0`, `vipproxy_backend_up{backend="cp2",port="api"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// TestReadinessFollowsRequiredPorts: a node is ready, and `vipproxy probe`
+// passes, while every required port (api) has a healthy backend, even with
+// an optional port (konnectivity) down on every node; the required port
+// down everywhere makes it not ready.
+func TestReadinessFollowsRequiredPorts(t *testing.T) {
+	p, nodes, _ := startK0s(t)
+	probe := func() (string, error) {
+		out, err := exec.Command(filepath.Join(binDir, "vipproxy"), "probe", "--config", p.cfgPath).CombinedOutput()
+		return string(out), err
+	}
+	for _, s := range nodes["konnectivity"] {
+		s.Close()
+	}
+	p.waitFor(func() bool { return p.healthy("konnectivity") == 0 }, "konnectivity down on every node")
+	out, err := probe()
+	if err != nil || !strings.Contains(out, "konnectivity 0/3 (optional)") || !strings.Contains(out, "api 3/3") {
+		t.Errorf("probe with only the optional port down: %v, %q; want ready, naming each port", err, out)
+	}
+	for _, s := range nodes["api"] {
+		s.SetReady(false)
+	}
+	p.waitFor(func() bool { return p.healthy("api") == 0 }, "api down on every node")
+	if out, err := probe(); err == nil || !strings.Contains(out, "api 0/3") {
+		t.Errorf("probe with the required port down everywhere: %v, %q; want not ready", err, out)
+	}
+}
+
+// TestReloadRemovesAndAddsPorts: a reload that drops a port closes its
+// listener and forgets its series while the others serve on; one that
+// adds it back listens again (bound by the daemon: systemd passes sockets
+// only at start) and checks it from scratch.
+func TestReloadRemovesAndAddsPorts(t *testing.T) {
+	k := startK0sSetup(t)
+	p := k.p
+	k.p.rewrite(k.config("api", "konnectivity"))
+	p.signal(syscall.SIGHUP)
+	p.waitFor(func() bool { return len(p.status().Ports) == 2 }, "the join port removed")
+	if c, err := net.Dial("tcp", k.vips["join"]); err == nil {
+		c.Close()
+		t.Errorf("the removed join port still accepts on %s", k.vips["join"])
+	}
+	if seen, failed := namesThrough(t, k.vips["api"], 3); failed != 0 || len(seen) != 3 {
+		t.Errorf("api after join's removal: %v, %d failed", seen, failed)
+	}
+	if m, _ := p.get("/metrics"); strings.Contains(m, `port="join"`) {
+		t.Errorf("the removed port's series stay in /metrics")
+	}
+
+	p.rewrite(k.config())
+	p.signal(syscall.SIGHUP)
+	p.waitFor(func() bool { return p.healthy("join") == 3 }, "the join port back, its backends up")
+	if seen, failed := namesThrough(t, k.vips["join"], 3); failed != 0 || seen["cp1-join"]+seen["cp2-join"]+seen["cp3-join"] != 3 {
+		t.Errorf("join after it came back: %v, %d failed", seen, failed)
+	}
+	if !strings.Contains(p.log.String(), "reload added a port") {
+		t.Errorf("the log does not say the added port is bound by the daemon")
+	}
+}
