@@ -287,13 +287,62 @@ rec {
       ]) (withDefaults settings).network.uplinks
     );
 
-  # vipproxy.socket ListenStream= values: every VIP on the one port.
-  listenStreams =
+  # The ports the VIP serves, as service/config's ServedPorts: the [[port]]
+  # tables (settings.port), or one port "api" on vip.port.
+  servedPorts =
     settings:
-    let
-      s = withDefaults settings;
-    in
-    map (a: joinHostPort a s.vip.port) s.vip.addresses;
+    if (settings.port or [ ]) == [ ] then
+      [
+        {
+          name = "api";
+          port = (withDefaults settings).vip.port;
+        }
+      ]
+    else
+      map (p: { inherit (p) name port; }) settings.port;
+
+  # The VIP ports as numbers (firewall, the checks against other listeners).
+  portNumbers = settings: map (p: p.port) (servedPorts settings);
+
+  # ListenStream= values of port p: every VIP at its number.
+  portListenStreams = settings: p: map (a: joinHostPort a p.port) (withDefaults settings).vip.addresses;
+
+  # vipproxy.socket's ListenStream= values: the first port on every VIP.
+  listenStreams = settings: portListenStreams settings (builtins.head (servedPorts settings));
+
+  # vipproxy.socket's FileDescriptorName=: "vip" in the one-port form, else
+  # the first port's name (service/units).
+  firstSocketName = settings: if (settings.port or [ ]) == [ ] then "vip" else (builtins.head settings.port).name;
+
+  # Every other port's socket unit, vipproxy-port@NAME.socket (as the
+  # template systemd/vipproxy-port@.socket with `vipproxy units write`'s
+  # drop-in): unit name -> its ListenStream= values and name.
+  portSockets =
+    settings:
+    builtins.listToAttrs (
+      map (p: {
+        name = "vipproxy-port@${p.name}";
+        value = {
+          inherit (p) name;
+          listenStreams = portListenStreams settings p;
+        };
+      }) (builtins.tail (servedPorts settings))
+    );
+
+  # The [Socket] settings of systemd/vipproxy-port@.socket for port name
+  # (`make test-nix` checks they equal the template, %i filled in).
+  portSocketConfig =
+    name:
+    builtins.removeAttrs socketConfig [ "FileDescriptorName" ]
+    // {
+      Service = "vipproxy.service";
+      FileDescriptorName = name;
+    };
+  portSocketUnit = name: {
+    description = "vipproxy control-plane VIP listener, port ${name}";
+    documentation = [ "https://github.com/vipproxy/vipproxy" ];
+    partOf = [ "vipproxy.socket" ];
+  };
 
   # vip.mode = "node-local" (service/config.ModeNodeLocal): a worker-only
   # node's loopback VIP; no dummy link, ARP sysctls or keepalived.
@@ -451,7 +500,7 @@ rec {
     let
       s = withDefaults settings;
     in
-    toString listener.port == toString s.vip.port
+    builtins.elem (toString listener.port) (map toString (portNumbers settings))
     && (
       builtins.elem listener.host [
         "0.0.0.0"
@@ -472,7 +521,7 @@ rec {
         let
           hp = splitHostPort b.address;
         in
-        builtins.elem hp.host s.vip.addresses && hp.port == toString s.vip.port;
+        builtins.elem hp.host s.vip.addresses && builtins.elem hp.port (map toString (portNumbers settings));
     in
     map (b: b.address) (builtins.filter onVip s.backend);
 
@@ -491,7 +540,7 @@ rec {
         f:
         f != null
         && builtins.elem (builtins.elemAt f 0) s.vip.addresses
-        && (builtins.elemAt f 1 == "" || builtins.elemAt f 1 == toString s.vip.port);
+        && (builtins.elemAt f 1 == "" || builtins.elem (builtins.elemAt f 1) (map toString (portNumbers settings)));
       hits = builtins.filter onVip (map fields lines);
     in
     map (f: builtins.concatStringsSep " " (builtins.filter (x: x != "") f)) hits;

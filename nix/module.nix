@@ -15,7 +15,17 @@ let
   cfg = config.services.vipproxy;
   vlib = import ./lib.nix;
   settingsFormat = pkgs.formats.toml { };
-  configFile = settingsFormat.generate "vipproxy.toml" cfg.settings;
+  # vip.port is null with [[port]] tables (settings.port): TOML has no null.
+  configFile = settingsFormat.generate "vipproxy.toml" (
+    cfg.settings
+    // {
+      vip =
+        if cfg.settings.vip.port or null == null then
+          builtins.removeAttrs cfg.settings.vip [ "port" ]
+        else
+          cfg.settings.vip;
+    }
+  );
 
   # The daemon and the probe read the config at its usual path, so that a
   # settings change leaves the unit files alone and only reloads the
@@ -97,7 +107,7 @@ let
       message = ''
         services.${kind} runs a ${kind} server whose apiserver listens on ${listener.host}:${toString listener.port}
         (${kind}'s default is every address, 0.0.0.0:6443), that is on the VIP too, so vipproxy cannot bind the
-        VIP on port ${toString s.vip.port} (bind: address already in use). Add "--bind-address=<this node's own address>"
+        VIP on port ${toString listener.port} (bind: address already in use). Add "--bind-address=<this node's own address>"
         (the host of its entry in services.vipproxy.settings.backend) to services.${kind}.extraFlags${
           if kind == "rke2" then " (or --kube-apiserver-arg=bind-address=...)" else ""
         }, or move one
@@ -113,6 +123,26 @@ let
   ];
   mentionsVip =
     str: lib.any (vip: str == vip || lib.hasPrefix "${vip} " str || lib.hasPrefix "${vip}:" str) vips;
+
+  portModule = {
+    freeformType = settingsFormat.type;
+    options = {
+      name = lib.mkOption {
+        type = lib.types.strMatching "[a-z][a-z0-9-]*";
+        example = "konnectivity";
+        description = "The port's name: logs, metrics (port=\"konnectivity\"), /status and its socket unit vipproxy-port@NAME.socket.";
+      };
+      port = lib.mkOption {
+        type = lib.types.port;
+        example = 8132;
+        description = "The port clients connect to on the VIP; backend_port (default the same) is the port on each backend.";
+      };
+    };
+  };
+
+  # The VIP ports: every [[port]], or vip.port.
+  vipPorts = vlib.portNumbers s;
+  vipPortsText = builtins.concatStringsSep ", " (map toString vipPorts);
 
   backendModule =
     { config, ... }:
@@ -161,7 +191,9 @@ in
           health.type = "tls";
         }
       '';
-      type = lib.types.submodule {
+      type = lib.types.submodule (
+        { config, ... }:
+        {
         freeformType = settingsFormat.type;
         options = {
           vip.addresses = lib.mkOption {
@@ -173,9 +205,28 @@ in
             description = "The VIPs clients connect to: at most one IPv4 address and any number of IPv6 addresses.";
           };
           vip.port = lib.mkOption {
-            type = lib.types.port;
-            default = 6443;
-            description = "TCP port of the VIP listener (all VIPs share it).";
+            type = lib.types.nullOr lib.types.port;
+            default = if config.port == [ ] then 6443 else null;
+            defaultText = lib.literalExpression "if port == [ ] then 6443 else null";
+            description = "TCP port of the VIP listener (all VIPs share it) when there is no `port` list; null with one (each port names its own).";
+          };
+          port = lib.mkOption {
+            type = lib.types.listOf (lib.types.submodule portModule);
+            default = [ ];
+            example = lib.literalExpression ''
+              [
+                { name = "api"; port = 6443; }
+                { name = "konnectivity"; port = 8132; health.type = "tls"; }
+                { name = "join"; port = 9443; health.type = "tls"; }
+              ]
+            '';
+            description = ''
+              The ports the VIP serves ([[port]] tables), each with its own pool and
+              health state over the same backends; backends are then hosts without a
+              port. Any key of a [[port]] table (backend_port, required, health) may be
+              set. The first port is vipproxy.socket, every other one its own
+              vipproxy-port@NAME.socket.
+            '';
           };
           vip.mode = lib.mkOption {
             type = lib.types.enum [
@@ -224,7 +275,8 @@ in
             description = "This node's VRRP priority; the highest live node holds the VIP.";
           };
         };
-      };
+        }
+      );
     };
 
     openFirewall = lib.mkOption {
@@ -352,7 +404,7 @@ in
             assertion = !kubeApiserverOnVip;
             message = ''
               services.kubernetes.apiserver listens on ${kubeApiserver.bindAddress}:${toString kubeApiserver.securePort}, that is on
-              every address of this node including the VIP, so vipproxy cannot bind the VIP on port ${toString s.vip.port}
+              every address of this node including the VIP, so vipproxy cannot bind the VIP on port ${vipPortsText}
               (bind: address already in use). Set services.kubernetes.apiserver.bindAddress to this node's own
               address (the host of its entry in services.vipproxy.settings.backend), or move one of them to
               another port (services.kubernetes.apiserver.securePort or services.vipproxy.settings.vip.port).
@@ -385,7 +437,7 @@ in
             assertion = !cfg.openFirewall || firewallBackend != "firewalld";
             message = ''
               services.vipproxy.openFirewall opens ports in the iptables and nftables firewalls only. With
-              firewalld, open TCP port ${toString s.vip.port} and VRRP (IP protocol 112) in the zone of
+              firewalld, open TCP port ${vipPortsText} and VRRP (IP protocol 112) in the zone of
               the uplink yourself and set services.vipproxy.openFirewall = false.
             '';
           }
@@ -410,10 +462,25 @@ in
         # systemd owns the VIP listener: FreeBind lets it bind before the VIP
         # exists, and the socket (with its queue) survives daemon restarts.
         # [Unit] and [Install] as in systemd/vipproxy.socket.
-        systemd.sockets.vipproxy = vlib.socketUnit // {
-          listenStreams = vlib.listenStreams s;
-          socketConfig = vlib.socketConfig // vlib.socketExec exe configPath;
-        };
+        # One socket unit per port (FileDescriptorName= is per unit): the
+        # first port here, each other one vipproxy-port@NAME, which this one
+        # pulls in (as `vipproxy units write`'s drop-in does).
+        systemd.sockets =
+          {
+            vipproxy = vlib.socketUnit // {
+              listenStreams = vlib.listenStreams s;
+              socketConfig = vlib.socketConfig // vlib.socketExec exe configPath // { FileDescriptorName = vlib.firstSocketName s; };
+              wants = map (u: "${u}.socket") (builtins.attrNames (vlib.portSockets s));
+            };
+          }
+          // builtins.mapAttrs (
+            _: p:
+            vlib.portSocketUnit p.name
+            // {
+              inherit (p) listenStreams;
+              socketConfig = vlib.portSocketConfig p.name // vlib.socketExec exe configPath;
+            }
+          ) (vlib.portSockets s);
 
         # [Unit] and [Install] as in systemd/vipproxy.service.
         systemd.services.vipproxy = vlib.serviceUnit // vlib.serviceSwitch // {
@@ -421,7 +488,7 @@ in
           serviceConfig = vlib.serviceConfig // vlib.serviceExec exe configPath;
         };
 
-        networking.firewall.allowedTCPPorts = lib.mkIf (cfg.openFirewall && !nodeLocal) [ s.vip.port ];
+        networking.firewall.allowedTCPPorts = lib.mkIf (cfg.openFirewall && !nodeLocal) vipPorts;
       }
 
       # The dummy link holding the VIPs, through systemd-networkd (as

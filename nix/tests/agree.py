@@ -151,6 +151,16 @@ def check_case(binary, case, failures):
             {k: str(v) for k, v in nix["sysctl"].items()}, failures)
     streams = [v for s, e in parse_unit(written[socket_path[0]]) for k, v in e if k == "ListenStream" and v] if socket_path else None
     compare(case, "ListenStream=", sorted(streams or []), sorted(nix["listenStreams"]), failures)
+    names = [v for s, e in parse_unit(written[socket_path[0]]) for k, v in e if k == "FileDescriptorName"] if socket_path else []
+    compare(case, "vipproxy.socket FileDescriptorName=", (names or ["vip"])[-1], nix["firstSocketName"], failures)
+    # Every other port: its vipproxy-port@NAME.socket drop-in.
+    go_ports = {}
+    for path, text in written.items():
+        unit = os.path.basename(os.path.dirname(path))
+        if unit.startswith("vipproxy-port@") and unit.endswith(".socket.d"):
+            go_ports[unit[:-len(".socket.d")]] = sorted(v for s, e in parse_unit(text) for k, v in e if k == "ListenStream" and v)
+    nix_ports = {unit: sorted(v["listenStreams"]) for unit, v in nix["portSockets"].items()}
+    compare(case, "port sockets", go_ports, nix_ports, failures)
 
     go_k = keepalived_blocks(keepalived)
     nix_k = keepalived_blocks(nixos_keepalived_text(

@@ -206,7 +206,20 @@ keys = {"description": "Description", "documentation": "Documentation", "require
 for k, v in json.load(sys.stdin).items():
     print(keys[k] + "=" + (" ".join(v) if isinstance(v, list) else v))' | sort)
 	done
-	echo "units: nix/lib.nix [Unit], [Install], [Socket] and [Service] equal $sock and $svc"
+	# The port template, vipproxy-port@.socket: its settings with %i as the name.
+	local tmpl=systemd/vipproxy-port@.socket
+	diff -u --label "$tmpl [Socket]" --label "nix/lib.nix portSocketConfig" \
+		<(unit_entries "$tmpl" Socket | grep -Ev "$skip") \
+		<(nix-instantiate --eval --strict --json -E '(import ./nix/lib.nix).portSocketConfig "%i"' |
+			python3 -c 'import json,sys; [print(f"{k}={v}") for k,v in json.load(sys.stdin).items()]' | sort)
+	diff -u --label "$tmpl [Unit]" --label "nix/lib.nix portSocketUnit" \
+		<(unit_entries "$tmpl" Unit | sort) \
+		<(nix-instantiate --eval --strict --json -E '(import ./nix/lib.nix).portSocketUnit "%i"' | python3 -c '
+import json, sys
+keys = {"description": "Description", "documentation": "Documentation", "partOf": "PartOf"}
+for k, v in json.load(sys.stdin).items():
+    print(keys[k] + "=" + (" ".join(v) if isinstance(v, list) else v))' | sort)
+	echo "units: nix/lib.nix [Unit], [Install], [Socket] and [Service] equal $sock, $tmpl and $svc"
 }
 
 check_pyflakes() {

@@ -32,7 +32,34 @@ let
     virtual_server 192.0.2.99 6443 {   # another address: allowed
     }
   '';
+  k0s = v4 // {
+    backend = [ { address = "192.0.2.11"; } ];
+    port = [
+      { name = "api"; port = 6443; }
+      { name = "konnectivity"; port = 8132; health.type = "tls"; }
+      { name = "join"; port = 9443; backend_port = 9444; }
+    ];
+  };
   cases = {
+    servedPortsLegacy = {
+      actual = l.servedPorts v6;
+      expected = [ { name = "api"; port = 443; } ];
+    };
+    k0sFirstPortOnVipproxySocket = {
+      actual = [ (l.listenStreams k0s) (l.firstSocketName k0s) (l.firstSocketName v4) ];
+      expected = [ [ "192.0.2.10:6443" ] "api" "vip" ];
+    };
+    k0sOtherPortsOwnSockets = {
+      actual = l.portSockets k0s;
+      expected = {
+        "vipproxy-port@konnectivity" = { name = "konnectivity"; listenStreams = [ "192.0.2.10:8132" ]; };
+        "vipproxy-port@join" = { name = "join"; listenStreams = [ "192.0.2.10:9443" ]; };
+      };
+    };
+    k0sListenerOnAnyPort = {
+      actual = l.listenerOnVip k0s { host = "0.0.0.0"; port = "9443"; };
+      expected = true;
+    };
     defaultsFillIn = {
       actual = (l.withDefaults { }).network.interface + ":" + toString (l.withDefaults { }).vip.port;
       expected = "dummyvip0:6443";

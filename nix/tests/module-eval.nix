@@ -16,6 +16,8 @@ let
       str = "str";
       bool = "bool";
       port = "port";
+      nullOr = t: { nullOr = t; };
+      strMatching = re: { strMatching = re; };
       listOf = t: { listOf = t; };
       nonEmptyListOf = t: { nonEmptyListOf = t; };
       submodule = m: { submodule = m; };
@@ -77,7 +79,8 @@ let
     settings:
     settings
     // {
-      vip = { port = 6443; } // settings.vip;
+      vip = { port = if (settings.port or [ ]) == [ ] then 6443 else null; } // settings.vip;
+      port = settings.port or [ ];
       network = {
         interface = "dummyvip0";
         uplinks = [ ];
@@ -141,6 +144,14 @@ let
     network.uplinks = [ "eth1" ];
     keepalived.priority = 150;
   };
+  k0s = good // {
+    backend = [ { address = "192.168.1.2"; } ];
+    port = [
+      { name = "api"; port = 6443; }
+      { name = "konnectivity"; port = 8132; health.type = "tls"; }
+      { name = "join"; port = 9443; }
+    ];
+  };
   ok = evalWith {
     settings = good;
     openFirewall = true;
@@ -160,7 +171,7 @@ let
     optionsEvaluate = builtins.deepSeq (builtins.attrNames ok.options.services.vipproxy) true;
     backendNameDefaultsToAddress =
       let
-        backend = (ok.options.services.vipproxy.settings.type.submodule.options.backend.type.listOf.submodule {
+        backend = ((ok.options.services.vipproxy.settings.type.submodule { config.port = [ ]; }).options.backend.type.listOf.submodule {
           config.address = "10.0.0.1:6443";
         });
       in
@@ -169,6 +180,22 @@ let
     configFileAtUsualPath = c.environment.etc."vipproxy/vipproxy.toml".source == "/nix/store/fake-vipproxy.toml";
     socketListens = c.systemd.sockets.vipproxy.listenStreams == [ "192.168.1.100:6443" "[2001:db8:1::100]:6443" ];
     socketNamedVip = c.systemd.sockets.vipproxy.socketConfig.FileDescriptorName == "vip";
+    onePortOneSocket = builtins.attrNames c.systemd.sockets == [ "vipproxy" ] && c.systemd.sockets.vipproxy.wants == [ ];
+    # k0s: three ports, a socket unit each; the first is vipproxy.socket.
+    k0sSocketPerPort =
+      let
+        k = (evalWith { settings = k0s; openFirewall = true; }).config;
+        konn = k.systemd.sockets."vipproxy-port@konnectivity";
+      in
+      builtins.attrNames k.systemd.sockets == [ "vipproxy" "vipproxy-port@join" "vipproxy-port@konnectivity" ]
+      && k.systemd.sockets.vipproxy.socketConfig.FileDescriptorName == "api"
+      && k.systemd.sockets.vipproxy.listenStreams == [ "192.168.1.100:6443" "[2001:db8:1::100]:6443" ]
+      && k.systemd.sockets.vipproxy.wants == [ "vipproxy-port@join.socket" "vipproxy-port@konnectivity.socket" ]
+      && konn.socketConfig.FileDescriptorName == "konnectivity"
+      && konn.socketConfig.Service == "vipproxy.service"
+      && konn.partOf == [ "vipproxy.socket" ]
+      && konn.listenStreams == [ "192.168.1.100:8132" "[2001:db8:1::100]:8132" ]
+      && k.networking.firewall.allowedTCPPorts == [ 6443 8132 9443 ];
     serviceReadsUsualPath =
       c.systemd.services.vipproxy.serviceConfig.ExecStart
       == "/nix/store/fake-vipproxy/bin/vipproxy serve --config /etc/vipproxy/vipproxy.toml";

@@ -201,6 +201,32 @@ let
       modules = [ (node nodeLocalSettings { services.vipproxy.keepalived.enable = true; }) ];
       fails = [ "runs no keepalived" ];
     };
+    # k0s: three ports, a socket unit each (FileDescriptorName= is per unit).
+    k0sPorts = case {
+      modules = [
+        (node (
+          ipv4
+          // {
+            backend = map (b: b // { address = lib.removeSuffix ":6443" b.address; }) backends;
+            port = [
+              { name = "api"; port = 6443; }
+              { name = "konnectivity"; port = 8132; health.type = "tls"; }
+              { name = "join"; port = 9443; backend_port = 9443; required = false; }
+            ];
+          }
+        ) { services.vipproxy.openFirewall = true; })
+      ];
+      check =
+        c:
+        c.services.vipproxy.settings.vip.port == null
+        && c.systemd.sockets.vipproxy.socketConfig.FileDescriptorName == "api"
+        && c.systemd.sockets.vipproxy.wants == [ "vipproxy-port@join.socket" "vipproxy-port@konnectivity.socket" ]
+        && c.systemd.sockets."vipproxy-port@konnectivity".listenStreams == [ "192.0.2.10:8132" ]
+        && c.systemd.sockets."vipproxy-port@konnectivity".socketConfig.FileDescriptorName == "konnectivity"
+        && c.systemd.sockets."vipproxy-port@join".socketConfig.Service == "vipproxy.service"
+        && c.systemd.sockets."vipproxy-port@join".partOf == [ "vipproxy.socket" ]
+        && lib.all (p: lib.elem p c.networking.firewall.allowedTCPPorts) [ 6443 8132 9443 ];
+    };
     ipv4 = case {
       modules = [ (node ipv4 { }) ];
       check =

@@ -228,6 +228,10 @@ let
       type = types.listOf unitNameType;
       default = [ ];
     };
+    partOf = mkOption {
+      type = types.listOf unitNameType;
+      default = [ ];
+    };
     after = mkOption {
       type = types.listOf unitNameType;
       default = [ ];

@@ -12,6 +12,8 @@ in
   network = l.network s;
   sysctl = l.sysctl s;
   listenStreams = l.listenStreams s;
+  firstSocketName = l.firstSocketName s;
+  portSockets = l.portSockets s;
   probeScriptName = l.probeScriptName s;
   instanceName = s.keepalived.instance or l.defaults.keepalived.instance;
   vrrpInstance = l.vrrpInstance s;
