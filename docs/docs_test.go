@@ -3,11 +3,14 @@
 package docs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/vipproxy/vipproxy/service/config"
 )
 
 // maxReadmeLines keeps README.md a front door (issue 20): reference material
@@ -148,6 +151,25 @@ func TestExamplesShownAsTheyAre(t *testing.T) {
 	for _, name := range []string{"kubeadm", "k3s", "rke2", "k0s", "node-local"} {
 		if f := "examples/" + name + ".toml"; !shown[f] {
 			t.Errorf("no document shows %s", f)
+		}
+	}
+}
+
+// TestConfigurationExamplesParse: every TOML block of configuration.md is
+// a config `vipproxy check` accepts, so the reference cannot drift from
+// the rules.
+func TestConfigurationExamplesParse(t *testing.T) {
+	b, err := os.ReadFile("configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```toml\n(.*?)```").FindAllStringSubmatch(string(b), -1)
+	if len(blocks) == 0 {
+		t.Fatal("configuration.md has no toml example")
+	}
+	for i, m := range blocks {
+		if _, err := config.Parse(fmt.Sprintf("configuration.md-block-%d.toml", i+1), []byte(m[1])); err != nil {
+			t.Errorf("%v", err)
 		}
 	}
 }
