@@ -193,17 +193,17 @@ wait
 """
 
 
-def loop_start(url, log, connect_timeout=3, max_time=6):
+def loop_start(url, log, connect_timeout=3, max_time=6, unit="reqloop"):
     """Requests from the client in a transient unit. Short timeouts measure
     failover; long ones let a request wait in the socket's backlog while the
     daemon restarts (what a real client does)."""
-    write_file(client, "/root/reqloop.sh", REQLOOP.replace("CURL", CURL))
-    client.succeed(f"rm -f {log}", f"{RUN} --unit=reqloop bash /root/reqloop.sh {url} {log} {connect_timeout} {max_time}")
+    write_file(client, "/root/reqloop.sh", REQLOOP.replace("CURL", CURL).replace("/run/reqloop.body", f"/run/{unit}.body"))
+    client.succeed(f"rm -f {log}", f"{RUN} --unit={unit} bash /root/reqloop.sh {url} {log} {connect_timeout} {max_time}")
     client.wait_until_succeeds(f"grep -q ' 0 200 ' {log}", timeout=90)  # setup, not a measured figure: a starved TCG host is slow
 
 
-def loop_stop(log):
-    client.succeed("systemctl stop reqloop")
+def loop_stop(log, unit="reqloop"):
+    client.succeed(f"systemctl stop {unit}")
     rows = []
     for line in client.succeed(f"cat {log}").splitlines():
         parts = line.split()
@@ -506,3 +506,90 @@ with subtest("10. discovery: the static list names cp2 only, cp1 and cp3 come fr
     write_file(cp2, CONF, vipproxy_config("cp2", ["cp3"]))
     cp2.succeed("systemctl reload vipproxy.service")
     client.succeed(f"{CURL} --max-time 10 https://{VIP4}:{PORT}/name")
+
+
+# Step 11: a k0s VIP, three ports: 6443 (API), 8132 (konnectivity), 9443
+# (controller join API), each with its own pool and health state.
+K0S_PORTS = {"api": PORT, "konnectivity": 8132, "join": 9443}
+
+
+def k0s_config(node):
+    """The node config with [[port]] tables: backends are hosts."""
+    base = vipproxy_config(node, []).replace(f"port = {PORT}\n", "", 1)
+    lines = [base]
+    for name in ["cp1", "cp2", "cp3"]:
+        lines += ["[[backend]]", f'name = "{name}"', f'address = "{IP[name]}"', ""]
+    for port, number in K0S_PORTS.items():
+        lines += ["[[port]]", f'name = "{port}"', f"port = {number}", ""]
+    return "\n".join(lines)
+
+
+def start_stand_in(name, port, number):
+    """A TLS stand-in for a k0s port on the node IP, as its own unit."""
+    CPS[name].succeed(
+        f"{RUN} --unit=standin-{port} vipproxy-apiserver --listen {IP[name]}:{number} --name {name}-{port}"
+        f" --cert {PKI}/server.pem --key {PKI}/server-key.pem --client-ca {PKI}/ca.pem"
+    )
+    CPS[name].wait_for_open_port(number, addr=IP[name], timeout=30)
+
+
+def port_states(node, port):
+    """Backend name -> state in one port's pool of the node's vipproxy."""
+    st = json.loads(node.succeed("curl -sf --max-time 20 http://127.0.0.1:6449/status"))
+    return {b["name"]: b["state"] for b in st["backends"] if b.get("port") == port}
+
+
+with subtest("11. k0s ports: 6443, 8132 and 9443 on the VIP, a socket unit each; stopping cp2's konnectivity moves only konnectivity's new connections, none fails"):
+    for name, m in CPS.items():
+        if m.execute("systemctl is-active apiserver")[0] != 0:
+            start_apiserver(name)
+        for port, number in K0S_PORTS.items():
+            if port != "api":
+                start_stand_in(name, port, number)
+    # cp2 and cp3 run vipproxy and keepalived (cp1 came back in step 10 as
+    # an apiserver only); the backup first, so the VIP stays served.
+    for name in ["cp3", "cp2"]:
+        m = CPS[name]
+        write_file(m, CONF, k0s_config(name))
+        m.succeed(f"vipproxy check --quiet --config {CONF}", f"vipproxy units write --config {CONF}", "systemctl daemon-reload")
+        m.succeed("systemctl stop vipproxy.service vipproxy.socket", "systemctl start vipproxy.socket vipproxy.service")
+        m.wait_for_unit("vipproxy.service", timeout=60)
+        for port in ["konnectivity", "join"]:
+            m.succeed(f"systemctl is-active vipproxy-port@{port}.socket")
+            m.succeed(f"systemctl show -p FileDescriptorName vipproxy-port@{port}.socket | grep -qx FileDescriptorName={port}")
+        m.wait_until_succeeds(
+            "curl -sf http://127.0.0.1:6449/readyz | grep -q 'api 3/3, konnectivity 3/3 (optional), join 3/3 (optional)'", timeout=60
+        )
+        log = m.succeed("journalctl -u vipproxy.service -o cat --since -2min")
+        assert "activated=true" in log and "passed no socket" not in log, f"{name}: the ports' sockets were not all passed:\n{log[-3000:]}"
+        m.succeed(f"vipproxy doctor --only vip-port --config {CONF}")
+    holder = [n for n in ["cp2", "cp3"] if CPS[n].execute(f"ip -4 addr show dev eth1 | grep -qw {VIP4}")[0] == 0]
+    assert len(holder) == 1, f"the VIP is on eth1 of {holder}"
+    master_node = CPS[holder[0]]
+    for port, number in K0S_PORTS.items():
+        names = client.succeed(f"{CURL} --no-sessionid -H 'Connection: close' -w '\\n' --max-time 15 " + " ".join([f"https://{VIP4}:{number}/name"] * 6))
+        seen = {l.strip() for l in names.splitlines() if l.strip()}
+        assert seen == {f"{n}-{port}" if port != "api" else n for n in CPS}, f"port {port} answered by {seen}"
+    loop_start(f"https://{VIP4}:{PORT}", "/root/k0s-api.log", unit="reqloop-api")
+    loop_start(f"https://{VIP4}:8132", "/root/k0s-konn.log", unit="reqloop-konn")
+    t_stop = now(client)
+    cp2.succeed("systemctl stop standin-konnectivity")
+    deadline = time.monotonic() + 60
+    while port_states(master_node, "konnectivity").get("cp2") != "down":
+        assert time.monotonic() < deadline, f"cp2 not down in konnectivity's pool within 60 s: {port_states(master_node, 'konnectivity')}"
+        master_node.sleep(0.5)
+    t_down = now(client)
+    client.sleep(6)  # requests on both ports after the mark-down
+    api_rows = loop_stop("/root/k0s-api.log", unit="reqloop-api")
+    konn_rows = loop_stop("/root/k0s-konn.log", unit="reqloop-konn")
+    assert port_states(master_node, "api")["cp2"] == "up", "cp2 left the API pool with its konnectivity"
+    assert port_states(master_node, "join")["cp2"] == "up", "cp2 left the join pool with its konnectivity"
+    bad = failed(api_rows) + failed(konn_rows)
+    konn_after = {r[3] for r in konn_rows if r[0] > t_down}
+    api_after = {r[3] for r in api_rows if r[0] > t_down}
+    print(f"RESULT k0s ports: cp2's konnectivity stopped under two request loops: {len(api_rows)} api + {len(konn_rows)} konnectivity requests, "
+          f"{len(bad)} failed; marked down {t_down - t_stop:.1f} s after; konnectivity then answered by {sorted(konn_after)}, api by {sorted(api_after)}")
+    assert not bad, f"failed requests: {bad[:5]}"
+    assert "cp2-konnectivity" not in konn_after, f"cp2's konnectivity answered after its mark-down: {konn_after}"
+    assert "cp2" in api_after, f"cp2 no longer serves the API after its konnectivity stopped: {api_after}"
+    master_node.succeed(f"vipproxy probe --config {CONF}")
