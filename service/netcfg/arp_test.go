@@ -24,12 +24,9 @@ func TestARPFlux(t *testing.T) {
 	arping := arpingCommand(t)
 	bin := vipproxyBin(t)
 	const vip = "192.168.78.100"
-	sw, client := newTestNS(t), newTestNS(t)
-	sw.ip(t, "link", "add", "br0", "type", "bridge")
-	sw.ip(t, "link", "set", "br0", "up")
+	sw, client := newSwitch(t), newTestNS(t)
 	attach := func(ns *testNS, port, ip string) {
-		sw.vethTo(t, port, ns, "eth0")
-		sw.ip(t, "link", "set", port, "master", "br0")
+		sw.plug(t, ns, port)
 		ns.ip(t, "addr", "add", ip+"/24", "dev", "eth0")
 	}
 	attach(client, "p-client", "192.168.78.2")

@@ -99,18 +99,12 @@ func TestDoctorBrokenHostThenFixed(t *testing.T) {
 // naming both.
 func TestDoctorVIPAnswers(t *testing.T) {
 	bin := vipproxyBin(t)
-	sw, node := newTestNS(t), newTestNS(t)
-	sw.ip(t, "link", "add", "br0", "type", "bridge")
-	sw.ip(t, "link", "set", "br0", "up")
-	attach := func(ns *testNS, port string) {
-		sw.vethTo(t, port, ns, "eth0")
-		sw.ip(t, "link", "set", port, "master", "br0")
-	}
-	attach(node, "p-node")
+	sw, node := newSwitch(t), newTestNS(t)
+	sw.plug(t, node, "p-node")
 	node.ip(t, "addr", "add", "2001:db8:9::1/64", "dev", "eth0", "nodad")
 	peers := []*testNS{newTestNS(t), newTestNS(t)}
 	for i, p := range peers {
-		attach(p, fmt.Sprintf("p-peer%d", i))
+		sw.plug(t, p, fmt.Sprintf("p-peer%d", i))
 	}
 	node.veth(t, "dummyvip0", "dummyvip0-peer")
 	cfg := writeConfig(t, testutil.NodeConfig([]string{"10.9.0.100", "2001:db8:9::100"}, "127.0.0.1:16443", []string{"eth0"}, ""))

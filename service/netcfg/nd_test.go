@@ -15,12 +15,9 @@ import (
 // holds it on its uplink (keepalived on the master), exactly that MAC does.
 func TestIPv6NeighbourDiscoveryIsPerInterface(t *testing.T) {
 	const vip6 = "2001:db8:78::100"
-	sw, client := newTestNS(t), newTestNS(t)
-	sw.ip(t, "link", "add", "br0", "type", "bridge")
-	sw.ip(t, "link", "set", "br0", "up")
+	sw, client := newSwitch(t), newTestNS(t)
 	attach := func(ns *testNS, port, ip string) {
-		sw.vethTo(t, port, ns, "eth0")
-		sw.ip(t, "link", "set", port, "master", "br0")
+		sw.plug(t, ns, port)
 		ns.ip(t, "addr", "add", ip+"/64", "dev", "eth0", "nodad")
 	}
 	attach(client, "p-client", "2001:db8:78::2")

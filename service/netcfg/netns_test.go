@@ -47,3 +47,19 @@ func (n *testNS) sysctl() Sysctl { return Sysctl{NS: n.ns} }
 func (n *testNS) ip(t *testing.T, args ...string) { t.Helper(); n.IP(t, args...) }
 
 func (n *testNS) veth(t *testing.T, a, b string) { t.Helper(); n.Veth(t, a, b) }
+
+// newSwitch is a namespace with bridge br0 up: a LAN for the test's nodes.
+func newSwitch(t *testing.T) *testNS {
+	t.Helper()
+	sw := newTestNS(t)
+	sw.ip(t, "link", "add", "br0", "type", "bridge")
+	sw.ip(t, "link", "set", "br0", "up")
+	return sw
+}
+
+// plug links node ns's eth0 to port of the switch's bridge br0.
+func (n *testNS) plug(t *testing.T, ns *testNS, port string) {
+	t.Helper()
+	n.vethTo(t, port, ns, "eth0")
+	n.ip(t, "link", "set", port, "master", "br0")
+}
