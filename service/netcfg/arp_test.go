@@ -1,7 +1,6 @@
 package netcfg
 
 import (
-	"fmt"
 	"os/exec"
 	"regexp"
 	"sort"
@@ -24,20 +23,7 @@ func TestARPFlux(t *testing.T) {
 	arping := arpingCommand(t)
 	bin := vipproxyBin(t)
 	const vip = "192.168.78.100"
-	sw, client := newSwitch(t), newTestNS(t)
-	attach := func(ns *testNS, port, ip string) {
-		sw.plug(t, ns, port)
-		ns.ip(t, "addr", "add", ip+"/24", "dev", "eth0")
-	}
-	attach(client, "p-client", "192.168.78.2")
-	var nodes []*testNS
-	for i := 1; i <= 3; i++ {
-		n := newTestNS(t)
-		attach(n, fmt.Sprintf("p-node%d", i), fmt.Sprintf("192.168.78.%d", 10+i))
-		n.veth(t, "dummyvip0", "dummyvip0-peer")
-		n.ip(t, "addr", "add", vip+"/32", "dev", "dummyvip0")
-		nodes = append(nodes, n)
-	}
+	client, nodes := newLAN(t, "192.168.78.%d/24", vip+"/32")
 
 	macs := func(step string) []string {
 		got := arping(t, client, "eth0", vip)

@@ -1,7 +1,6 @@
 package netcfg
 
 import (
-	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -15,20 +14,7 @@ import (
 // holds it on its uplink (keepalived on the master), exactly that MAC does.
 func TestIPv6NeighbourDiscoveryIsPerInterface(t *testing.T) {
 	const vip6 = "2001:db8:78::100"
-	sw, client := newSwitch(t), newTestNS(t)
-	attach := func(ns *testNS, port, ip string) {
-		sw.plug(t, ns, port)
-		ns.ip(t, "addr", "add", ip+"/64", "dev", "eth0", "nodad")
-	}
-	attach(client, "p-client", "2001:db8:78::2")
-	var nodes []*testNS
-	for i := 1; i <= 3; i++ {
-		n := newTestNS(t)
-		attach(n, fmt.Sprintf("p-node%d", i), fmt.Sprintf("2001:db8:78::%d", 10+i))
-		n.veth(t, "dummyvip0", "dummyvip0-peer")
-		n.ip(t, "addr", "add", vip6+"/128", "dev", "dummyvip0", "nodad")
-		nodes = append(nodes, n)
-	}
+	client, nodes := newLAN(t, "2001:db8:78::%d/64", vip6+"/128")
 	resolve := func() string {
 		client.ip(t, "neigh", "flush", "all")
 		client.fetch("["+vip6+"]:6443", 2*time.Second) // triggers neighbour solicitations

@@ -1,6 +1,7 @@
 package netcfg
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -62,4 +63,26 @@ func (n *testNS) plug(t *testing.T, ns *testNS, port string) {
 	t.Helper()
 	n.vethTo(t, port, ns, "eth0")
 	n.ip(t, "link", "set", port, "master", "br0")
+}
+
+// newLAN is a client (host 2) and three nodes (hosts 11 to 13) on one
+// bridged LAN, addressed by the pattern (e.g. "192.0.2.%d/24"), each node
+// holding vip on its stand-in dummy link, as every controller does.
+func newLAN(t *testing.T, pattern, vip string) (client *testNS, nodes []*testNS) {
+	t.Helper()
+	sw := newSwitch(t)
+	join := func(ns *testNS, port string, host int) {
+		sw.plug(t, ns, port)
+		ns.ip(t, "addr", "add", fmt.Sprintf(pattern, host), "dev", "eth0", "nodad")
+	}
+	client = newTestNS(t)
+	join(client, "p-client", 2)
+	for i := 1; i <= 3; i++ {
+		n := newTestNS(t)
+		join(n, fmt.Sprintf("p-node%d", i), 10+i)
+		n.veth(t, "dummyvip0", "dummyvip0-peer")
+		n.ip(t, "addr", "add", vip, "dev", "dummyvip0", "nodad")
+		nodes = append(nodes, n)
+	}
+	return client, nodes
 }
