@@ -203,11 +203,17 @@ func (st Status) ports() []PortStatus {
 	p := PortStatus{Name: "api", Required: true}
 	for _, b := range st.Backends {
 		p.Backends++
-		if b.State.Healthy() && !b.Draining {
+		if TakesConnections(b.State, b.Draining) {
 			p.Healthy++
 		}
 	}
 	return []PortStatus{p}
+}
+
+// TakesConnections is readiness for one backend: its checks pass and the
+// operator did not take it out of rotation.
+func TakesConnections(state balance.State, draining bool) bool {
+	return state.Healthy() && !draining
 }
 
 func serveReadyz(w http.ResponseWriter, st Status) {

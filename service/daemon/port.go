@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/vipproxy/vipproxy/service/admin"
 	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/discovery"
@@ -197,7 +198,7 @@ func (ps *portServer) onTransition(tr balance.Transition) {
 func (ps *portServer) healthy() (healthy, total int) {
 	for _, b := range ps.pool.Backends() {
 		total++
-		if b.Healthy() && !b.Draining() {
+		if admin.TakesConnections(b.State(), b.Draining()) {
 			healthy++
 		}
 	}
