@@ -30,7 +30,7 @@ func k0sNodes(t *testing.T) (map[string][]*standin.Server, map[string]int) {
 	t.Helper()
 	nodes, numbers := map[string][]*standin.Server{}, map[string]int{}
 	for _, port := range k0sPorts {
-		numbers[port] = freeOnAll(t, k0sHosts)
+		numbers[port] = sharedPort(t, k0sHosts...)
 		for i, host := range k0sHosts {
 			s := backend(t, fmt.Sprintf("cp%d-%s", i+1, port), func(o *standin.Options) {
 				o.Listen = fmt.Sprintf("%s:%d", host, numbers[port])
@@ -39,27 +39,6 @@ func k0sNodes(t *testing.T) (map[string][]*standin.Server, map[string]int) {
 		}
 	}
 	return nodes, numbers
-}
-
-// freeOnAll finds a port number free on every host.
-func freeOnAll(t *testing.T, hosts []string) int {
-	t.Helper()
-	for range 50 {
-		port, free := testutil.FreePort(t), true
-		for _, h := range hosts {
-			ln, err := net.Listen("tcp", fmt.Sprintf("%s:%d", h, port))
-			if err != nil {
-				free = false
-				break
-			}
-			ln.Close()
-		}
-		if free {
-			return port
-		}
-	}
-	t.Fatal("no port number free on every loopback host")
-	return 0
 }
 
 // k0sConfig is the config of a k0s control plane's VIP, on 127.0.0.1 (the
