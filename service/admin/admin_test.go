@@ -135,6 +135,16 @@ func TestReadyzFollowsBackendHealth(t *testing.T) {
 		{"all up", Status{Ready: true, Backends: backends("up", "up")}, 200, "ready: 2/2 backends healthy\n"},
 		{"only up one draining", Status{Ready: true, Backends: []BackendStatus{{Name: "a", State: balance.Up, Draining: true}}}, 503, "not ready: 0/1 backends healthy\n"},
 		{"no backends", Status{Ready: true}, 503, "not ready: 0/0 backends healthy\n"},
+		// [[port]]: only required ports count; an optional one down on
+		// every node keeps the node ready (and the VIP).
+		{"optional port down", Status{Ready: true, Ports: []PortStatus{
+			{Name: "api", Required: true, Healthy: 3, Backends: 3},
+			{Name: "konnectivity", Healthy: 0, Backends: 3},
+		}}, 200, "ready: api 3/3, konnectivity 0/3 (optional) backends healthy\n"},
+		{"required port down", Status{Ready: true, Ports: []PortStatus{
+			{Name: "api", Required: true, Healthy: 0, Backends: 3},
+			{Name: "join", Required: true, Healthy: 3, Backends: 3},
+		}}, 503, "not ready: api 0/3, join 3/3 backends healthy\n"},
 	} {
 		src.set(tc.st)
 		code, body := do(t, "GET", base+"/readyz")
