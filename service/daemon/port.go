@@ -260,5 +260,12 @@ func (ps *portServer) shutDown(drain time.Duration) {
 		ps.d.log.Warn("removed port: drain timeout, closed its remaining connections", "port", ps.name, "closed", closed)
 	}
 	ps.proxy.Close()
-	ps.d.metrics.ForgetPort(ps.name)
+	if !ps.d.hasPort(ps.name) { // renumbered: the new one keeps the name's series
+		ps.d.metrics.ForgetPort(ps.name)
+	}
+}
+
+// hasPort says whether a port of that name is served now.
+func (d *Daemon) hasPort(name string) bool {
+	return slices.ContainsFunc(d.servers(), func(ps *portServer) bool { return ps.name == name })
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vipproxy/vipproxy/internal/standin"
 	"github.com/vipproxy/vipproxy/internal/testutil"
@@ -274,5 +275,28 @@ func TestReloadRemovesAndAddsPorts(t *testing.T) {
 	}
 	if !strings.Contains(p.log.String(), "reload added a port") {
 		t.Errorf("the log does not say the added port is bound by the daemon")
+	}
+
+	// Renumbered: served on the new number, its series kept.
+	old := k.vips["join"]
+	k.vipPorts["join"] = testutil.FreePort(t)
+	k.vips["join"] = fmt.Sprintf("127.0.0.1:%d", k.vipPorts["join"])
+	p.rewrite(k.config())
+	p.signal(syscall.SIGHUP)
+	p.waitFor(func() bool {
+		c, err := net.Dial("tcp", k.vips["join"])
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}, "join on its new number")
+	p.waitFor(func() bool { return p.healthy("join") == 3 }, "join's backends up on the new number")
+	if c, err := net.Dial("tcp", old); err == nil {
+		c.Close()
+		t.Errorf("join still accepts on its old number %s", old)
+	}
+	time.Sleep(time.Second) // the old port's shutdown is done (nothing to drain)
+	if m, _ := p.get("/metrics"); !strings.Contains(m, `vipproxy_backend_up{backend="cp1",port="join"} 1`) {
+		t.Errorf("the renumbered port's series went with its old listener")
 	}
 }
