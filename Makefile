@@ -15,9 +15,10 @@ export CGO_ENABLED ?= 0
 APT_PACKAGES :=
 TEST_TARGETS :=
 # Long preparations make test starts in the background as it starts (the VM
-# images, mk/40-vm.mk), so they overlap the first tests: the test that needs
-# one waits for it itself (a lock), and any still running when make test
-# ends, passed or failed, is stopped (its process group).
+# images, mk/40-vm.mk; the kube-apiserver, mk/80-k8s.mk), niced, so they use
+# what the tests in front leave of the CPUs: the test that needs one waits
+# for it itself (a lock), and any still running when make test ends, passed
+# or failed, is stopped (its process group).
 TEST_BACKGROUND :=
 
 .PHONY: all build test deps demo clean
@@ -42,7 +43,7 @@ test: deps
 	@set -e; bg=; trap 'for p in $$bg; do kill -TERM -- -$$p 2>/dev/null || true; done; wait' EXIT; \
 	for b in $(TEST_BACKGROUND); do \
 		echo "=== make $$b (background)"; \
-		setsid $(MAKE) --no-print-directory $$b > >(sed -u "s/^/[$$b] /") 2>&1 & bg="$$bg $$!"; \
+		setsid nice -n 10 $(MAKE) --no-print-directory $$b > >(sed -u "s/^/[$$b] /") 2>&1 & bg="$$bg $$!"; \
 	done; \
 	for t in $(TEST_TARGETS); do \
 		echo "=== make $$t"; s=$$SECONDS; $(MAKE) --no-print-directory $$t; \

@@ -54,14 +54,14 @@ vm-test-ci: vm-archs-known
 			{ rc=1; echo "vm-test-ci: FAILED: $$a"; }; \
 	done; [ $$rc != 0 ] || echo "vm-test-ci: PASS: $(or $(VM_ARCHS),none)"; exit $$rc
 
-# make test starts this in the background: the images vm-test-ci will boot,
-# niced, so that the tests in front (timing-sensitive ones too) come first.
+# make test starts this in the background (niced): the images vm-test-ci
+# will boot.
 # A failed build is only reported here: vm-test-ci builds it again in the
 # foreground and fails there with the reason.
 vm-images-ci: vm-archs-known
 	@vm-tests/can-run.sh >/dev/null || exit 0; \
 	for a in $(VM_ARCHS); do \
-		$(VM_LOCKED) nice -n 10 vm-tests/image.sh $$a $(VM_CI_WORK)/$$a || echo "vm-images-ci: $$a: build failed (exit $$?)"; \
+		$(VM_LOCKED) vm-tests/image.sh $$a $(VM_CI_WORK)/$$a || echo "vm-images-ci: $$a: build failed (exit $$?)"; \
 	done
 
 vm-archs-known:
