@@ -20,4 +20,16 @@ while [[ -n $holders && $p -gt 1 ]]; do
 done
 flock 9
 [[ $((SECONDS - t0)) -lt 2 ]] || echo "locked.sh: waited $((SECONDS - t0)) s for $lock: $*" >&2
-exec "$@"
+# CMD does not inherit the lock: a process it leaves behind (a daemon a test
+# failed to end) must not hold everyone's turn after CMD is done. A TERM or
+# INT sent to this script alone is passed on to CMD.
+set +e
+"$@" 9>&- <&0 &
+child=$!
+trap 'kill -TERM "$child" 2>/dev/null' TERM INT HUP
+while :; do
+	wait "$child"
+	rc=$?
+	kill -0 "$child" 2>/dev/null || break
+done
+exit "$rc"
