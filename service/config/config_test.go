@@ -111,14 +111,7 @@ func TestIPv4NeedsUplink(t *testing.T) {
 }
 
 func TestExampleLoadsAndCoversEveryKey(t *testing.T) {
-	const path = "../../examples/vipproxy.toml"
-	if _, err := Load(path); err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := loadAndRead(t, "../../examples/vipproxy.toml")
 	for _, key := range allKeys(reflect.TypeFor[Config](), "") {
 		if strings.HasPrefix(key, "port[") {
 			continue // the one-port form here; TestPortKeysDocumented
@@ -347,4 +340,18 @@ func TestKeepalivedWord(t *testing.T) {
 			t.Errorf("keepalivedWord(%q) = %v, want %v", s, got, want)
 		}
 	}
+}
+
+// loadAndRead fails the test unless the config at path loads, and returns
+// its text.
+func loadAndRead(t *testing.T, path string) []byte {
+	t.Helper()
+	if _, err := Load(path); err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
 }

@@ -3,7 +3,6 @@ package config
 import (
 	"context"
 	"net/netip"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -176,13 +175,7 @@ func TestKeyLineInPortHealth(t *testing.T) {
 // vip.port cannot stand beside [[port]] tables).
 func TestPortKeysDocumented(t *testing.T) {
 	const path = "testdata/good/ports.toml"
-	if _, err := Load(path); err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := loadAndRead(t, path)
 	for _, key := range allKeys(reflect.TypeFor[Config](), "") {
 		if !strings.HasPrefix(key, "port[") {
 			continue
