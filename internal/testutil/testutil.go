@@ -232,3 +232,25 @@ func CloseOnce(ch chan struct{}) {
 		close(ch)
 	}
 }
+
+// FreePortOn returns a port number that was free on every one of hosts
+// (loopback addresses) a moment ago.
+func FreePortOn(t testing.TB, hosts ...string) int {
+	t.Helper()
+	for range 50 {
+		port, free := FreePort(t), true
+		for _, h := range hosts {
+			ln, err := net.Listen("tcp", net.JoinHostPort(h, fmt.Sprint(port)))
+			if err != nil {
+				free = false
+				break
+			}
+			ln.Close()
+		}
+		if free {
+			return port
+		}
+	}
+	t.Fatalf("no port free on all of %v", hosts)
+	return 0
+}

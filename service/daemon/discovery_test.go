@@ -4,13 +4,11 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,7 +31,7 @@ func newCluster(t *testing.T) *cluster {
 	// One port on three addresses, as apiservers have it: the slice they
 	// write holds one port for all. Not on the VIP's address (127.0.0.1):
 	// an endpoint there is refused.
-	port := sharedPort(t, "127.0.0.2", "127.0.0.3", "127.0.0.4")
+	port := testutil.FreePortOn(t, "127.0.0.2", "127.0.0.3", "127.0.0.4")
 	for i := range 3 {
 		c.servers = append(c.servers, backend(t, fmt.Sprintf("api%d", i), func(o *standin.Options) {
 			o.Slices, o.Listen = c.slices, fmt.Sprintf("127.0.0.%d:%d", i+2, port)
@@ -41,27 +39,6 @@ func newCluster(t *testing.T) *cluster {
 	}
 	c.publish(0, 1, 2)
 	return c
-}
-
-// sharedPort returns a port that was free on every one of hosts a moment ago.
-func sharedPort(t *testing.T, hosts ...string) int {
-	t.Helper()
-	for range 50 {
-		port, free := testutil.FreePort(t), true
-		for _, h := range hosts {
-			ln, err := net.Listen("tcp", net.JoinHostPort(h, strconv.Itoa(port)))
-			if err != nil {
-				free = false
-				break
-			}
-			ln.Close()
-		}
-		if free {
-			return port
-		}
-	}
-	t.Fatalf("no port free on all of %v", hosts)
-	return 0
 }
 
 // publish sets the EndpointSlices to the given servers.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // A worker-only node (vip.mode = "node-local"): vipproxy on a loopback VIP,
@@ -24,7 +26,7 @@ func TestNodeLocalDiscoveryAndKilledApiserver(t *testing.T) {
 	// EndpointSlices from one file, as apiservers share etcd.
 	slices := filepath.Join(t.TempDir(), "endpoints")
 	// One port on three addresses, as apiservers have it.
-	port := sharedPort(t, "127.0.0.2", "127.0.0.3", "127.0.0.4")
+	port := testutil.FreePortOn(t, "127.0.0.2", "127.0.0.3", "127.0.0.4")
 	var addrs []string
 	for i := range 3 {
 		addrs = append(addrs, fmt.Sprintf("127.0.0.%d:%d", i+2, port))

@@ -31,7 +31,7 @@ func k0sNodes(t *testing.T) (map[string][]*standin.Server, map[string]int) {
 	t.Helper()
 	nodes, numbers := map[string][]*standin.Server{}, map[string]int{}
 	for _, port := range k0sPorts {
-		numbers[port] = sharedPort(t, k0sHosts...)
+		numbers[port] = testutil.FreePortOn(t, k0sHosts...)
 		for i, host := range k0sHosts {
 			s := backend(t, fmt.Sprintf("cp%d-%s", i+1, port), func(o *standin.Options) {
 				o.Listen = fmt.Sprintf("%s:%d", host, numbers[port])
