@@ -60,15 +60,7 @@ func TestCommandSIGUSR1TogglesReadyz(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	cmd := exec.Command(os.Args[0], "--listen", addr, "--name", "cp9", "--cert", files.ServerCert, "--key", files.ServerKey, "--client-ca", files.CA)
-	cmd.Env = append(os.Environ(), "STANDIN_MAIN=1")
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr, cmd, logs := startCommand(t, files, "--name", "cp9")
 	c := client(t, files)
 	url := "https://" + addr + "/readyz"
 	waitStatus(t, c, url, 200)
@@ -116,15 +108,7 @@ func TestCommandEndpointsFile(t *testing.T) {
 	}
 	epFile := filepath.Join(dir, "endpoints")
 	writeFile(t, epFile, "# the cluster\n192.0.2.1:6443\n192.0.2.2:6443\n\n192.0.2.3:6443 # leaves next\n")
-	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	cmd := exec.Command(os.Args[0], "--listen", addr, "--cert", files.ServerCert, "--key", files.ServerKey, "--client-ca", files.CA, "--endpoints-file", epFile)
-	cmd.Env = append(os.Environ(), "STANDIN_MAIN=1")
-	var logs testutil.Buffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr, _, logs := startCommand(t, files, "--endpoints-file", epFile)
 	c := client(t, files)
 	waitStatus(t, c, "https://"+addr+"/readyz", 200)
 	url := "https://" + addr + SlicesPath + "?labelSelector=kubernetes.io/service-name=kubernetes"
@@ -171,4 +155,20 @@ func writeFile(t *testing.T, path, text string) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startCommand runs this test binary as the stand-in command (STANDIN_MAIN)
+// on a free loopback port with the test PKI and args, until the test ends.
+func startCommand(t *testing.T, files *testpki.Files, args ...string) (addr string, cmd *exec.Cmd, logs *testutil.Buffer) {
+	t.Helper()
+	addr = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	cmd = exec.Command(os.Args[0], append([]string{"--listen", addr, "--cert", files.ServerCert, "--key", files.ServerKey, "--client-ca", files.CA}, args...)...)
+	cmd.Env = append(os.Environ(), "STANDIN_MAIN=1")
+	logs = &testutil.Buffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return addr, cmd, logs
 }
