@@ -5,6 +5,7 @@
 package testutil
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -253,4 +255,21 @@ func FreePortOn(t testing.TB, hosts ...string) int {
 	}
 	t.Fatalf("no port free on all of %v", hosts)
 	return 0
+}
+
+// FirstLine sends request on a new connection to addr and returns the
+// first line of the answer, trimmed, within 10 s.
+func FirstLine(t testing.TB, addr, request string) (string, error) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, request); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimSpace(line), err
 }

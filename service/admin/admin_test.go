@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"github.com/vipproxy/vipproxy/service/balance"
 	"io"
 	"log/slog"
 	"net"
@@ -19,6 +18,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/vipproxy/vipproxy/internal/testutil"
+	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/metrics"
 )
@@ -281,20 +282,11 @@ func TestMutationsWhenEnabled(t *testing.T) {
 // raw sends bytes on a new connection and returns the status line.
 func raw(t *testing.T, addr, request string) string {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(conn, request); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
+	line, err := testutil.FirstLine(t, addr, request)
 	if err != nil {
 		t.Fatalf("read answer to %q: %v", request[:min(len(request), 40)], err)
 	}
-	return strings.TrimSpace(line)
+	return line
 }
 
 func TestBadRequestsGet4xx(t *testing.T) {

@@ -6,9 +6,9 @@ package daemon_test
 // garbage with 4xx, change nothing, and never exit.
 
 import (
-	"bufio"
 	"crypto/rand"
 	"fmt"
+	"github.com/vipproxy/vipproxy/internal/testutil"
 	"io"
 	"net"
 	"os"
@@ -156,18 +156,11 @@ func TestGarbageClients(t *testing.T) {
 // statusLine sends a raw request and returns the answer's status line.
 func statusLine(t *testing.T, addr, req string) string {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(c, req)
-	line, err := bufio.NewReader(c).ReadString('\n')
+	line, err := testutil.FirstLine(t, addr, req)
 	if err != nil {
 		return "no answer: " + err.Error()
 	}
-	return strings.TrimSpace(line)
+	return line
 }
 
 // A FIFO at the config path wedged reload, and with it SIGTERM: the
