@@ -300,3 +300,52 @@ func TestReloadRemovesAndAddsPorts(t *testing.T) {
 		t.Errorf("the renumbered port's series went with its old listener")
 	}
 }
+
+// TestSocketActivationOnePerPort: systemd passes one socket per port, each
+// named after its port as the units name them (vipproxy.socket's drop-in
+// and vipproxy-port@NAME.socket); the daemon serves each port on the
+// socket it was passed (none bound by itself) and the socket's backlog
+// holds the connection that started it.
+func TestSocketActivationOnePerPort(t *testing.T) {
+	ssa, err := exec.LookPath("systemd-socket-activate")
+	if err != nil {
+		t.Skip("systemd-socket-activate not installed")
+	}
+	_, numbers := k0sNodes(t)
+	vipPorts, vips := map[string]int{}, map[string]string{}
+	args := []string{"--fdname=" + strings.Join(k0sPorts, ":")}
+	for _, port := range k0sPorts {
+		vipPorts[port] = testutil.FreePort(t)
+		vips[port] = fmt.Sprintf("127.0.0.1:%d", vipPorts[port])
+		args = append(args, "-l", vips[port])
+	}
+	admin := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	p := newProcConfig(t, k0sConfig(numbers, vipPorts, admin), vips["api"], admin)
+	p.cmd = exec.Command(ssa, append(args, filepath.Join(binDir, "vipproxy"), "serve", "--config", p.cfgPath)...)
+	early := make(chan error, 1)
+	go func() { // the first connection starts the daemon, from the join socket's backlog
+		for range 100 {
+			if c, err := net.Dial("tcp", vips["join"]); err == nil {
+				c.Close()
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		_, err := name(mtlsClient(t, true), vips["join"])
+		early <- err
+	}()
+	p.start()
+	p.waitFor(func() bool { return p.healthy(k0sPorts...) == 9 }, "every port's three backends up")
+	if err := <-early; err != nil {
+		t.Errorf("the connection that started the daemon: %v", err)
+	}
+	for _, port := range k0sPorts {
+		seen, failed := namesThrough(t, vips[port], 3)
+		if failed != 0 || seen["cp1-"+port]+seen["cp2-"+port]+seen["cp3-"+port] != 3 {
+			t.Errorf("port %s through its passed socket: %v, %d failed", port, seen, failed)
+		}
+	}
+	if log := p.log.String(); !strings.Contains(log, "activated=true") || strings.Contains(log, "passed no socket") || strings.Contains(log, "systemd passed a socket named") {
+		t.Errorf("the daemon did not serve every port on its own passed socket:\n%s", log)
+	}
+}
