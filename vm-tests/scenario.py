@@ -560,8 +560,11 @@ with subtest("11. k0s ports: 6443, 8132 and 9443 on the VIP, a socket unit each;
         m.wait_until_succeeds(
             "curl -sf http://127.0.0.1:6449/readyz | grep -q 'api 3/3, konnectivity 3/3 (optional), join 3/3 (optional)'", timeout=60
         )
-        log = m.succeed("journalctl -u vipproxy.service -o cat --since -2min")
-        assert "activated=true" in log and "passed no socket" not in log, f"{name}: the ports' sockets were not all passed:\n{log[-3000:]}"
+        # Journal-native log: the fields are ACTIVATED=, PORTS=..., the notes in MESSAGE=.
+        log = m.succeed("journalctl -u vipproxy.service -o verbose --since -2min")
+        assert "ACTIVATED=true" in log and "passed no socket" not in log and "systemd passed a socket named" not in log, (
+            f"{name}: the ports' sockets were not all passed:\n{log[-3000:]}"
+        )
         m.succeed(f"vipproxy doctor --only vip-port --config {CONF}")
     holder = [n for n in ["cp2", "cp3"] if CPS[n].execute(f"ip -4 addr show dev eth1 | grep -qw {VIP4}")[0] == 0]
     assert len(holder) == 1, f"the VIP is on eth1 of {holder}"
