@@ -273,3 +273,14 @@ func FirstLine(t testing.TB, addr, request string) (string, error) {
 	line, err := bufio.NewReader(c).ReadString('\n')
 	return strings.TrimSpace(line), err
 }
+
+// Tool returns the path of the program name, or skips the test where it
+// is not installed (make deps installs what the tests use).
+func Tool(t testing.TB, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		t.Skipf("%s not installed", name)
+	}
+	return path
+}

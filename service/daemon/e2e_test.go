@@ -350,10 +350,7 @@ func keepAliveConn(t *testing.T, vip string) *tls.Conn {
 
 // 8a. Socket activation as systemd does it, with systemd-socket-activate.
 func TestSocketActivation(t *testing.T) {
-	ssa, err := exec.LookPath("systemd-socket-activate")
-	if err != nil {
-		t.Skip("systemd-socket-activate not installed")
-	}
+	ssa := testutil.Tool(t, "systemd-socket-activate")
 	a := backend(t, "a")
 	s := newSettings(t, a.Addr())
 	// systemd-socket-activate starts the daemon on the first connection,
@@ -386,10 +383,7 @@ func TestSocketActivation(t *testing.T) {
 // one named otherwise still serves its port (with a note), and sockets on
 // no configured port are a clear error.
 func TestSocketActivationMatchedByPort(t *testing.T) {
-	ssa, err := exec.LookPath("systemd-socket-activate")
-	if err != nil {
-		t.Skip("systemd-socket-activate not installed")
-	}
+	ssa := testutil.Tool(t, "systemd-socket-activate")
 	s := newSettings(t, backend(t, "a").Addr())
 	go func() { // systemd-socket-activate starts the daemon at the first connection
 		for i := 0; i < 100; i++ {
@@ -505,10 +499,7 @@ func TestMetricsReadyzProbe(t *testing.T) {
 // 12. Out of descriptors, the daemon keeps running and serves again when
 // descriptors free up.
 func TestSurvivesDescriptorExhaustion(t *testing.T) {
-	prlimit, err := exec.LookPath("prlimit")
-	if err != nil {
-		t.Skip("prlimit not installed")
-	}
+	prlimit := testutil.Tool(t, "prlimit")
 	a := backend(t, "a")
 	s := newSettings(t, a.Addr())
 	// An explicit cap past what 64 descriptors hold: the derived one would

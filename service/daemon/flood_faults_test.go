@@ -2,10 +2,10 @@ package daemon_test
 
 import (
 	"fmt"
+	"github.com/vipproxy/vipproxy/internal/testutil"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -54,10 +54,7 @@ func TestFloodKeepsConnections(t *testing.T) {
 		// run adds nothing but CPU starvation, which slows every check.
 		t.Skip("runs natively without -race (make test-go)")
 	}
-	prlimit, err := exec.LookPath("prlimit")
-	if err != nil {
-		t.Skip("prlimit not installed")
-	}
+	prlimit := testutil.Tool(t, "prlimit")
 	nofile := floodNofile(t)
 	// Past the limit (each proxied connection holds two descriptors), but
 	// no more than 4,096 past the connection cap (below).
