@@ -66,6 +66,9 @@ func TestNotifyProtocol(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no exit after SIGTERM")
 	}
+	// The datagrams sent before the exit may still wait in the socket for
+	// the collector.
+	testutil.WaitFor(t, "STOPPING=1 collected", func() bool { return ns.count("STOPPING=1") > 0 })
 	var seq []string
 	for _, s := range ns.states() {
 		if s == "READY=1" || s == "RELOADING=1" || s == "STOPPING=1" {
