@@ -92,7 +92,7 @@ func closeAll(ls []net.Listener) {
 func (d *Daemon) apply(next *config.Valid, probers map[string]health.Prober, added map[string][]net.Listener) {
 	prev := d.cfg.Load()
 	if !slices.Equal(prev.VIP.Addresses, next.VIP.Addresses) {
-		d.log.Warn("VIP addresses changed: the listeners stay as they are; under systemd run `vipproxy units write && systemctl daemon-reload && systemctl restart vipproxy.socket` (the socket binds the VIP only when it starts)")
+		d.log.Warn("VIP addresses changed: the listeners stay as they are; under systemd run `vipproxy units write && systemctl daemon-reload && systemctl restart vipproxy.socket` (the socket binds the VIP only when it starts; on NixOS `systemctl restart vipproxy.socket` after nixos-rebuild switch, which never restarts socket units)")
 	}
 	if prev.Admin != next.Admin {
 		d.log.Warn("admin endpoint settings change on the next restart")
