@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vipproxy/vipproxy/internal/standin"
 	"github.com/vipproxy/vipproxy/internal/testpki"
@@ -43,7 +44,8 @@ func doctorConfig(t *testing.T, apis []*standin.Server, vipPort int, admin, cred
 	for i, a := range apis {
 		fmt.Fprintf(&b, "[[backend]]\nname = \"b%d\"\naddress = %q\n", i, a.Addr())
 	}
-	fmt.Fprintf(&b, "[health]\ninterval = \"200ms\"\ntimeout = \"200ms\"\n%s", creds)
+	period := testutil.CheckPeriod(200 * time.Millisecond)
+	fmt.Fprintf(&b, "[health]\ninterval = %q\ntimeout = %q\n%s", period, period, creds)
 	return b.String()
 }
 

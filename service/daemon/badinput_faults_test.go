@@ -8,7 +8,6 @@ package daemon_test
 import (
 	"crypto/rand"
 	"fmt"
-	"github.com/vipproxy/vipproxy/internal/testutil"
 	"io"
 	"net"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 func TestBadReloadsUnderLoad(t *testing.T) {
@@ -33,7 +34,7 @@ func TestBadReloadsUnderLoad(t *testing.T) {
 		{"unknown key", "bogus_key = 1\n" + good, "bogus_key"},
 		{"invalid value", strings.Replace(good, "rise = 2", "rise = -1", 1), "health.rise"},
 		{"no backends", noBackends.toml(), "backend"},
-		{"wrong type", strings.Replace(good, "interval = \"200ms\"", "interval = 200", 1), "health.interval"},
+		{"wrong type", strings.Replace(good, fmt.Sprintf("interval = %q", testutil.CheckPeriod(200*time.Millisecond)), "interval = 200", 1), "health.interval"},
 		{"empty file", "", ""},
 		{"file removed", "", ""},
 		{"over 1 MiB", good + "\n#" + strings.Repeat("x", 1<<20) + "\n", ""},

@@ -42,7 +42,7 @@ const (
 // half-closes or hangs before its first byte has the client's bytes
 // replayed on another one, and health checks take it out of rotation.
 func TestBackendFaultsUnderLoad(t *testing.T) {
-	if emulated() {
+	if testutil.Emulated() {
 		t.Skip("200 ms health checks are too tight under qemu-user emulation; runs natively")
 	}
 	cases := []struct {
@@ -247,7 +247,7 @@ func TestBackendBlackholed(t *testing.T) {
 		blackholeInNetns(t)
 		return
 	}
-	if raceOn || emulated() {
+	if raceOn || testutil.Emulated() {
 		// The daemon binary is not race-built; the race run has nothing
 		// to add here but ten seconds (the inner run rebuilds it), and
 		// the native run covers the emulated ones.
@@ -534,15 +534,11 @@ func manyConns(t *testing.T) int {
 	if raceOn || testing.Short() {
 		return 2000
 	}
-	if emulated() {
+	if testutil.Emulated() {
 		return 500
 	}
 	return 9900
 }
-
-// emulated reports a run under qemu-user (make test-multiarch), where
-// every process is several times slower: the heavy cases stay small.
-func emulated() bool { return os.Getenv("VIPPROXY_QEMU_USER") != "" }
 
 // Thousands of concurrent connections held through the proxy, each
 // passing data twice, then closed; the proxy's count returns to zero.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vipproxy/vipproxy/internal/standin"
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // floodNofile is the daemon's descriptor limit in the flood case: low by
@@ -49,7 +50,7 @@ func floodNofile(t *testing.T) int {
 // watches survive, /readyz stays 200 (keepalived keeps the VIP), and the
 // daemon serves again once the flood ends.
 func TestFloodKeepsConnections(t *testing.T) {
-	if raceOn || emulated() {
+	if raceOn || testutil.Emulated() {
 		// The daemon under test is the native, race-free binary: the race
 		// run adds nothing but CPU starvation, which slows every check.
 		t.Skip("runs natively without -race (make test-go)")

@@ -105,7 +105,7 @@ type settings struct {
 	Check    string // tcp (default), tls or https
 	// Anonymous: a tls or https check without a client certificate.
 	Anonymous bool
-	Interval  string // default 200ms
+	Interval  string // default 200ms (longer under qemu-user: testutil.CheckPeriod)
 	// DrainIdle is timeouts.drain_idle; default the config's default.
 	DrainIdle string
 	// Mode is vip.mode; default the config's default (vrrp).
@@ -123,7 +123,7 @@ func (s settings) toml() string {
 	}
 	interval := s.Interval
 	if interval == "" {
-		interval = "200ms"
+		interval = testutil.CheckPeriod(200 * time.Millisecond)
 	}
 	fmt.Fprintf(&b, "[vip]\naddresses = [\"127.0.0.1\"]\nport = %d\n", s.Port)
 	if s.Mode != "" {

@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // scrape reads the running daemon's /metrics with Prometheus' own parser.
@@ -102,7 +103,7 @@ func TestMetricsOfARunningDaemon(t *testing.T) {
 		{"vipproxy_panic_mode", nil, zero, "0"},
 	}
 	for _, w := range wants {
-		if w.name == netlinkSeries && emulated() {
+		if w.name == netlinkSeries && testutil.Emulated() {
 			continue
 		}
 		if v, ok := seriesValue(fams, w.name, w.labels...); !ok || !w.check(v) {
@@ -204,7 +205,7 @@ func TestMonitoringUsesExportedMetrics(t *testing.T) {
 				base = b
 			}
 		}
-		if fams[base] == nil && !(base == netlinkSeries && emulated()) {
+		if fams[base] == nil && !(base == netlinkSeries && testutil.Emulated()) {
 			t.Errorf("%s uses %s, which the daemon does not export", where, n)
 		}
 	}

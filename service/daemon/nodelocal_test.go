@@ -18,7 +18,7 @@ import (
 // it from the EndpointSlices it is dropped here too. No VIP-held series is
 // exported: every worker has the loopback VIP, and none of them "holds" it.
 func TestNodeLocalDiscoveryAndKilledApiserver(t *testing.T) {
-	if emulated() {
+	if testutil.Emulated() {
 		t.Skip("200 ms health checks are too tight under qemu-user emulation; runs natively")
 	}
 	// The apiservers are processes (one is SIGKILLed) on 127.0.0.2-4: an

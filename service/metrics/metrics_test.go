@@ -10,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // scrape renders the metrics as Prometheus text and parses it back, as
@@ -249,7 +250,7 @@ func TestRuntimeAndProcessSeries(t *testing.T) {
 	}
 	// qemu-user (make test-multiarch) writes 0 for the resident set in
 	// the /proc/self/stat it emulates.
-	emulated := os.Getenv("VIPPROXY_QEMU_USER") != ""
+	emulated := testutil.Emulated()
 	if rss := fams["process_resident_memory_bytes"].Metric[0].Gauge.GetValue(); rss < 1<<20 && !emulated {
 		t.Errorf("resident memory %v bytes: not read from this process", rss)
 	}
