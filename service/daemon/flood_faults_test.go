@@ -2,7 +2,6 @@ package daemon_test
 
 import (
 	"fmt"
-	"github.com/vipproxy/vipproxy/internal/testutil"
 	"net"
 	"net/http"
 	"os"
