@@ -144,7 +144,11 @@ with subtest("a node as services.vipproxy leaves it"):
 
 with subtest("keepalived's script user (nobody) passes the probe: the node holds the VIP"):
     cp1.wait_until_succeeds("runuser -u nobody -- $(command -v vipproxy) probe --config " + CONF, timeout=60)
-    cp1.wait_until_succeeds(HOLDS_VIP, timeout=90)
+    try:
+        cp1.wait_until_succeeds(HOLDS_VIP, timeout=90)
+    except Exception:
+        print(cp1.execute("journalctl -b --no-pager -u keepalived.service | tail -n 40; ip -4 addr")[1])
+        raise
     cp1.fail("runuser -u nobody -- curl -sS --max-time 5 --unix-socket /run/vipproxy/control.sock http://vipproxy/status")
 
 with subtest("doctor on the healthy NixOS-shaped node passes, from what runs"):
