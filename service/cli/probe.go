@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,9 +40,7 @@ func runProbe(ctx context.Context, env Env, args []string) int {
 	}
 	sockets := []string{control}
 	if control == admin.DefaultProbePath() {
-		// A daemon older than the probe socket (an upgrade not yet
-		// restarted) still answers root on its control socket.
-		sockets = append(sockets, admin.DefaultControlPath())
+		sockets = probeSockets(os.Getenv)
 	}
 	body, code, err := askDaemon(ctx, path, addr, sockets, "/readyz", *timeout)
 	if err != nil {
@@ -60,6 +60,24 @@ func runProbe(ctx context.Context, env Env, args []string) int {
 	// /readyz already says "ready: N/M backends healthy".
 	fmt.Fprintln(env.Stdout, strings.TrimSpace(body))
 	return ExitOK
+}
+
+// probeSockets are the sockets the probe asks by default, in order: the
+// probe socket, then the control socket (a daemon older than the probe
+// socket, an upgrade not yet restarted, answers root there), each in
+// $RUNTIME_DIRECTORY and at the unit's fixed path. Both: the probe runs
+// inside vipproxy's unit (RUNTIME_DIRECTORY is the daemon's) but also as
+// keepalived's script, which inherits keepalived's own RUNTIME_DIRECTORY
+// (nixpkgs' keepalived unit has RuntimeDirectory=keepalived).
+func probeSockets(getenv func(string) string) []string {
+	var out []string
+	for _, p := range []string{admin.ProbeSocketPath(getenv), admin.DefaultProbeSocket,
+		admin.ControlSocketPath(getenv), admin.DefaultControlSocket} {
+		if p != "" && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // askDaemon GETs urlPath from the daemon: its unix sockets in order ("" :

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -96,5 +97,21 @@ func TestProbeFallsBackToTheControlSocket(t *testing.T) {
 	code := Main(context.Background(), Env{Stdout: &out, Stderr: &errOut}, []string{"probe", "--admin", "127.0.0.1:1", "--timeout", "5s"})
 	if code != ExitOK || out.String() != "ready: state\n" {
 		t.Errorf("probe with only control.sock: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+}
+
+// keepalived runs the probe with its own environment: under nixpkgs'
+// keepalived unit (RuntimeDirectory=keepalived) $RUNTIME_DIRECTORY is
+// /run/keepalived, which must not hide the daemon's sockets at their fixed
+// path (the NixOS-shaped VM twin never got the VIP that way).
+func TestProbeSocketsUnderKeepalivedsRuntimeDirectory(t *testing.T) {
+	env := map[string]string{"RUNTIME_DIRECTORY": "/run/keepalived"}
+	got := probeSockets(func(k string) string { return env[k] })
+	want := []string{"/run/keepalived/probe.sock", "/run/vipproxy/probe.sock", "/run/keepalived/control.sock", "/run/vipproxy/control.sock"}
+	if !slices.Equal(got, want) {
+		t.Errorf("probeSockets with keepalived's RUNTIME_DIRECTORY = %q, want %q", got, want)
+	}
+	if got := probeSockets(func(string) string { return "" }); !slices.Equal(got, []string{"/run/vipproxy/probe.sock", "/run/vipproxy/control.sock"}) {
+		t.Errorf("probeSockets without RUNTIME_DIRECTORY = %q", got)
 	}
 }
