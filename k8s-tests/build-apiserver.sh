@@ -1,6 +1,7 @@
 #!/bin/bash
-# build-apiserver.sh VERSION CACHE: build a real kube-apiserver from the Go
-# module proxy (no git clone, no container image) into CACHE/vVERSION/.
+# build-apiserver.sh VERSION CACHE: build a real kube-apiserver and kubectl
+# from the Go module proxy (no git clone, no container image) into
+# CACHE/vVERSION/ (kubectl: the scenarios' client through the VIP).
 # k8s.io/kubernetes cannot be required on its own: its go.mod replaces every
 # k8s.io/<staging> module with ./staging/src/..., so the throw-away module
 # here replaces each of them with the published v0.<minor>.<patch>.
@@ -13,8 +14,11 @@ mkdir -p "$cache"
 # Two runs at once (two CI jobs) build once: the second waits, then finds it.
 exec 9>"$cache/.build.lock"
 flock 9
-if [ -x "$out/kube-apiserver" ]; then
-	echo "cached: $out/kube-apiserver"
+bins="kube-apiserver kubectl"
+missing=
+for b in $bins; do [ -x "$out/$b" ] || missing="$missing $b"; done
+if [ -z "$missing" ]; then
+	echo "cached: $out/kube-apiserver $out/kubectl"
 	exit 0
 fi
 staging=v0.${version#*.}
@@ -30,8 +34,10 @@ for m in $mods; do
 	go mod edit -replace "$m=$m@$staging"
 done
 go mod edit -require "k8s.io/kubernetes@v$version"
-printf 'package main\n\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver/app"\n\nfunc main() {}\n' >keep.go
+printf 'package main\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver/app"\n\t_ "k8s.io/kubectl/pkg/cmd"\n)\n\nfunc main() {}\n' >keep.go
 GOFLAGS=-mod=mod go mod tidy
-CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$out/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
-mv "$out/kube-apiserver.tmp" "$out/kube-apiserver"
-ls -l "$out/kube-apiserver"
+for b in $missing; do
+	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$out/$b.tmp" "k8s.io/kubernetes/cmd/$b"
+	mv "$out/$b.tmp" "$out/$b"
+	ls -l "$out/$b"
+done

@@ -1,5 +1,5 @@
-# Real Kubernetes: discovery against three kube-apiservers built from the Go
-# module proxy (k8s.io/kubernetes with its staging modules replaced at the
+# Real Kubernetes: the k8s-tests/scenarios against three kube-apiservers
+# (and a kubectl as the client) built from the Go module proxy (k8s.io/kubernetes with its staging modules replaced at the
 # matching versions; no git clone, no image), with Debian's etcd, in a
 # private network namespace (k8s-tests/run.sh). The build takes ~7 minutes
 # on both cores of the 2-core machine and is cached by version in K8S_CACHE
