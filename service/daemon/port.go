@@ -245,8 +245,9 @@ func (ps *portServer) retire(b *balance.Backend, drain time.Duration) {
 	})
 }
 
-// shutDown ends a port a reload removed: no new connections, its checks
-// stop, open connections get the drain timeout, then close.
+// shutDown ends a port a reload removed: no new connections (apply has
+// already stopped accepting; a second StopAccepting returns at once), its
+// checks stop, open connections get the drain timeout, then close.
 func (ps *portServer) shutDown(drain time.Duration) {
 	ps.proxy.StopAccepting()
 	ps.stop()

@@ -103,6 +103,10 @@ func (d *Daemon) apply(next *config.Valid, probers map[string]health.Prober, add
 	d.cfg.Store(next)
 	d.addPorts(next, probers, added, maxConns)
 	for _, ps := range gone {
+		// Its listeners close before the reload is reported: a port the
+		// new config no longer serves (or serves on a new number) must
+		// refuse from then on. Only the drain runs on after.
+		ps.proxy.StopAccepting()
 		go ps.shutDown(next.Timeouts.Drain.Duration)
 	}
 	d.restartFinder(prev, next)
