@@ -9,7 +9,10 @@
 
 vip=192.0.2.10
 admin=127.0.0.1:6449
-slice_url="https://192.0.2.1:6443/apis/discovery.k8s.io/v1/namespaces/default/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dkubernetes"
+# The apiservers' own slice, by name as vipproxy asks for it (the RBAC of
+# examples/rbac-discovery.yaml allows that one slice): foreign slices with
+# the same label are not in it.
+slice_url="https://192.0.2.1:6443/apis/discovery.k8s.io/v1/namespaces/default/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dkubernetes&fieldSelector=metadata.name%3Dkubernetes"
 pids=()
 # As k3s and RKE2 start kube-apiserver: anonymous requests get 401, /readyz
 # included. A SIGTERMed apiserver keeps serving for the delay while its

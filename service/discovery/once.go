@@ -33,7 +33,7 @@ func Fix(err error) string {
 	var ae *apiError
 	switch {
 	case errors.As(err, &ae) && ae.Code == http.StatusForbidden:
-		return "grant get/list/watch on endpointslices in default: kubectl apply -f examples/rbac-discovery.yaml (and name this node's user in it)"
+		return "grant get/list/watch on the endpointslice kubernetes in default: kubectl apply -f examples/rbac-discovery.yaml (and name this node's user in it)"
 	case errors.As(err, &ae) && ae.Code == http.StatusUnauthorized:
 		return "the apiservers refuse the credentials: check discovery.cert_file/key_file or token_file (or the kubeconfig's user), and that they are not expired"
 	default:
