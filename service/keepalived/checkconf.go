@@ -212,7 +212,9 @@ func CheckTracksProbe(cfg *config.Valid, path string) error {
 		}
 	}
 	if !declared || !tracked {
-		return fmt.Errorf("%s (with its includes) has no vrrp_script %s tracked by a vrrp_instance: write it with `vipproxy keepalived --out /etc/keepalived/conf.d/vipproxy.conf` and have keepalived.conf `include /etc/keepalived/conf.d/*.conf`", path, script)
+		// The cause only: the fix depends on how vipproxy was installed
+		// (doctor words it for Debian or NixOS).
+		return fmt.Errorf("%s (with its includes) has no vrrp_script %s tracked by a vrrp_instance", path, script)
 	}
 	return nil
 }
