@@ -228,8 +228,16 @@ vipproxy_stop() {
 vstatus() { in_ns curl -sf "http://$admin/status"; }
 # backends_are "ADDR=SOURCE/STATE ...": the backends in /status, sorted.
 backends_are() { [ "$(vstatus | jq -r '[.backends[] | "\(.address)=\(.source)/\(.state)"] | sort | join(" ")')" = "$1" ]; }
-# conns BACKEND: vipproxy_connections_total for that backend label.
-conns() { in_ns curl -sf "http://$admin/metrics" | awk -v b="$1" -F'[{} ]' '$1=="vipproxy_connections_total" && $2=="backend=\""b"\"" {print $NF}'; }
+# conns BACKEND: vipproxy_connections_total for that backend label, summed
+# over its ports (each series also carries port="NAME").
+conns() {
+	in_ns curl -sf "http://$admin/metrics" | awk -v want="backend=\"$1\"" -F'[{} ]' '
+		$1 == "vipproxy_connections_total" {
+			n = split($2, labels, ",")
+			for (i = 1; i <= n; i++) if (labels[i] == want) { sum += $NF; seen = 1 }
+		}
+		END { if (seen) print sum }'
+}
 
 # loop_start: GET /version through the VIP every 0.1 s as the admin until
 # loop_stop, which sets loop_ok and loop_failed.
