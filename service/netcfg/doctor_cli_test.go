@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vipproxy/vipproxy/internal/testutil"
 )
@@ -152,6 +153,21 @@ func TestDoctorVIPAnswers(t *testing.T) {
 		if code != 1 || !strings.Contains(out, want) {
 			t.Errorf("VIP held by two peers: exit %d, want 1 and %q:\n%s", code, want, out)
 		}
+	}
+
+	// No node holds it yet, as while VRRP elects a master right after
+	// keepalived started (the quick start runs doctor then): doctor asks
+	// again for the master-down interval (4 s at advert_int 1) and passes
+	// once a node takes the VIP 2 s in (after the first ARP probe window).
+	hold(peers[0], "del")
+	hold(peers[1], "del")
+	done := make(chan struct{})
+	go func() { out, code = doctor(); close(done) }()
+	time.Sleep(2 * time.Second)
+	hold(peers[0], "add")
+	<-done
+	if code != 0 || strings.Count(out, "PASS vip-answers VIP") != 2 {
+		t.Errorf("VIP taken 2 s after doctor started: exit %d, want 0 and two PASS:\n%s", code, out)
 	}
 }
 
