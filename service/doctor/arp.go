@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -36,17 +35,9 @@ func arpProbe(ctx context.Context, iface string, ip netip.Addr, wait time.Durati
 	}
 	request := arpRequest(ifi.HardwareAddr, ip)
 	broadcast := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ARP), Ifindex: ifi.Index, Halen: 6, Addr: [8]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}
-	deadline := time.Now().Add(wait)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	var macs []string
-	for i := range 3 {
-		if err := unix.Sendto(fd, request, 0, broadcast); err != nil {
-			return nil, fmt.Errorf("send ARP on %s: %w", iface, err)
-		}
-		until := time.Now().Add(time.Until(deadline) / time.Duration(3-i))
-		macs = readReplies(fd, ip, until, macs)
+	macs, err := askThreeTimes(ctx, fd, request, broadcast, wait, arpReplySender(ip))
+	if err != nil {
+		return nil, fmt.Errorf("send ARP on %s: %w", iface, err)
 	}
 	return macs, nil
 }
@@ -65,33 +56,14 @@ func arpRequest(mac net.HardwareAddr, ip netip.Addr) []byte {
 	return b
 }
 
-// readReplies adds the sender of every ARP reply for ip read until the
-// deadline to macs.
-func readReplies(fd int, ip netip.Addr, until time.Time, macs []string) []string {
-	buf := make([]byte, 128)
+// arpReplySender answers with the sender MAC of an ARP reply for ip.
+func arpReplySender(ip netip.Addr) answerer {
 	want := ip.As4()
-	for {
-		left := time.Until(until)
-		if left <= 0 {
-			return macs
+	return func(pkt []byte, _ unix.Sockaddr) string {
+		if len(pkt) < 28 || binary.BigEndian.Uint16(pkt[6:]) != 2 || [4]byte(pkt[14:18]) != want {
+			return ""
 		}
-		tv := unix.NsecToTimeval(left.Nanoseconds())
-		if unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv) != nil {
-			return macs
-		}
-		n, _, err := unix.Recvfrom(fd, buf, 0)
-		if err != nil {
-			if err == unix.EINTR {
-				continue
-			}
-			return macs // the timeout: nothing more came
-		}
-		if n < 28 || binary.BigEndian.Uint16(buf[6:]) != 2 || [4]byte(buf[14:18]) != want {
-			continue
-		}
-		if mac := net.HardwareAddr(buf[8:14]).String(); !slices.Contains(macs, mac) {
-			macs = append(macs, mac)
-		}
+		return net.HardwareAddr(pkt[8:14]).String()
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -45,17 +44,9 @@ func ndProbe(ctx context.Context, iface string, ip netip.Addr, wait time.Duratio
 	}
 	dst := &unix.SockaddrInet6{Addr: solicitedNode(ip), ZoneId: uint32(ifi.Index)}
 	msg := ndSolicitation(ip, ifi.HardwareAddr)
-	deadline := time.Now().Add(wait)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	var macs []string
-	for i := range 3 {
-		if err := unix.Sendto(fd, msg, 0, dst); err != nil {
-			return nil, fmt.Errorf("send a neighbour solicitation on %s: %w", iface, err)
-		}
-		until := time.Now().Add(time.Until(deadline) / time.Duration(3-i))
-		macs = readAdverts(fd, ip, until, macs)
+	macs, err := askThreeTimes(ctx, fd, msg, dst, wait, ndAdvertSender(ip))
+	if err != nil {
+		return nil, fmt.Errorf("send a neighbour solicitation on %s: %w", iface, err)
 	}
 	return macs, nil
 }
@@ -80,33 +71,15 @@ func ndSolicitation(ip netip.Addr, mac net.HardwareAddr) []byte {
 	return b
 }
 
-// readAdverts adds the link-layer address of every advertisement for ip
-// read until the deadline to macs.
-func readAdverts(fd int, ip netip.Addr, until time.Time, macs []string) []string {
-	buf := make([]byte, 1500)
+// ndAdvertSender answers with the link-layer address of a neighbour
+// advertisement for ip.
+func ndAdvertSender(ip netip.Addr) answerer {
 	want := ip.As16()
-	for {
-		left := time.Until(until)
-		if left <= 0 {
-			return macs
+	return func(pkt []byte, from unix.Sockaddr) string {
+		if len(pkt) < 24 || pkt[0] != ndAdvert || [16]byte(pkt[8:24]) != want {
+			return ""
 		}
-		tv := unix.NsecToTimeval(left.Nanoseconds())
-		if unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv) != nil {
-			return macs
-		}
-		n, from, err := unix.Recvfrom(fd, buf, 0)
-		if err != nil {
-			if err == unix.EINTR {
-				continue
-			}
-			return macs
-		}
-		if n < 24 || buf[0] != ndAdvert || [16]byte(buf[8:24]) != want {
-			continue
-		}
-		if mac := advertSender(buf[24:n], from); mac != "" && !slices.Contains(macs, mac) {
-			macs = append(macs, mac)
-		}
+		return advertSender(pkt[24:], from)
 	}
 }
 
