@@ -100,10 +100,7 @@ func runDemo(ctx context.Context, opts demoOptions) (res demoResult, err error) 
 	if res.Killed, err = d.round(ctx, "cp2 killed"); err != nil {
 		return res, err
 	}
-	if err := d.waitStates(ctx, map[string]string{"cp2": "down"}); err != nil {
-		return res, err
-	}
-	if res.Down, err = d.round(ctx, "cp2 down"); err != nil {
+	if res.Down, err = d.roundOnceStates(ctx, map[string]string{"cp2": "down"}, "cp2 down"); err != nil {
 		return res, err
 	}
 
@@ -111,14 +108,21 @@ func runDemo(ctx context.Context, opts demoOptions) (res demoResult, err error) 
 	if err := d.startBackend(ctx, "cp2"); err != nil {
 		return res, err
 	}
-	if err := d.waitStates(ctx, map[string]string{"cp2": "up"}); err != nil {
-		return res, err
-	}
-	if res.Restarted, err = d.round(ctx, "cp2 back"); err != nil {
+	if res.Restarted, err = d.roundOnceStates(ctx, map[string]string{"cp2": "up"}, "cp2 back"); err != nil {
 		return res, err
 	}
 	d.say("\ndone: stopping every process")
 	return res, nil
+}
+
+// roundOnceStates waits until /status shows the backends in the states
+// wanted, then sends a round: what the proxy does once health checks have
+// seen the change.
+func (d *demo) roundOnceStates(ctx context.Context, want map[string]string, label string) (phase, error) {
+	if err := d.waitStates(ctx, want); err != nil {
+		return phase{}, err
+	}
+	return d.round(ctx, label)
 }
 
 // setup writes the PKI and the config and picks free loopback ports.
@@ -163,25 +167,21 @@ func (d *demo) startBackend(ctx context.Context, name string) error {
 		"--listen", addr, "--name", name, "--cert", d.pki.ServerCert, "--key", d.pki.ServerKey, "--client-ca", d.pki.CA); err != nil {
 		return err
 	}
-	return poll(ctx, "stand-in "+name+" ready", func() error {
-		resp, err := d.client.Get("https://" + addr + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return errors.New(resp.Status)
-		}
-		return nil
-	})
+	return d.waitOK(ctx, "stand-in "+name+" ready", "https://"+addr+"/readyz")
 }
 
 func (d *demo) startProxy(ctx context.Context) error {
 	if err := d.start("vipproxy", filepath.Join(d.opts.BinDir, "vipproxy"), "serve", "--config", d.configPath()); err != nil {
 		return err
 	}
-	return poll(ctx, "vipproxy /readyz", func() error {
-		resp, err := d.client.Get(d.adminURL("/readyz"))
+	return d.waitOK(ctx, "vipproxy /readyz", d.adminURL("/readyz"))
+}
+
+// waitOK polls url until it answers 200 OK (a process just started is
+// ready once its /readyz says so).
+func (d *demo) waitOK(ctx context.Context, what, url string) error {
+	return poll(ctx, what, func() error {
+		resp, err := d.client.Get(url)
 		if err != nil {
 			return err
 		}
