@@ -125,6 +125,20 @@ func parseFlags(env Env, fs *flag.FlagSet, args []string) (code int, ok bool) {
 	return ExitUsage, false
 }
 
+// parseFlagsAndConfig parses args as parseFlags does, then loads the
+// config file that --config names (see newFlags). ok is false when the
+// command should return code at once: as parseFlags, or 2 when the config
+// is refused.
+func parseFlagsAndConfig(env Env, fs *flag.FlagSet, args []string) (cfg *config.Valid, code int, ok bool) {
+	if code, ok := parseFlags(env, fs, args); !ok {
+		return nil, code, false
+	}
+	if cfg, ok = loadConfig(env, fs.Lookup("config").Value.String()); !ok {
+		return nil, ExitUsage, false
+	}
+	return cfg, ExitOK, true
+}
+
 func flagUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "usage: %s [flags]\nflags:\n", fs.Name())
 	prev := fs.Output()

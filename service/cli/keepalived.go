@@ -17,12 +17,9 @@ func runKeepalived(_ context.Context, env Env, args []string) int {
 	fs := newFlags(env, "keepalived", &path)
 	fs.StringVar(&out, "out", "", "write to this file (atomically) instead of stdout")
 	fs.BoolVar(&diff, "diff", false, "with --out: show what would change in the file and write nothing")
-	if code, ok := parseFlags(env, fs, args); !ok {
-		return code
-	}
-	cfg, ok := loadConfig(env, path)
+	cfg, code, ok := parseFlagsAndConfig(env, fs, args)
 	if !ok {
-		return ExitUsage
+		return code
 	}
 	if !cfg.VIP.Mode.UsesKeepalived() {
 		// Nothing written, not even an empty file: keepalived would start

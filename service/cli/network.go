@@ -54,12 +54,9 @@ func runNetwork(ctx context.Context, env Env, args []string) int {
 	if sub == "write" || sub == "apply" {
 		fs.BoolVar(&diff, "diff", false, "show what would change and change nothing")
 	}
-	if code, ok := parseFlags(env, fs, args[1:]); !ok {
-		return code
-	}
-	cfg, ok := loadConfig(env, path)
+	cfg, code, ok := parseFlagsAndConfig(env, fs, args[1:])
 	if !ok {
-		return ExitUsage
+		return code
 	}
 	if !cfg.VIP.Mode.UsesVIPLink() && sub != "remove" {
 		return networkNodeLocal(env, cfg, sub, root)
@@ -157,12 +154,7 @@ func printSysctlDiff(env Env, cfg *config.Valid) {
 
 func networkApply(ctx context.Context, env Env, host netcfg.Host, cfg *config.Valid, opts netcfg.Options) int {
 	res, err := host.Apply(ctx, cfg, opts)
-	for _, f := range res.Changed {
-		fmt.Fprintf(env.Stdout, "wrote %s\n", f)
-	}
-	if res.Reloaded {
-		fmt.Fprintln(env.Stdout, "reloaded systemd-networkd")
-	}
+	printFilesDone(env, "wrote", res.Changed, res.Reloaded)
 	if res.Restarted {
 		fmt.Fprintln(env.Stdout, "restarted systemd-networkd (it reads networkd.conf.d at start only)")
 	}
@@ -187,12 +179,7 @@ func networkApply(ctx context.Context, env Env, host netcfg.Host, cfg *config.Va
 
 func networkRemove(ctx context.Context, env Env, host netcfg.Host, cfg *config.Valid, opts netcfg.Options) int {
 	res, err := host.Remove(ctx, cfg, opts)
-	for _, f := range res.Removed {
-		fmt.Fprintf(env.Stdout, "removed %s\n", f)
-	}
-	if res.Reloaded {
-		fmt.Fprintln(env.Stdout, "reloaded systemd-networkd")
-	}
+	printFilesDone(env, "removed", res.Removed, res.Reloaded)
 	if res.LinkDeleted {
 		fmt.Fprintf(env.Stdout, "deleted link %s\n", cfg.Network.Interface)
 	}
@@ -204,6 +191,17 @@ func networkRemove(ctx context.Context, env Env, host netcfg.Host, cfg *config.V
 		return ExitFailure
 	}
 	return ExitOK
+}
+
+// printFilesDone prints each networkd file written or removed (what was
+// done to it: verb) and whether networkd was reloaded to read them.
+func printFilesDone(env Env, verb string, files []string, reloaded bool) {
+	for _, f := range files {
+		fmt.Fprintf(env.Stdout, "%s %s\n", verb, f)
+	}
+	if reloaded {
+		fmt.Fprintln(env.Stdout, "reloaded systemd-networkd")
+	}
 }
 
 // reportProblems prints one line per verification problem and maps them to

@@ -40,12 +40,9 @@ func runUnits(_ context.Context, env Env, args []string) int {
 	if sub == "write" {
 		fs.BoolVar(&diff, "diff", false, "show what would change and write nothing")
 	}
-	if code, ok := parseFlags(env, fs, args[1:]); !ok {
-		return code
-	}
-	cfg, ok := loadConfig(env, path)
+	cfg, code, ok := parseFlagsAndConfig(env, fs, args[1:])
 	if !ok {
-		return ExitUsage
+		return code
 	}
 	files := units.Sockets(cfg, root)
 	stale := units.Stale(cfg, root)
