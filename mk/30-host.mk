@@ -3,7 +3,7 @@
 # The Go tests themselves run in test-go (go test ./...); the netns ones
 # skip cleanly without root or `ip netns`.
 TEST_TARGETS += test-host-units
-APT_PACKAGES += iproute2 arping keepalived systemd
+APT_PACKAGES += iproute2 arping keepalived systemd bird2
 
 # Highest systemd-analyze security exposure accepted for vipproxy.service.
 HOST_MAX_EXPOSURE ?= 1.5

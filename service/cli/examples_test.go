@@ -22,7 +22,7 @@ func TestEveryExampleChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"k0s", "k3s", "kubeadm", "node-local", "rke2", "vipproxy"}
+	want := []string{"bgp", "k0s", "k3s", "kubeadm", "node-local", "rke2", "vipproxy"}
 	var got []string
 	for _, e := range examples {
 		got = append(got, strings.TrimSuffix(filepath.Base(e), ".toml"))

@@ -24,12 +24,30 @@ func runKeepalived(_ context.Context, env Env, args []string) int {
 	if !cfg.VIP.Mode.UsesKeepalived() {
 		// Nothing written, not even an empty file: keepalived would start
 		// with no instance and an operator would think the VIP is managed.
-		fmt.Fprintf(env.Stderr, "vipproxy keepalived: vip.mode = %q runs no keepalived: there is no VRRP instance to render "+
-			"(the VIP is a loopback address of this node only)\n  fix: on this node, systemctl disable --now keepalived.service; "+
-			"use vip.mode = %q on the controller nodes that share a VIP\n", cfg.VIP.Mode, config.ModeVRRP)
+		fmt.Fprintf(env.Stderr, "vipproxy keepalived: vip.mode = %q runs no keepalived: there is no VRRP instance to render (%s)\n"+
+			"  fix: on this node, systemctl disable --now keepalived.service%s\n", cfg.VIP.Mode, noKeepalivedWhy(cfg.VIP.Mode), noKeepalivedFix(cfg.VIP.Mode))
 		return ExitFailure
 	}
-	data := keepalived.Render(cfg)
+	return writeRendered(env, "keepalived", out, diff, keepalived.Render(cfg))
+}
+
+func noKeepalivedWhy(m config.VIPMode) string {
+	if m.UsesBGP() {
+		return "BIRD announces the VIP by BGP: vipproxy bird renders its file"
+	}
+	return "the VIP is a loopback address of this node only"
+}
+
+func noKeepalivedFix(m config.VIPMode) string {
+	if m.UsesBGP() {
+		return ""
+	}
+	return fmt.Sprintf("; use vip.mode = %q on the controller nodes that share a VIP", config.ModeVRRP)
+}
+
+// writeRendered prints data, or writes it to out atomically, or with diff
+// shows what writing it would change; cmd names the command in errors.
+func writeRendered(env Env, cmd, out string, diff bool, data []byte) int {
 	if out == "" {
 		env.Stdout.Write(data)
 		return ExitOK
@@ -40,7 +58,7 @@ func runKeepalived(_ context.Context, env Env, args []string) int {
 		return ExitOK
 	}
 	if _, err := atomicfile.WriteSet([]atomicfile.File{f}, nil); err != nil {
-		fmt.Fprintf(env.Stderr, "vipproxy keepalived: %v\n", err)
+		fmt.Fprintf(env.Stderr, "vipproxy %s: %v\n", cmd, err)
 		return ExitFailure
 	}
 	fmt.Fprintf(env.Stdout, "wrote %s\n", out)

@@ -28,6 +28,7 @@ type Config struct {
 	Admin      Admin      `toml:"admin"`
 	Network    Network    `toml:"network"`
 	Keepalived Keepalived `toml:"keepalived"`
+	BGP        BGP        `toml:"bgp"`
 	Log        Log        `toml:"log"`
 	Discovery  Discovery  `toml:"discovery"`
 }
@@ -258,6 +259,7 @@ func Default() Config {
 			Instance: "vipproxy", RouterID: 51, Priority: 100, State: VRRPBackup, AdvertInt: 1,
 			ProbeCommand: selfProbe(),
 		},
+		BGP: BGP{Interface: DefaultBGPInterface, HoldTime: defaultHoldTime},
 		Log: Log{Level: LogInfo},
 		Discovery: Discovery{
 			Resync: Duration{5 * time.Minute}, Grace: Duration{30 * time.Second},

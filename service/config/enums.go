@@ -39,7 +39,7 @@ var CheckKinds = []CheckKind{CheckTCP, CheckTLS, CheckHTTPS}
 
 // VIPMode is vip.mode: how this node holds the VIP, and so which host
 // setup it needs. What each mode needs is answered here (UsesKeepalived,
-// UsesVIPLink); the renderers and commands ask, never compare names.
+// UsesVIPLink, UsesBGP); the renderers and commands ask, never compare names.
 type VIPMode string
 
 // VIP modes.
@@ -52,10 +52,15 @@ const (
 	// address that only this node's kubelet and pods on the host network
 	// use; no keepalived, no dummy link, no ARP sysctls.
 	ModeNodeLocal VIPMode = "node-local"
+	// ModeBGP: controller nodes in different racks or subnets: every ready
+	// node holds the VIP on the dummy link and announces it by BGP (BIRD),
+	// the routers spread clients over them (ECMP); no keepalived, no ARP
+	// for the VIP on the uplinks.
+	ModeBGP VIPMode = "bgp"
 )
 
 // VIPModes lists every mode, the default first.
-var VIPModes = []VIPMode{ModeVRRP, ModeNodeLocal}
+var VIPModes = []VIPMode{ModeVRRP, ModeNodeLocal, ModeBGP}
 
 // UsesKeepalived: the mode needs keepalived's VRRP instance and track script.
 func (m VIPMode) UsesKeepalived() bool { return m == ModeVRRP }
@@ -63,6 +68,10 @@ func (m VIPMode) UsesKeepalived() bool { return m == ModeVRRP }
 // UsesVIPLink: the mode needs the dummy link holding the VIP and the
 // uplink ARP sysctls (vipproxy network).
 func (m VIPMode) UsesVIPLink() bool { return m != ModeNodeLocal }
+
+// UsesBGP: the mode announces the VIP by BGP ([bgp], vipproxy bird and
+// vipproxy announce).
+func (m VIPMode) UsesBGP() bool { return m == ModeBGP }
 
 func (m VIPMode) String() string { return string(m) }
 

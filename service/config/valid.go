@@ -65,6 +65,7 @@ func Validate(c Config) (*Valid, error) {
 // Config is left alone.
 func (c *Config) deriveDefaults() {
 	c.derivePortDefaults()
+	c.deriveBGPDefaults()
 	c.Backends = slices.Clone(c.Backends)
 	for i := range c.Backends {
 		if c.Backends[i].Name == "" {
@@ -72,7 +73,8 @@ func (c *Config) deriveDefaults() {
 		}
 	}
 	switch {
-	case c.Keepalived.Interface != "":
+	case c.Keepalived.Interface != "" || c.VIP.Mode.UsesBGP():
+		// set, or not read (and a derived value would read as written)
 	case len(c.Network.Uplinks) > 0:
 		c.Keepalived.Interface = c.Network.Uplinks[0]
 	case len(c.VIP.Addresses) > 0 && !slices.ContainsFunc(c.VIP.Addresses, func(a netip.Addr) bool { return !a.IsLoopback() }):

@@ -1,0 +1,66 @@
+package config
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestBGPKeysDocumented: every [bgp] key is set in examples/bgp.toml (the
+// reference example is a VRRP node, where [bgp] is refused).
+func TestBGPKeysDocumented(t *testing.T) {
+	const path = "../../examples/bgp.toml"
+	src := loadAndRead(t, path)
+	for _, key := range allKeys(reflect.TypeFor[Config](), "") {
+		if !strings.HasPrefix(key, "bgp.") {
+			continue
+		}
+		if keyLine(string(src), key) == 0 || !strings.Contains(string(src), lastPart(key)+" =") {
+			t.Errorf("%s does not set %s", path, key)
+		}
+	}
+}
+
+const bgpBase = `[vip]
+mode = "bgp"
+addresses = ["192.0.2.10", "2001:db8::10"]
+port = 6443
+[[backend]]
+address = "192.0.2.11:6443"
+[network]
+uplinks = ["eth0"]
+[bgp]
+local_as = 65001
+router_id = "192.0.2.11"
+peers = [{address = "192.0.2.1", as = 65000}, {name = "tor_v6", address = "2001:db8::1", as = 65000, bfd = true}]
+`
+
+func TestBGPDefaults(t *testing.T) {
+	cfg, err := Parse("bgp.toml", []byte(bgpBase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := cfg.BGP
+	if b.Interface != "vipbgp0" || b.HoldTime != 9 || b.Peers[0].Name != "peer1" || b.Peers[1].Name != "tor_v6" {
+		t.Errorf("defaults not applied: %+v", b)
+	}
+	if got := b.PeerProtocol(1); got != "vipproxy_tor_v6" {
+		t.Errorf("PeerProtocol(1) = %q", got)
+	}
+	if cfg.Keepalived.Interface != "" {
+		t.Errorf("keepalived.interface derived as %q in bgp mode (it is not read)", cfg.Keepalived.Interface)
+	}
+	// The effective config (vipproxy check) reads back to the same.
+	var sb strings.Builder
+	c := cfg.Config()
+	if err := c.Encode(&sb); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse("bgp.toml", []byte(sb.String()))
+	if err != nil {
+		t.Fatalf("effective config does not parse: %v\n%s", err, sb.String())
+	}
+	if !reflect.DeepEqual(again.BGP, cfg.BGP) {
+		t.Errorf("round trip: %+v; want %+v", again.BGP, cfg.BGP)
+	}
+}
