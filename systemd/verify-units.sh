@@ -34,7 +34,7 @@ fi
 echo "systemd-analyze verify: ok ($(cd "$tmp" && ls ./*.socket ./*.service | xargs -n1 basename | tr '\n' ' '))"
 
 fail=0
-for unit in vipproxy.service vipproxy-network.service; do
+for unit in vipproxy.service vipproxy-network.service vipproxy-announce.service; do
 	level=$(systemd-analyze security --offline=true "$tmp/$unit" 2>&1 |
 		sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
 	[ -n "$level" ] || { echo "no exposure level for $unit" >&2; exit 1; }

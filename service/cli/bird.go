@@ -16,12 +16,9 @@ func runBird(_ context.Context, env Env, args []string) int {
 	fs := newFlags(env, "bird", &path)
 	fs.StringVar(&out, "out", "", "write to this file (atomically) instead of stdout, e.g. /etc/bird/vipproxy.conf")
 	fs.BoolVar(&diff, "diff", false, "with --out: show what would change in the file and write nothing")
-	if code, ok := parseFlags(env, fs, args); !ok {
-		return code
-	}
-	cfg, ok := loadConfig(env, path)
+	cfg, code, ok := parseFlagsAndConfig(env, fs, args)
 	if !ok {
-		return ExitUsage
+		return code
 	}
 	if !cfg.VIP.Mode.UsesBGP() {
 		// Nothing written: BIRD would announce nothing and an operator would

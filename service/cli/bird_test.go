@@ -31,7 +31,8 @@ uplinks = ["eth0"]
 `
 
 // TestBirdAndKeepalivedByMode: in bgp mode `bird` renders and writes the
-// BIRD file and `keepalived` refuses; in vrrp mode the reverse. A refusal
+// BIRD file and `keepalived` refuses; in vrrp mode the reverse, and
+// `announce` refuses too. A refusal
 // writes nothing, not even an empty file, and says why.
 func TestBirdAndKeepalivedByMode(t *testing.T) {
 	dir := t.TempDir()
@@ -64,5 +65,11 @@ func TestBirdAndKeepalivedByMode(t *testing.T) {
 		if _, err := os.Stat(target); !os.IsNotExist(err) {
 			t.Errorf("%s wrote %s (%v)", r.cmd, target, err)
 		}
+	}
+	// announce would hold a link that no BIRD exports, and that says the
+	// node announces: it refuses at once.
+	_, errOut, code = runBin(t, "announce", "--config", vrrp)
+	if code != 1 || !strings.Contains(errOut, "announces no VIP by BGP") || !strings.Contains(errOut, "systemctl disable --now vipproxy-announce.service") {
+		t.Errorf("announce in vrrp mode: exit %d\n%s\nwant 1 and the fix", code, errOut)
 	}
 }

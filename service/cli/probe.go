@@ -42,24 +42,33 @@ func runProbe(ctx context.Context, env Env, args []string) int {
 	if control == admin.DefaultProbePath() {
 		sockets = probeSockets(os.Getenv)
 	}
-	body, code, err := askDaemon(ctx, path, addr, sockets, "/readyz", *timeout)
+	body, err := askReady(ctx, path, addr, sockets, *timeout)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "vipproxy probe: not ready: %v\n", err)
 		return ExitFailure
 	}
-	if code != http.StatusOK {
-		fmt.Fprintf(env.Stderr, "vipproxy probe: not ready: /readyz answered %d: %s\n", code, strings.TrimSpace(body))
-		return ExitFailure
-	}
-	if !strings.HasPrefix(body, "ready: ") {
+	// /readyz already says "ready: N/M backends healthy".
+	fmt.Fprintln(env.Stdout, body)
+	return ExitOK
+}
+
+// askReady asks the daemon's /readyz (see askDaemon) and returns its
+// answer when it says ready, else why not: the one question keepalived's
+// track script and vipproxy announce ask.
+func askReady(ctx context.Context, path, addr string, sockets []string, timeout time.Duration) (string, error) {
+	body, code, err := askDaemon(ctx, path, addr, sockets, "/readyz", timeout)
+	body = strings.TrimSpace(body)
+	switch {
+	case err != nil:
+		return "", err
+	case code != http.StatusOK:
+		return "", fmt.Errorf("/readyz answered %d: %s", code, body)
+	case !strings.HasPrefix(body, "ready: "):
 		// Another program holds the admin port and answers for a proxy
 		// that may be dead.
-		fmt.Fprintf(env.Stderr, "vipproxy probe: not ready: /readyz answered 200 but not as vipproxy does (another program on the admin port?): %q\n", strings.TrimSpace(body))
-		return ExitFailure
+		return "", fmt.Errorf("/readyz answered 200 but not as vipproxy does (another program on the admin port?): %q", body)
 	}
-	// /readyz already says "ready: N/M backends healthy".
-	fmt.Fprintln(env.Stdout, strings.TrimSpace(body))
-	return ExitOK
+	return body, nil
 }
 
 // probeSockets are the sockets the probe asks by default, in order: the

@@ -1,0 +1,248 @@
+package announce_test
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
+)
+
+// These tests run `vipproxy announce` as a process in a network namespace
+// of the host kernel, with a stand-in for the daemon's probe socket, and
+// BIRD itself where it is installed.
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testutil.RemoveBuilt()
+	os.Exit(code)
+}
+
+const vip4, vip6 = "192.0.2.10", "2001:db8::10"
+
+// nodeConfig is a bgp-mode node peering with the router at 198.51.100.1.
+const nodeConfig = `[vip]
+mode = "bgp"
+addresses = ["192.0.2.10", "2001:db8::10"]
+port = 6443
+[[backend]]
+address = "198.51.100.21:6443"
+[network]
+uplinks = ["eth0"]
+[bgp]
+local_as = 65001
+router_id = "198.51.100.2"
+hold_time = 9
+peers = [{name = "router", address = "198.51.100.1", as = 65000}, {name = "router6", address = "2001:db8:1::1", as = 65000}]
+`
+
+// readiness is a stand-in for the daemon's probe socket: /readyz answers
+// as the daemon does, ready or not as the test says.
+type readiness struct {
+	sock  string
+	ready atomic.Bool
+}
+
+func serveReadiness(t *testing.T) *readiness {
+	t.Helper()
+	r := &readiness{sock: filepath.Join(t.TempDir(), "probe.sock")}
+	ln, err := net.Listen("unix", r.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if r.ready.Load() {
+			fmt.Fprintln(w, "ready: 1/1 backends healthy")
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "not ready: 0/1 backends healthy")
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return r
+}
+
+// node is a namespace with the VIP on its stand-in dummy link (a veth end:
+// this kernel has no dummy) and an uplink eth0.
+func newNode(t *testing.T) *testutil.NetNS {
+	t.Helper()
+	ns := testutil.NewNetNS(t, "vpa")
+	ns.Veth(t, "dummyvip0", "dummyvip0-p")
+	ns.IP(t, "addr", "add", vip4+"/32", "dev", "dummyvip0")
+	ns.IP(t, "addr", "add", vip6+"/128", "dev", "dummyvip0", "nodad")
+	return ns
+}
+
+// startAnnounce runs vipproxy announce in ns until the test ends; cfg is
+// its config file.
+func startAnnounce(t *testing.T, ns *testutil.NetNS, sock string) (cmd *exec.Cmd, logs *testutil.Buffer, cfg string) {
+	t.Helper()
+	cfg = filepath.Join(t.TempDir(), "vipproxy.toml")
+	if err := os.WriteFile(cfg, []byte(nodeConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := testutil.Command(t, "vipproxy")
+	cmd = exec.Command("ip", "netns", "exec", ns.Name, bin, "announce", "--config", cfg, "--control", sock, "--admin", "unix:"+sock)
+	return cmd, testutil.Start(t, cmd), cfg
+}
+
+// linkAddrs is what `ip addr` shows on the announce link; "" when it does
+// not exist.
+func linkAddrs(ns *testutil.NetNS) string {
+	out, err := ns.Exec("ip", "-br", "addr", "show", "dev", "vipbgp0")
+	if err != nil {
+		return ""
+	}
+	return out
+}
+
+func announced(ns *testutil.NetNS) bool {
+	a := linkAddrs(ns)
+	return strings.Contains(a, vip4+"/32") && strings.Contains(a, vip6+"/128")
+}
+
+// TestAnnounceFollowsReadinessAndDiesWithTheProcess: the announce link
+// carries both VIPs exactly while the probe socket says ready, and is gone
+// the moment the process is SIGKILLed, while the VIP stays local on the
+// dummy link (the node still serves it to its own pods).
+func TestAnnounceFollowsReadinessAndDiesWithTheProcess(t *testing.T) {
+	ns := newNode(t)
+	r := serveReadiness(t)
+	cmd, logs, _ := startAnnounce(t, ns, r.sock)
+
+	time.Sleep(3 * time.Second) // six checks, every one "not ready"
+	if a := linkAddrs(ns); a != "" {
+		t.Fatalf("announce link exists while the proxy is not ready: %s", a)
+	}
+	r.ready.Store(true)
+	testutil.WaitFor(t, "the announce link with both VIPs", func() bool { return announced(ns) })
+	r.ready.Store(false)
+	testutil.WaitFor(t, "the announce link gone after readiness is lost", func() bool { return linkAddrs(ns) == "" })
+	r.ready.Store(true)
+	testutil.WaitFor(t, "the announce link back", func() bool { return announced(ns) })
+
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the announce link gone after SIGKILL", func() bool { return linkAddrs(ns) == "" })
+	for _, vip := range []string{vip4, vip6} {
+		if out, err := ns.Exec("ip", "route", "get", vip); err != nil || !strings.HasPrefix(out, "local ") {
+			t.Errorf("%s is no longer local after the announce link went: %v %s", vip, err, out)
+		}
+	}
+	for _, want := range []string{"announcing the VIP", "VIP withdrawn"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs)
+		}
+	}
+}
+
+// routerConf is a router's BIRD: the node's sessions, routes into the
+// kernel with ECMP (merge paths), as a top-of-rack switch does.
+const routerConf = `log stderr all;
+router id 198.51.100.1;
+protocol device {
+}
+protocol kernel {
+	ipv4 { export all; };
+	merge paths yes;
+}
+protocol kernel {
+	ipv6 { export all; };
+	merge paths yes;
+}
+protocol bgp node {
+	local as 65000;
+	neighbor 198.51.100.2 as 65001;
+	connect delay time 1;
+	connect retry time 1;
+	ipv4 { import all; export none; };
+}
+protocol bgp node6 {
+	local as 65000;
+	neighbor 2001:db8:1::2 as 65001;
+	connect delay time 1;
+	connect retry time 1;
+	ipv6 { import all; export none; };
+}
+`
+
+// nodeMain is Debian bird2's bird.conf as it matters here, including the
+// file vipproxy bird writes.
+const nodeMain = `log stderr all;
+protocol device {
+}
+protocol kernel {
+	ipv4 { export all; };
+}
+include "%s";
+`
+
+// startBIRD runs bird in ns with conf until the test ends.
+func startBIRD(t *testing.T, ns *testutil.NetNS, conf string) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bird.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Start(t, exec.Command("ip", "netns", "exec", ns.Name, "bird", "-f", "-c", path, "-s", filepath.Join(dir, "ctl"), "-P", filepath.Join(dir, "pid")))
+}
+
+// routerRoutes is what the router's kernel has for the VIPs from BIRD.
+func routerRoutes(router *testutil.NetNS) string {
+	v4, _ := router.Exec("ip", "route", "show", vip4+"/32", "proto", "bird")
+	v6, _ := router.Exec("ip", "-6", "route", "show", vip6+"/128", "proto", "bird")
+	return v4 + v6
+}
+
+// TestBIRDWithdrawsWhenAnnounceIsKilled: BIRD with the rendered file
+// announces both VIPs to a router only while the proxy is ready, and the
+// router's kernel loses the routes when vipproxy announce is SIGKILLed
+// (how long that took is logged: the figure in docs/bgp.md).
+func TestBIRDWithdrawsWhenAnnounceIsKilled(t *testing.T) {
+	if _, err := exec.LookPath("bird"); err != nil {
+		t.Skip("no bird binary (apt-get install bird2; make deps installs it)")
+	}
+	node, router := newNode(t), testutil.NewNetNS(t, "vpr")
+	node.IP(t, "link", "add", "eth0", "type", "veth", "peer", "name", "r0", "netns", router.Name)
+	node.IP(t, "addr", "add", "198.51.100.2/24", "dev", "eth0")
+	node.IP(t, "addr", "add", "2001:db8:1::2/64", "dev", "eth0", "nodad")
+	node.IP(t, "link", "set", "eth0", "up")
+	router.IP(t, "addr", "add", "198.51.100.1/24", "dev", "r0")
+	router.IP(t, "addr", "add", "2001:db8:1::1/64", "dev", "r0", "nodad")
+	router.IP(t, "link", "set", "r0", "up")
+
+	r := serveReadiness(t)
+	cmd, _, cfg := startAnnounce(t, node, r.sock)
+	snippet := filepath.Join(t.TempDir(), "vipproxy.conf")
+	if out, err := exec.Command(testutil.Command(t, "vipproxy"), "bird", "--config", cfg, "--out", snippet).CombinedOutput(); err != nil {
+		t.Fatalf("vipproxy bird: %v\n%s", err, out)
+	}
+	startBIRD(t, router, routerConf)
+	startBIRD(t, node, fmt.Sprintf(nodeMain, snippet))
+
+	time.Sleep(5 * time.Second) // sessions up, the proxy not ready
+	if routes := routerRoutes(router); routes != "" {
+		t.Fatalf("the router has a VIP route while the proxy is not ready:\n%s", routes)
+	}
+	r.ready.Store(true)
+	testutil.WaitFor(t, "both VIP routes on the router", func() bool {
+		routes := routerRoutes(router)
+		return strings.Contains(routes, "via 198.51.100.2") && strings.Contains(routes, "via 2001:db8:1::2")
+	})
+	killed := time.Now()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the VIP routes gone from the router", func() bool { return routerRoutes(router) == "" })
+	t.Logf("SIGKILL of vipproxy announce to both VIP routes gone from the router's kernel: %v", time.Since(killed).Round(time.Millisecond))
+}

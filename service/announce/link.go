@@ -1,0 +1,105 @@
+// Package announce holds the VIPs on the announce link while the local
+// proxy is ready, for BIRD to export by BGP (vip.mode = "bgp").
+//
+// The link is a TUN device without the persist flag: the kernel removes it,
+// with its addresses, when the last descriptor of it closes, so when the
+// process that holds it ends in any way, SIGKILL and OOM kill included.
+// BIRD's direct protocol hears the link go by netlink and BGP withdraws
+// the VIP at once; no stale announcement can outlive the holder. A route
+// in a kernel table or a birdc command would stay behind a killed process
+// until something else noticed.
+package announce
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Link is the announce link, present while it is open.
+type Link struct {
+	name string
+	file *os.File
+}
+
+// Open creates the TUN device name (or attaches to a leftover of that
+// name, then makes it non-persistent), sets it up and adds each VIP as a
+// host prefix. On any error nothing is left behind.
+func Open(name string, vips []netip.Addr) (*Link, error) {
+	f, err := createTUN(name)
+	if err != nil {
+		return nil, err
+	}
+	l := &Link{name: name, file: f}
+	if err := l.configure(vips); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// createTUN opens /dev/net/tun as the IP-only device name. TUNSETPERSIST 0:
+// a persistent device of that name (someone's `ip tuntap add`) would
+// otherwise outlive us.
+func createTUN(name string) (*os.File, error) {
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("announce link %s: open /dev/net/tun: %w", name, err)
+	}
+	f := os.NewFile(uintptr(fd), "/dev/net/tun")
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("announce link %s: %w", name, err)
+	}
+	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EBUSY) {
+			err = fmt.Errorf("%w (another process holds it: is a second vipproxy announce running?)", err)
+		}
+		return nil, fmt.Errorf("announce link %s: create TUN device: %w", name, err)
+	}
+	if err := unix.IoctlSetInt(fd, unix.TUNSETPERSIST, 0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("announce link %s: clear persist: %w", name, err)
+	}
+	return f, nil
+}
+
+// configure adds the VIPs and sets the link up. IPv6 addresses skip
+// duplicate address detection: every node holds the VIP by design, and a
+// tentative address is not exported.
+func (l *Link) configure(vips []netip.Addr) error {
+	link, err := netlink.LinkByName(l.name)
+	if err != nil {
+		return fmt.Errorf("announce link %s: %w", l.name, err)
+	}
+	for _, vip := range vips {
+		host := &net.IPNet{IP: vip.AsSlice(), Mask: net.CIDRMask(vip.BitLen(), vip.BitLen())}
+		addr := &netlink.Addr{IPNet: host, Scope: unix.RT_SCOPE_UNIVERSE}
+		if vip.Is6() {
+			addr.Flags = unix.IFA_F_NODAD
+		}
+		if err := netlink.AddrReplace(link, addr); err != nil {
+			return fmt.Errorf("announce link %s: add %s: %w", l.name, vip, err)
+		}
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		return fmt.Errorf("announce link %s: set up: %w", l.name, err)
+	}
+	return nil
+}
+
+// Close removes the link: it was the last descriptor.
+func (l *Link) Close() error {
+	if err := l.file.Close(); err != nil {
+		return fmt.Errorf("announce link %s: close: %w", l.name, err)
+	}
+	return nil
+}
