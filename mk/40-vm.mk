@@ -27,7 +27,7 @@ VM_APT_arm64 := qemu-system-arm qemu-user-static
 VM_APT_riscv64 := qemu-system-misc opensbi qemu-user-static
 APT_PACKAGES += $(foreach a,$(VM_ARCHS),$(VM_APT_$(a))) debootstrap e2fsprogs iproute2 cpio kmod xz-utils zstd python3 ca-certificates pyflakes3 util-linux
 # The NixOS driver's globals the scripts may use (pyflakes must know them).
-VM_PYFLAKES_BUILTINS := start_all,subtest,machines,driver,client,cp1,cp2,cp3
+VM_PYFLAKES_BUILTINS := start_all,subtest,machines,driver,client,cp1,cp2,cp3,router
 
 # CI (make test): smoke and scenario on every architecture of VM_ARCHS, so a
 # green run means each was proven. The images are built in the background
@@ -82,6 +82,13 @@ vm-test-all: vm-archs-known
 .PHONY: vm-test-flood
 vm-test-flood:
 	VM_MEMORY=3072 VM_GO_TESTS=./service/daemon $(MAKE) --no-print-directory vm-test VM_SCRIPTS=vm-tests/flood.py
+
+# BGP mode (issue 23): three nodes announcing the VIP through BIRD to a
+# router with ECMP, SIGKILL and restart under a client loop. See
+# vm-tests/bgp.py and docs/bgp.md.
+.PHONY: vm-test-bgp
+vm-test-bgp:
+	$(MAKE) --no-print-directory vm-test VM_SCRIPTS=vm-tests/bgp.py
 
 vm-images: vm-archs-known
 	@set -e; for a in $(VM_ARCHS); do $(MAKE) --no-print-directory vm-image ARCH=$$a; done

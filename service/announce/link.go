@@ -103,3 +103,35 @@ func (l *Link) Close() error {
 	}
 	return nil
 }
+
+// Announced reports whether the announce link name is up and holds every
+// VIP: what BIRD exports now (vipproxy_bgp_announced, doctor). A missing
+// link is no error: it is not announcing.
+func Announced(name string, vips []netip.Addr) (bool, error) {
+	link, err := netlink.LinkByName(name)
+	if errors.As(err, new(netlink.LinkNotFoundError)) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("announce link %s: %w", name, err)
+	}
+	if link.Attrs().Flags&net.FlagUp == 0 {
+		return false, nil
+	}
+	addrs, err := netlink.AddrList(link, netlink.FAMILY_ALL)
+	if err != nil {
+		return false, fmt.Errorf("announce link %s: addresses: %w", name, err)
+	}
+	have := map[netip.Addr]bool{}
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok {
+			have[ip.Unmap()] = true
+		}
+	}
+	for _, vip := range vips {
+		if !have[vip] {
+			return false, nil
+		}
+	}
+	return true, nil
+}

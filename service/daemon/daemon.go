@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/vipproxy/vipproxy/service/admin"
+	"github.com/vipproxy/vipproxy/service/announce"
 	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/discovery"
@@ -94,6 +95,7 @@ func (d *Daemon) run(ctx context.Context) error {
 	d.metrics = metrics.New()
 	d.metrics.SetBuild(d.version)
 	d.metrics.SetVIPHeld(d.heldVIPs)
+	d.metrics.SetBGPAnnounced(d.bgpAnnounced)
 	for _, r := range listen.Reasons() {
 		d.metrics.AcceptErrors.WithLabelValues(r) // at 0 before the first error
 	}
@@ -437,9 +439,10 @@ func thresholds(h config.Health) balance.Thresholds {
 // then says so. Nothing for a node-local VIP either.
 func (d *Daemon) heldVIPs() map[string]bool {
 	cfg := d.cfg.Load()
-	if !cfg.VIP.Mode.UsesVIPLink() {
-		// A node-local VIP is on every worker's lo: held by all, moved by
-		// none. A series would set off the alert on a VIP held twice.
+	if !cfg.VIP.Mode.UsesVIPLink() || cfg.VIP.Mode.UsesBGP() {
+		// A node-local VIP is on every worker's lo, a BGP VIP on every
+		// ready node's announce link: held by all, moved by none. A series
+		// would set off the alert on a VIP held twice.
 		return nil
 	}
 	held, err := netcfg.HeldVIPsHere(cfg.Network.Interface, cfg.VIP.Addresses)
@@ -451,6 +454,18 @@ func (d *Daemon) heldVIPs() map[string]bool {
 		out[a.String()] = link != ""
 	}
 	return out
+}
+
+// bgpAnnounced says, at scrape time, whether the announce link holds the
+// VIPs (vipproxy announce's doing), in bgp mode only. Unknown (netlink
+// cannot answer) reads as not announced: the alert then asks.
+func (d *Daemon) bgpAnnounced() (on, applies bool) {
+	cfg := d.cfg.Load()
+	if !cfg.VIP.Mode.UsesBGP() {
+		return false, false
+	}
+	on, err := announce.Announced(cfg.BGP.Interface, cfg.VIP.Addresses)
+	return on && err == nil, true
 }
 
 func stateNames() []string {

@@ -52,6 +52,7 @@ type Metrics struct {
 	DialDuration           HistogramVec // vipproxy_dial_duration_seconds{backend,port}
 	CheckUnverified        GaugeVec     // vipproxy_health_check_unverified{backend,port}
 	vipHeld                *family      // vipproxy_vip_held{address}, read at scrape time
+	bgpAnnounced           *family      // vipproxy_bgp_announced, read at scrape time
 }
 
 // Label values used across the daemon.
@@ -138,6 +139,7 @@ func (m *Metrics) newSeries() {
 	m.DialDuration = m.histograms("vipproxy_dial_duration_seconds", "Time to connect to the backend, successful dials only.", dialBuckets, "backend", "port")
 	m.CheckUnverified = m.gauges("vipproxy_health_check_unverified", "1 if the backend's latest health check passed without verifying readiness: it refused a check without credentials (401/403, anonymous auth off), so the check only saw it answer HTTP over TLS; give [health] cert_file/key_file or token_file. Else 0.", "backend", "port")
 	m.vipHeld = m.add("vipproxy_vip_held", "gauge", "1 if this node holds the VIP on an interface other than the dummy link (the VRRP master), else 0.", "address")
+	m.bgpAnnounced = m.add("vipproxy_bgp_announced", "gauge", "vip.mode = bgp only: 1 if the announce link holds every VIP, so BIRD announces them (vipproxy-announce.service holds it while this proxy is ready), else 0.")
 }
 
 // SetBuild sets vipproxy_build_info from the version and the build's
@@ -166,6 +168,23 @@ func (m *Metrics) SetVIPHeld(held func() map[string]bool) {
 				v = 1
 			}
 			emit(v, addr)
+		}
+	}
+}
+
+// SetBGPAnnounced makes vipproxy_bgp_announced read announced at every
+// scrape; applies false leaves the series out (not a bgp-mode node).
+func (m *Metrics) SetBGPAnnounced(announced func() (on, applies bool)) {
+	m.bgpAnnounced.mu.Lock()
+	defer m.bgpAnnounced.mu.Unlock()
+	m.bgpAnnounced.collect = func(emit func(v float64, values ...string)) {
+		on, applies := announced()
+		switch {
+		case !applies:
+		case on:
+			emit(1)
+		default:
+			emit(0)
 		}
 	}
 }
