@@ -30,15 +30,10 @@ const bulkChunk = 256 << 10
 // so after a SIGKILL the bench knows which failed connections had already
 // reached this backend: those were open, and no proxy can save them.
 func runBackend(ctx context.Context, listen string, idLog *os.File) error {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", listen)
+	ln, err := listenUntilDone(ctx, listen)
 	if err != nil {
-		return fmt.Errorf("backend listen %s: %w", listen, err)
+		return fmt.Errorf("backend: %w", err)
 	}
-	go func() {
-		<-ctx.Done()
-		ln.Close()
-	}()
 	for ctx.Err() == nil {
 		c, err := ln.Accept()
 		if err != nil {
@@ -52,6 +47,21 @@ func runBackend(ctx context.Context, listen string, idLog *os.File) error {
 		go serveBackendConn(c, idLog)
 	}
 	return nil
+}
+
+// listenUntilDone listens on addr and closes the listener when ctx ends,
+// which ends the caller's accept loop.
+func listenUntilDone(ctx context.Context, addr string) (net.Listener, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err // net's error names the address
+	}
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	return ln, nil
 }
 
 func serveBackendConn(c net.Conn, idLog *os.File) {

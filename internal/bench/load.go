@@ -140,34 +140,42 @@ func (c *client) bulk(ctx context.Context, up bool) (loadResult, error) {
 	var total atomic.Int64
 	start := time.Now()
 	end := start.Add(c.spec.Duration)
+	eachConn(conns, func(_ int, conn net.Conn) {
+		conn.SetDeadline(end)
+		buf := make([]byte, bulkChunk)
+		for time.Now().Before(end) {
+			var n int
+			var err error
+			if up {
+				n, err = conn.Write(buf)
+			} else {
+				n, err = conn.Read(buf)
+			}
+			total.Add(int64(n))
+			if err != nil {
+				if !isTimeout(err) {
+					c.fail(err)
+				}
+				return
+			}
+		}
+	})
+	return c.result(int64(len(conns)), total.Load(), time.Since(start), nil), nil
+}
+
+// eachConn runs work on every connection at once, each in its own
+// goroutine, closes each when its work returns, and waits for them all.
+func eachConn(conns []net.Conn, work func(i int, conn net.Conn)) {
 	var wg sync.WaitGroup
-	for _, conn := range conns {
+	for i, conn := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer conn.Close()
-			conn.SetDeadline(end)
-			buf := make([]byte, bulkChunk)
-			for time.Now().Before(end) {
-				var n int
-				var err error
-				if up {
-					n, err = conn.Write(buf)
-				} else {
-					n, err = conn.Read(buf)
-				}
-				total.Add(int64(n))
-				if err != nil {
-					if !isTimeout(err) {
-						c.fail(err)
-					}
-					return
-				}
-			}
+			work(i, conn)
 		}()
 	}
 	wg.Wait()
-	return c.result(int64(len(conns)), total.Load(), time.Since(start), nil), nil
 }
 
 func modeFor(up bool) byte {
@@ -265,32 +273,25 @@ func (c *client) pingPong(ctx context.Context) (loadResult, error) {
 	start := time.Now()
 	end := start.Add(c.spec.Duration)
 	lats := make([][]float64, len(conns))
-	var wg sync.WaitGroup
-	for i, conn := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer conn.Close()
-			msg := make([]byte, c.spec.Size)
-			keep := maxSamples / len(conns)
-			for time.Now().Before(end) {
-				t := time.Now()
-				conn.SetDeadline(t.Add(ioTimeout))
-				if _, err := conn.Write(msg); err != nil {
-					c.fail(err)
-					return
-				}
-				if _, err := io.ReadFull(conn, msg); err != nil {
-					c.fail(err)
-					return
-				}
-				if len(lats[i]) < keep {
-					lats[i] = append(lats[i], float64(time.Since(t).Nanoseconds())/1e3)
-				}
+	eachConn(conns, func(i int, conn net.Conn) {
+		msg := make([]byte, c.spec.Size)
+		keep := maxSamples / len(conns)
+		for time.Now().Before(end) {
+			t := time.Now()
+			conn.SetDeadline(t.Add(ioTimeout))
+			if _, err := conn.Write(msg); err != nil {
+				c.fail(err)
+				return
 			}
-		}()
-	}
-	wg.Wait()
+			if _, err := io.ReadFull(conn, msg); err != nil {
+				c.fail(err)
+				return
+			}
+			if len(lats[i]) < keep {
+				lats[i] = append(lats[i], float64(time.Since(t).Nanoseconds())/1e3)
+			}
+		}
+	})
 	all := slices.Concat(lats...)
 	return c.result(int64(len(all)), 0, time.Since(start), all), nil
 }

@@ -70,11 +70,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "vipproxy-bench: --reps 1..20, --duration up to 1m, --idle and --failover-rate > 0, --nice -20..19")
 		return 2
 	}
-	if err := run(ctx, opt, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "vipproxy-bench: %v\n", err)
-		return 1
-	}
-	return 0
+	return exitCode(stderr, "vipproxy-bench", run(ctx, opt, stdout, stderr))
 }
 
 func backendMain(ctx context.Context, args []string, stderr io.Writer) int {
@@ -95,11 +91,7 @@ func backendMain(ctx context.Context, args []string, stderr io.Writer) int {
 		defer f.Close()
 		idLog = f
 	}
-	if err := runBackend(ctx, *listen, idLog); err != nil {
-		fmt.Fprintf(stderr, "vipproxy-bench backend: %v\n", err)
-		return 1
-	}
-	return 0
+	return exitCode(stderr, "vipproxy-bench backend", runBackend(ctx, *listen, idLog))
 }
 
 func loadMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -123,11 +115,7 @@ func loadMain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		fmt.Fprintln(stderr, "vipproxy-bench load: --duration up to 5m, --rate and --size > 0 where used, --sources up to 250")
 		return 2
 	}
-	if err := runLoad(ctx, spec, stdin, stdout); err != nil {
-		fmt.Fprintf(stderr, "vipproxy-bench load: %v\n", err)
-		return 1
-	}
-	return 0
+	return exitCode(stderr, "vipproxy-bench load", runLoad(ctx, spec, stdin, stdout))
 }
 
 // baselineMain runs one of the bench's own reference proxies.
@@ -139,8 +127,14 @@ func baselineMain(ctx context.Context, name string, run func(ctx context.Context
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := run(ctx, *listen, splitList(*backends)); err != nil {
-		fmt.Fprintf(stderr, "vipproxy-bench %s: %v\n", name, err)
+	return exitCode(stderr, "vipproxy-bench "+name, run(ctx, *listen, splitList(*backends)))
+}
+
+// exitCode is a subcommand's exit status after err: 0 when nil, else 1
+// with "cmd: err" on stderr.
+func exitCode(stderr io.Writer, cmd string, err error) int {
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return 1
 	}
 	return 0

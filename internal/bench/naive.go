@@ -18,15 +18,10 @@ func runNaive(ctx context.Context, listen string, backends []string) error {
 	if len(backends) == 0 {
 		return fmt.Errorf("naive proxy: no backends")
 	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", listen)
+	ln, err := listenUntilDone(ctx, listen)
 	if err != nil {
-		return fmt.Errorf("naive proxy listen %s: %w", listen, err)
+		return fmt.Errorf("naive proxy: %w", err)
 	}
-	go func() {
-		<-ctx.Done()
-		ln.Close()
-	}()
 	var next atomic.Uint64
 	for ctx.Err() == nil {
 		c, err := ln.Accept()
