@@ -144,11 +144,7 @@ func writePEM(path, typ string, der []byte, mode os.FileMode) error {
 // ServerTLS is a server config presenting the server certificate and
 // requiring a client certificate signed by the CA (mTLS).
 func (f *Files) ServerTLS() (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(f.ServerCert, f.ServerKey)
-	if err != nil {
-		return nil, fmt.Errorf("load server certificate: %w", err)
-	}
-	pool, err := loadPool(f.CA)
+	cert, pool, err := f.load("server", f.ServerCert, f.ServerKey)
 	if err != nil {
 		return nil, err
 	}
@@ -163,15 +159,22 @@ func (f *Files) ServerTLS() (*tls.Config, error) {
 // ClientTLS is a client config presenting the client certificate and
 // verifying the server against the CA.
 func (f *Files) ClientTLS() (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(f.ClientCert, f.ClientKey)
-	if err != nil {
-		return nil, fmt.Errorf("load client certificate: %w", err)
-	}
-	pool, err := loadPool(f.CA)
+	cert, pool, err := f.load("client", f.ClientCert, f.ClientKey)
 	if err != nil {
 		return nil, err
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// load reads one side's certificate and key (who: "server" or "client")
+// and the CA that verifies the other side.
+func (f *Files) load(who, certFile, keyFile string) (tls.Certificate, *x509.CertPool, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("load %s certificate: %w", who, err)
+	}
+	pool, err := loadPool(f.CA)
+	return cert, pool, err
 }
 
 // loadPool reads a PEM CA bundle.
