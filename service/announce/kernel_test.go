@@ -186,15 +186,18 @@ protocol kernel {
 include "%s";
 `
 
-// startBIRD runs bird in ns with conf until the test ends.
-func startBIRD(t *testing.T, ns *testutil.NetNS, conf string) {
+// startBIRD runs bird in ns with conf until the test ends; it returns the
+// process and its control socket.
+func startBIRD(t *testing.T, ns *testutil.NetNS, conf string) (*exec.Cmd, string) {
 	t.Helper()
 	dir := t.TempDir()
-	path := filepath.Join(dir, "bird.conf")
+	path, ctl := filepath.Join(dir, "bird.conf"), filepath.Join(dir, "ctl")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Start(t, exec.Command("ip", "netns", "exec", ns.Name, "bird", "-f", "-c", path, "-s", filepath.Join(dir, "ctl"), "-P", filepath.Join(dir, "pid")))
+	cmd := exec.Command("ip", "netns", "exec", ns.Name, "bird", "-f", "-c", path, "-s", ctl, "-P", filepath.Join(dir, "pid"))
+	testutil.Start(t, cmd)
+	return cmd, ctl
 }
 
 // routerRoutes is what the router's kernel has for the VIPs from BIRD.
@@ -204,45 +207,95 @@ func routerRoutes(router *testutil.NetNS) string {
 	return v4 + v6
 }
 
+// bgpPair is a node (vipproxy announce, BIRD with the rendered file) and a
+// router (BIRD) on one veth link, both families.
+type bgpPair struct {
+	node, router *testutil.NetNS
+	ready        *readiness
+	announce     *exec.Cmd
+	routerBIRD   *exec.Cmd
+	cfg, nodeCtl string
+}
+
+func newBGPPair(t *testing.T) *bgpPair {
+	t.Helper()
+	if _, err := exec.LookPath("bird"); err != nil {
+		t.Skip("no bird binary (apt-get install bird2; make deps installs it)")
+	}
+	p := &bgpPair{node: newNode(t), router: testutil.NewNetNS(t, "vpr"), ready: serveReadiness(t)}
+	p.node.IP(t, "link", "add", "eth0", "type", "veth", "peer", "name", "r0", "netns", p.router.Name)
+	p.node.IP(t, "addr", "add", "198.51.100.2/24", "dev", "eth0")
+	p.node.IP(t, "addr", "add", "2001:db8:1::2/64", "dev", "eth0", "nodad")
+	p.node.IP(t, "link", "set", "eth0", "up")
+	p.router.IP(t, "addr", "add", "198.51.100.1/24", "dev", "r0")
+	p.router.IP(t, "addr", "add", "2001:db8:1::1/64", "dev", "r0", "nodad")
+	p.router.IP(t, "link", "set", "r0", "up")
+	p.announce, _, p.cfg = startAnnounce(t, p.node, p.ready.sock)
+	snippet := filepath.Join(t.TempDir(), "vipproxy.conf")
+	if out, err := exec.Command(testutil.Command(t, "vipproxy"), "bird", "--config", p.cfg, "--out", snippet).CombinedOutput(); err != nil {
+		t.Fatalf("vipproxy bird: %v\n%s", err, out)
+	}
+	p.routerBIRD, _ = startBIRD(t, p.router, routerConf)
+	_, p.nodeCtl = startBIRD(t, p.node, fmt.Sprintf(nodeMain, snippet))
+	return p
+}
+
 // TestBIRDWithdrawsWhenAnnounceIsKilled: BIRD with the rendered file
 // announces both VIPs to a router only while the proxy is ready, and the
 // router's kernel loses the routes when vipproxy announce is SIGKILLed
 // (how long that took is logged: the figure in docs/bgp.md).
 func TestBIRDWithdrawsWhenAnnounceIsKilled(t *testing.T) {
-	if _, err := exec.LookPath("bird"); err != nil {
-		t.Skip("no bird binary (apt-get install bird2; make deps installs it)")
-	}
-	node, router := newNode(t), testutil.NewNetNS(t, "vpr")
-	node.IP(t, "link", "add", "eth0", "type", "veth", "peer", "name", "r0", "netns", router.Name)
-	node.IP(t, "addr", "add", "198.51.100.2/24", "dev", "eth0")
-	node.IP(t, "addr", "add", "2001:db8:1::2/64", "dev", "eth0", "nodad")
-	node.IP(t, "link", "set", "eth0", "up")
-	router.IP(t, "addr", "add", "198.51.100.1/24", "dev", "r0")
-	router.IP(t, "addr", "add", "2001:db8:1::1/64", "dev", "r0", "nodad")
-	router.IP(t, "link", "set", "r0", "up")
-
-	r := serveReadiness(t)
-	cmd, _, cfg := startAnnounce(t, node, r.sock)
-	snippet := filepath.Join(t.TempDir(), "vipproxy.conf")
-	if out, err := exec.Command(testutil.Command(t, "vipproxy"), "bird", "--config", cfg, "--out", snippet).CombinedOutput(); err != nil {
-		t.Fatalf("vipproxy bird: %v\n%s", err, out)
-	}
-	startBIRD(t, router, routerConf)
-	startBIRD(t, node, fmt.Sprintf(nodeMain, snippet))
-
+	p := newBGPPair(t)
 	time.Sleep(5 * time.Second) // sessions up, the proxy not ready
-	if routes := routerRoutes(router); routes != "" {
+	if routes := routerRoutes(p.router); routes != "" {
 		t.Fatalf("the router has a VIP route while the proxy is not ready:\n%s", routes)
 	}
-	r.ready.Store(true)
+	p.ready.ready.Store(true)
 	testutil.WaitFor(t, "both VIP routes on the router", func() bool {
-		routes := routerRoutes(router)
+		routes := routerRoutes(p.router)
 		return strings.Contains(routes, "via 198.51.100.2") && strings.Contains(routes, "via 2001:db8:1::2")
 	})
 	killed := time.Now()
-	if err := cmd.Process.Kill(); err != nil {
+	if err := p.announce.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, "the VIP routes gone from the router", func() bool { return routerRoutes(router) == "" })
+	testutil.WaitFor(t, "the VIP routes gone from the router", func() bool { return routerRoutes(p.router) == "" })
 	t.Logf("SIGKILL of vipproxy announce to both VIP routes gone from the router's kernel: %v", time.Since(killed).Round(time.Millisecond))
+}
+
+// TestDoctorBGP: doctor's bgp check against real BIRD: WARN while the
+// proxy is not ready, PASS once both VIPs are exported, FAIL naming
+// vipproxy-announce.service when the proxy is ready and nothing holds the
+// link, FAIL naming the session when the router goes.
+func TestDoctorBGP(t *testing.T) {
+	p := newBGPPair(t)
+	doctor := func() string {
+		out, _ := p.node.Exec(testutil.Command(t, "vipproxy"), "doctor", "--only", "bgp", "--config", p.cfg,
+			"--control", p.ready.sock, "--admin", "unix:"+p.ready.sock, "--bird-socket", p.nodeCtl)
+		return out
+	}
+	steps := []struct {
+		what   string
+		before func()
+		want   []string
+	}{
+		{"sessions up, proxy not ready", func() {}, []string{"WARN bgp", "not ready"}},
+		{"ready and exported", func() { p.ready.ready.Store(true) }, []string{"PASS bgp", "exported to 2 peer(s)"}},
+		{"ready, announce killed", func() { p.announce.Process.Kill() }, []string{"FAIL bgp", "does not hold the VIPs", "vipproxy-announce.service"}},
+		{"router gone", func() { p.routerBIRD.Process.Kill() }, []string{"FAIL bgp", "not established", "vipproxy_router (198.51.100.1)"}},
+	}
+	for _, s := range steps {
+		s.before()
+		var out string
+		testutil.WaitFor(t, "doctor: "+s.what, func() bool {
+			out = doctor()
+			for _, w := range s.want {
+				if !strings.Contains(out, w) {
+					return false
+				}
+			}
+			return true
+		})
+		t.Logf("%s:\n%s", s.what, out)
+	}
 }

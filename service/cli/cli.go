@@ -47,7 +47,7 @@ func commands() map[string]command {
 		"announce":   {"hold the VIP on the BGP announce link while the local daemon is ready (vip.mode = bgp)", runAnnounce},
 		"bird":       {"print (or write with --out) the BIRD 2 include file announcing the VIP by BGP (vip.mode = bgp)", runBird},
 		"units":      {"render|write the vipproxy.socket drop-in with the VIP listeners", runUnits},
-		"doctor":     {"check the host (VIP port, link, ARP, drop-ins, keepalived, backends): PASS/FAIL with the fix", runDoctor},
+		"doctor":     {"check the host (VIP port, link, ARP, drop-ins, keepalived or BGP, backends): PASS/FAIL with the fix", runDoctor},
 		"reload":     {"validate the config, SIGHUP the daemon, exit 1 if it refused the file (ExecReload=)", runReload},
 		"status":     {"the daemon's state for a person: backends, VIP, keepalived, last reload (--json)", runStatus},
 		"version":    {"print the version", runVersion},

@@ -20,7 +20,7 @@ import (
 // (with the fix) or SKIP: exit 0 when none failed, 1 otherwise, 2 on a
 // bad config.
 func runDoctor(ctx context.Context, env Env, args []string) int {
-	var path, only, addr, control string
+	var path, only, addr, control, birdSocket string
 	var asJSON bool
 	h := doctor.Host{}
 	fs := newFlags(env, "doctor", &path)
@@ -32,6 +32,7 @@ func runDoctor(ctx context.Context, env Env, args []string) int {
 	fs.BoolVar(&asJSON, "json", false, "print the results as JSON")
 	fs.StringVar(&control, "control", admin.DefaultControlPath(), "the daemon's control socket, asked first (\"\" : only the admin endpoint)")
 	fs.StringVar(&addr, "admin", "", "admin endpoint to ask when the control socket does not answer; default from the config")
+	fs.StringVar(&birdSocket, "bird-socket", "", "BIRD's control socket for birdc (default: birdc's own, /run/bird/bird.ctl)")
 	if code, ok := parseFlags(env, fs, args); !ok {
 		return code
 	}
@@ -47,6 +48,7 @@ func runDoctor(ctx context.Context, env Env, args []string) int {
 		h.Netlink = nl
 	}
 	h.Systemctl = systemctl()
+	h.Birdc = birdc(birdSocket)
 	var names []string
 	if only != "" {
 		names = strings.Split(only, ",")
@@ -77,6 +79,30 @@ func printResults(env Env, results []doctor.Result, asJSON bool) {
 	}
 }
 
+// birdc runs birdc (on socket, when given), or is nil where it is not
+// installed.
+func birdc(socket string) func(ctx context.Context, args ...string) (string, error) {
+	bin, err := exec.LookPath("birdc")
+	if err != nil {
+		return nil
+	}
+	if socket != "" {
+		return runner(bin, "-s", socket)
+	}
+	return runner(bin)
+}
+
+// runner runs bin with the leading args and then a call's, for at most
+// 10 s, and returns its combined output.
+func runner(bin string, leading ...string) func(ctx context.Context, args ...string) (string, error) {
+	return func(ctx context.Context, args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, bin, append(append([]string(nil), leading...), args...)...).CombinedOutput()
+		return string(out), err
+	}
+}
+
 // systemctl runs the host's systemctl, or is nil where systemd is not
 // running (a container, a network namespace test without it).
 func systemctl() func(ctx context.Context, args ...string) (string, error) {
@@ -87,10 +113,5 @@ func systemctl() func(ctx context.Context, args ...string) (string, error) {
 	if err != nil {
 		return nil
 	}
-	return func(ctx context.Context, args ...string) (string, error) {
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
-		return string(out), err
-	}
+	return runner(bin)
 }

@@ -56,6 +56,9 @@ type Host struct {
 	// else admin.listen) and returns the body and status; nil: the
 	// daemon check is skipped.
 	Daemon func(ctx context.Context, path string) (string, int, error)
+	// Birdc runs birdc with args and returns its output; nil where there
+	// is no birdc (the bgp check fails in bgp mode).
+	Birdc func(ctx context.Context, args ...string) (string, error)
 }
 
 // check is one named check: run gives one result, or many one per port.
@@ -81,6 +84,7 @@ func checks() []check {
 		{"arp", checkARP, nil},
 		{"drop-ins", checkDropIns, nil},
 		{"keepalived", checkKeepalived, nil},
+		{"bgp", checkBGP, nil},
 		{"daemon", checkDaemon, nil},
 		{"backends", nil, checkBackends},
 		{"vip-answers", nil, checkVIPAnswers},

@@ -12,6 +12,9 @@ type fixes struct {
 	virtualServer  string // an IPVS virtual_server on the VIP
 	keepalivedUnit string // keepalived.service not active
 	twoHolders     string // two nodes answer for the VIP: split brain or ARP flux
+	birdConf       string // BIRD runs without vipproxy's protocols
+	birdUnit       string // BIRD does not answer birdc
+	announceUnit   string // the proxy is ready but nothing holds the announce link
 }
 
 const noAllARP = "; do not set net.ipv4.conf.all.arp_ignore (the naive fix): it reaches pod veths and breaks pod -> VIP hairpin"
@@ -26,6 +29,9 @@ var debianFixes = fixes{
 	keepalivedUnit: "systemctl enable --now keepalived; journalctl -u keepalived",
 	twoHolders: "vipproxy network apply on every node (arp_ignore=1 on the uplinks: only the VRRP master may answer); " +
 		"let VRRP adverts (IP protocol 112) pass between the nodes, or the backups also become masters",
+	birdConf:     `vipproxy bird --out /etc/bird/vipproxy.conf; add include "/etc/bird/vipproxy.conf"; to /etc/bird/bird.conf; birdc configure`,
+	birdUnit:     "apt-get install bird2; systemctl enable --now bird.service; journalctl -u bird",
+	announceUnit: "systemctl enable --now vipproxy-announce.service; journalctl -u vipproxy-announce",
 }
 
 var nixosFixes = fixes{
@@ -45,6 +51,10 @@ var nixosFixes = fixes{
 	twoHolders: "services.vipproxy on every node with settings.network.uplinks set (arp_ignore=1 on the uplinks: only the " +
 		"VRRP master may answer), nixos-rebuild switch; let VRRP adverts (IP protocol 112) pass between the nodes " +
 		"(services.vipproxy.openFirewall = true), or the backups also become masters",
+	birdConf: "services.vipproxy with settings.vip.mode = \"bgp\" gives services.bird2 the file vipproxy bird renders; " +
+		"a BIRD config of your own must include it; nixos-rebuild switch",
+	birdUnit:     "services.vipproxy with settings.vip.mode = \"bgp\" enables services.bird2: nixos-rebuild switch; journalctl -u bird2",
+	announceUnit: "systemctl start vipproxy-announce (services.vipproxy enables it in bgp mode); journalctl -u vipproxy-announce",
 }
 
 func (in Install) fixes() fixes {

@@ -83,6 +83,8 @@ func vipAnswersOnce(ctx context.Context, h Host, cfg *config.Valid) (out []Resul
 func vipServesHere(ctx context.Context, h Host, cfg *config.Valid, vip netip.Addr, link string) Result {
 	where := "held by this node on " + link + " (the VRRP master)"
 	switch {
+	case cfg.VIP.Mode.UsesBGP():
+		where = "on this node's dummy link (vip.mode bgp: every ready node serves it, BGP routes clients to them)"
 	case !cfg.VIP.Mode.UsesKeepalived():
 		where = fmt.Sprintf("this node's own (vip.mode %s: no node holds it for others)", cfg.VIP.Mode)
 	case vip.IsLoopback():
