@@ -59,6 +59,10 @@ type availability struct {
 	// known says the backend has been healthy at least once since it
 	// joined the pool: only those count for panic mode.
 	known bool
+	// starting marks a backend of the set the pool was built with (the
+	// daemon's start) that has no verdict yet: Pick takes it with the Up
+	// ones (see tier.admits). A dial failure or its first check clears it.
+	starting bool
 }
 
 func (a availability) pack() uint32 {
@@ -69,11 +73,15 @@ func (a availability) pack() uint32 {
 	if a.known {
 		w |= 1 << 17
 	}
+	if a.starting {
+		w |= 1 << 18
+	}
 	return w
 }
 
 func unpack(w uint32) availability {
-	return availability{state: State(w & 0xff), rotation: Rotation(w >> 8 & 0xff), good: w&(1<<16) != 0, known: w&(1<<17) != 0}
+	return availability{state: State(w & 0xff), rotation: Rotation(w >> 8 & 0xff), good: w&(1<<16) != 0, known: w&(1<<17) != 0,
+		starting: w&(1<<18) != 0}
 }
 
 func (b *Backend) load() availability { return unpack(b.avail.Load()) }
@@ -82,6 +90,7 @@ func (b *Backend) load() availability { return unpack(b.avail.Load()) }
 // pool calls it, under Pool.mu.
 func (b *Backend) store(a availability, at time.Time) {
 	a.known = a.known || a.state.Healthy()
+	a.starting = a.starting && a.state == Unknown
 	if b.load().state != a.state {
 		b.transitions.Add(1)
 		b.lastChange.Store(at.UnixNano())

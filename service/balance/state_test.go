@@ -141,7 +141,10 @@ func TestDrainingKeepsState(t *testing.T) {
 // A reload to many new backends must not send clients to ones never
 // checked while a known good one exists.
 func TestUnknownNotPickedWhileKnownGood(t *testing.T) {
-	p := newPool(t, config.RoundRobin)
+	p, err := NewPool(config.RoundRobin, threeBackends()[:1], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	apply(p, "a", CheckPassed)
 	p.Update(append(threeBackends(), config.Backend{Name: "d", Address: "127.0.0.1:4"}))
 	if got := countPicks(p, 40); got["a"] != 40 {

@@ -46,6 +46,9 @@ func (p *Pool) Observe(b *Backend, e Event) Transition {
 		tr.Streak = b.checks.n
 	}
 	a.state = tr.To
+	if e == DialFailed {
+		a.starting = false // it waits for its check now, as added ones do
+	}
 	b.store(a, now)
 	tr.PanicChanged = p.reassessLocked(b, tr.From, now)
 	tr.Panic = p.panicking.Load()
