@@ -6,10 +6,18 @@ BENCH_SIZE_DIR := $(BIN)/bench-size
 # e.g. make bench BENCH_FLAGS='--reps 5 --pin split'
 BENCH_FLAGS ?=
 
-.PHONY: bench bench-deps bench-size bench-go
+.PHONY: bench bench-deps bench-size bench-go bench-storm
 bench: bench-deps build bench-size bench-go
 	$(BIN)/vipproxy-bench --vipproxy $(BIN)/vipproxy --size-dir $(BENCH_SIZE_DIR) \
 		--out $(BIN)/bench-results.md $(BENCH_FLAGS)
+
+# The reconnect storms alone (issue 22): 5,000 TLS watches through each
+# proxy, one backend SIGKILLed, the proxy restarted (also socket-activated),
+# all connecting at once. The proxy on cpu 1, clients and backends on cpu 0.
+STORM_FLAGS ?=
+bench-storm: bench-deps build
+	$(BIN)/vipproxy-bench --vipproxy $(BIN)/vipproxy --figures storm --contenders vipproxy,haproxy,nginx \
+		--pin split --out $(BIN)/bench-storm.md $(STORM_FLAGS)
 
 bench-deps:
 	@missing=$$(for p in $(BENCH_APT); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \

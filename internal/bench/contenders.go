@@ -201,6 +201,7 @@ func (r *runner) startVipproxy(ctx context.Context, c *contender, port int, bin 
 		return 0, err
 	}
 	sockPath := filepath.Join(r.dir, fmt.Sprintf("notify-%d.sock", port))
+	os.Remove(sockPath) // a restarted instance's predecessor left it
 	notify, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sockPath, Net: "unixgram"})
 	if err != nil {
 		return 0, fmt.Errorf("listen on notify socket: %w", err)
@@ -209,6 +210,9 @@ func (r *runner) startVipproxy(ctx context.Context, c *contender, port int, bin 
 	c.admin = fmt.Sprintf("127.0.0.1:%d", ports[0])
 	c.cmd = r.pinned(r.proxyCPU, bin, "serve", "--config", cfg)
 	c.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sockPath)
+	if r.activation != nil {
+		activate(c.cmd, r.activation)
+	}
 	if r.opt.CPUProfileDir != "" {
 		prof := filepath.Join(r.opt.CPUProfileDir, fmt.Sprintf("%s-%d.cpu.pprof", c.name, port))
 		c.cmd.Env = append(c.cmd.Env, "VIPPROXY_CPUPROFILE="+prof)
@@ -247,3 +251,17 @@ func (r *runner) stopContender(c *contender) {
 		r.procs.kill(c.cmd)
 	}
 }
+
+// activate hands the listening socket ln to cmd as systemd's socket
+// activation does: as fd 3, with LISTEN_FDS=1, LISTEN_FDNAMES=vip and
+// LISTEN_PID set to the pid of the program itself (a shell sets it to its
+// own $$, then execs the command in place, as nice and taskset do too).
+func activate(cmd *exec.Cmd, ln *os.File) {
+	argv := append([]string{"sh", "-c", `LISTEN_PID=$$ exec "$@"`, "sh"}, cmd.Args...)
+	cmd.Path, cmd.Args, cmd.Err = "/bin/sh", argv, nil
+	cmd.ExtraFiles = []*os.File{ln}
+	cmd.Env = append(cmd.Env, "LISTEN_FDS=1", "LISTEN_FDNAMES="+listenName)
+}
+
+// listenName is vipproxy.socket's FileDescriptorName= (listen.NameVIP).
+const listenName = "vip"

@@ -12,6 +12,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/vipproxy/vipproxy/internal/testpki"
 )
 
 // Main runs vipproxy-bench with args and returns the exit code.
@@ -26,6 +28,10 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 			return baselineMain(ctx, "naive", runNaive, args[1:], stderr)
 		case "floor":
 			return baselineMain(ctx, "floor", runFloor, args[1:], stderr)
+		case "watch-backend":
+			return watchBackendMain(ctx, args[1:], stderr)
+		case "watch":
+			return watchClientMain(ctx, args[1:], stdin, stdout, stderr)
 		}
 	}
 	return runMain(ctx, args, stdout, stderr)
@@ -45,10 +51,14 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&opt.Nice, "nice", -10, "nice level of everything the bench starts (negative: ahead of other work on a shared machine)")
 	fs.StringVar(&opt.Vipproxy, "vipproxy", "bin/vipproxy", "the vipproxy binary")
 	fs.StringVar(&contenders, "contenders", "direct,vipproxy,haproxy,nginx,floor", "contenders in interleaving order (also: naive, a plain tcpproxy)")
-	fs.StringVar(&figures, "figures", "bulk,connrate,pingpong,idle,failover,ready,size", "figure groups to run")
+	fs.StringVar(&figures, "figures", "bulk,connrate,pingpong,idle,failover,ready,size,storm", "figure groups to run")
 	fs.StringVar(&opt.SizeDir, "size-dir", "", "directory with vipproxy-linux-{amd64,arm64,riscv64} to report sizes")
 	fs.StringVar(&opt.Out, "out", "", "also write the table as markdown to this file")
 	fs.StringVar(&opt.CPUProfileDir, "cpuprofile-dir", "", "ask vipproxy for a CPU profile here (VIPPROXY_CPUPROFILE)")
+	fs.IntVar(&opt.StormClients, "storm-clients", 5000, "TLS watches held through the proxy in the storm figures (2 proxy descriptors each, under the 20,000 limit)")
+	fs.IntVar(&opt.StormReps, "storm-reps", 1, "repetitions of each storm")
+	var storms string
+	fs.StringVar(&storms, "storms", strings.Join(stormScenarios, ","), "storm scenarios to run")
 	var alt string
 	fs.StringVar(&alt, "alt", "", "other vipproxy builds as extra contenders: label=path,... (then list the labels in --contenders)")
 	fs.StringVar(&opt.PerfDir, "perf-dir", "", "record vipproxy with perf here, one file per figure group (give an unstripped --vipproxy)")
@@ -66,8 +76,10 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	opt.Contenders = splitList(contenders)
 	opt.Figures = splitList(figures)
-	if opt.Reps < 1 || opt.Reps > 20 || opt.Duration <= 0 || opt.Duration > time.Minute || opt.IdleConns < 1 || opt.IdleSettle < 0 || opt.IdleSettle > time.Minute || opt.FailoverRate < 1 || opt.Nice < -20 || opt.Nice > 19 {
-		fmt.Fprintln(stderr, "vipproxy-bench: --reps 1..20, --duration up to 1m, --idle and --failover-rate > 0, --nice -20..19")
+	opt.Storms = splitList(storms)
+	if opt.Reps < 1 || opt.Reps > 20 || opt.Duration <= 0 || opt.Duration > time.Minute || opt.IdleConns < 1 || opt.IdleSettle < 0 || opt.IdleSettle > time.Minute || opt.FailoverRate < 1 || opt.Nice < -20 || opt.Nice > 19 ||
+		opt.StormClients < 1 || opt.StormClients > 9900 || opt.StormReps < 1 || opt.StormReps > 5 {
+		fmt.Fprintln(stderr, "vipproxy-bench: --reps 1..20, --duration up to 1m, --idle and --failover-rate > 0, --nice -20..19, --storm-clients 1..9900, --storm-reps 1..5")
 		return 2
 	}
 	return exitCode(stderr, "vipproxy-bench", run(ctx, opt, stdout, stderr))
@@ -148,4 +160,65 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+func watchBackendMain(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("watch-backend", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:0", "address to serve TLS watches on")
+	pkiDir := fs.String("pki", "", "directory of the test PKI (internal/testpki)")
+	var b watchBackend
+	fs.IntVar(&b.id, "id", 1, "this backend's number, sent in every ACK")
+	fs.DurationVar(&b.period, "period", 2*time.Second, "time between events")
+	epoch := fs.Int64("epoch", 0, "the event clock's start, Unix milliseconds (the same for every backend)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if b.period <= 0 || *epoch <= 0 {
+		fmt.Fprintln(stderr, "vipproxy-bench watch-backend: --period > 0 and --epoch are required")
+		return 2
+	}
+	b.epoch = time.UnixMilli(*epoch)
+	cfg, err := testpki.Load(*pkiDir).ServerTLS()
+	if err == nil {
+		b.tls = cfg
+		err = b.run(ctx, *listen)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "vipproxy-bench watch-backend: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func watchClientMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var spec watchSpec
+	pkiDir := fs.String("pki", "", "directory of the test PKI (internal/testpki)")
+	fs.StringVar(&spec.Target, "target", "", "the proxy's address")
+	fs.IntVar(&spec.Clients, "clients", 100, "watches to hold")
+	fs.IntVar(&spec.Sources, "sources", 8, "loopback source addresses to use (127.0.0.1..N)")
+	fs.DurationVar(&spec.Period, "period", 2*time.Second, "the backends' time between events")
+	fs.BoolVar(&spec.AtOnce, "at-once", false, "start every watch at once and report when all work (no stdin commands)")
+	fs.DurationVar(&spec.Wait, "wait", 90*time.Second, "how long to wait for every watch to work again")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if spec.Target == "" || spec.Clients < 1 || spec.Period <= 0 || spec.Wait <= 0 || spec.Wait > 10*time.Minute || spec.Sources < 1 || spec.Sources > 250 {
+		fmt.Fprintln(stderr, "vipproxy-bench watch: --target, --clients >= 1, --period > 0, --wait up to 10m, --sources 1..250")
+		return 2
+	}
+	cfg, err := testpki.Load(*pkiDir).ClientTLS()
+	if err == nil {
+		// kubelets reach the VIP by address: verified against the
+		// certificate's IP SAN, and no SNI is sent.
+		cfg.ServerName = "127.0.0.1"
+		err = runWatchClient(ctx, spec, cfg, stdin, stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "vipproxy-bench watch: %v\n", err)
+		return 1
+	}
+	return 0
 }

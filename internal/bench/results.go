@@ -14,10 +14,21 @@ import (
 // results collects every measured value: figure -> contender -> one value per repetition.
 type results struct {
 	vals  map[string]map[string][]float64
+	texts map[string]map[string]string // rows that are words, not numbers
 	notes []string
 }
 
-func newResults() *results { return &results{vals: map[string]map[string][]float64{}} }
+func newResults() *results {
+	return &results{vals: map[string]map[string][]float64{}, texts: map[string]map[string]string{}}
+}
+
+// text sets a row's cell that is not a number (e.g. "1667/1667/1666").
+func (r *results) text(fig, contender, s string) {
+	if r.texts[fig] == nil {
+		r.texts[fig] = map[string]string{}
+	}
+	r.texts[fig][contender] = s
+}
 
 func (r *results) add(fig, contender string, v float64) {
 	if r.vals[fig] == nil {
@@ -62,10 +73,13 @@ type figureSpec struct {
 
 // goal is what vipproxy must reach: a ratio to HAProxy or an absolute limit.
 type goal struct {
-	text    string
-	ratio   bool    // compare vipproxy/haproxy, else vipproxy's own value
-	atLeast bool    // pass if >= limit, else pass if <= limit
-	limit   float64 //
+	text  string
+	ratio bool // compare vipproxy/haproxy, else vipproxy's own value
+	// vsHAProxy: pass if vipproxy's value is at most HAProxy's (counts
+	// where both may be 0, so a ratio says nothing).
+	vsHAProxy bool
+	atLeast   bool    // pass if >= limit, else pass if <= limit
+	limit     float64 //
 }
 
 func (g goal) check(v float64) bool {
@@ -141,6 +155,7 @@ func figureSpecs(opt options) []figureSpec {
 		figureSpec{key: "fail-tried", label: "failover: new connections tried (total)", sum: true},
 		figureSpec{key: "ready", label: "start to READY=1, ms", goal: atMost(100, "ms")},
 	)
+	fs = append(fs, stormSpecs(opt)...)
 	for _, a := range []string{"amd64", "arm64", "riscv64"} {
 		fs = append(fs, figureSpec{key: "size-" + a, label: "stripped static binary MB, linux/" + a, goal: atMost(8, "MB")})
 	}
@@ -165,7 +180,7 @@ func (r *results) render(contenders []string, opt options) string {
 	row(&b, hdr)
 	row(&b, slices.Repeat([]string{"---"}, len(hdr)))
 	for _, f := range figureSpecs(opt) {
-		if r.vals[f.key] == nil {
+		if r.vals[f.key] == nil && r.texts[f.key] == nil {
 			continue
 		}
 		cells := []string{f.label}
@@ -189,6 +204,9 @@ func (r *results) render(contenders []string, opt options) string {
 }
 
 func (r *results) cell(f figureSpec, c string) string {
+	if t, ok := r.texts[f.key][c]; ok {
+		return t
+	}
 	v, ok := r.value(f, c)
 	if !ok {
 		return "–"
@@ -227,6 +245,17 @@ func (r *results) verdict(f figureSpec) []string {
 	}
 	var v float64
 	var ok bool
+	if f.goal.vsHAProxy {
+		v, ok = r.value(f, "vipproxy")
+		h, hok := r.value(f, "haproxy")
+		if !ok || !hok {
+			return []string{f.goal.text, "n/a"}
+		}
+		if v <= h {
+			return []string{f.goal.text, "pass"}
+		}
+		return []string{f.goal.text, "**MISS**"}
+	}
 	if f.goal.ratio {
 		v, ok = r.ratio(f, "vipproxy")
 	} else {

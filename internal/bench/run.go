@@ -34,6 +34,9 @@ type options struct {
 	CPUProfileDir string            // passed to vipproxy as VIPPROXY_CPUPROFILE
 	PerfDir       string            // record vipproxy with perf, one file per figure group
 	Alt           map[string]string // more vipproxy builds to compare: contender label -> binary
+	StormClients  int               // watches held through the proxy in the storms
+	StormReps     int               // repetitions of each storm
+	Storms        []string          // storm scenarios to run (stormScenarios)
 }
 
 type runner struct {
@@ -47,6 +50,10 @@ type runner struct {
 	backends []string
 	backendC []*exec.Cmd
 	res      *results
+	// activation, when set, is the listening socket vipproxy is started
+	// with (socket activation; the storm figures).
+	activation *os.File
+	epoch      string // the storm backends' event clock, Unix ms
 }
 
 // pinLayout returns the cores for the proxy and for the load (client and
@@ -230,6 +237,8 @@ func (r *runner) runGroup(ctx context.Context, group string, cs []*contender) er
 		})
 	case "ready":
 		return r.readyTimes(ctx, cs)
+	case "storm":
+		return r.storms(ctx, cs)
 	case "size":
 		r.sizes()
 	default:

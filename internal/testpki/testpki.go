@@ -35,6 +35,15 @@ const validity = 7 * 24 * time.Hour
 // defaultHosts are always in the server certificate.
 var defaultHosts = []string{"127.0.0.1", "::1", "localhost"}
 
+// Load names the files Write wrote into dir (it reads nothing).
+func Load(dir string) *Files {
+	return &Files{
+		CA: filepath.Join(dir, "ca.pem"), CAKey: filepath.Join(dir, "ca-key.pem"),
+		ServerCert: filepath.Join(dir, "server.pem"), ServerKey: filepath.Join(dir, "server-key.pem"),
+		ClientCert: filepath.Join(dir, "client.pem"), ClientKey: filepath.Join(dir, "client-key.pem"),
+	}
+}
+
 // Write creates dir and writes ca.pem, ca-key.pem, server.pem,
 // server-key.pem, client.pem and client-key.pem. The server certificate
 // is valid for serverHosts (IPs or DNS names) plus 127.0.0.1, ::1 and
@@ -43,11 +52,7 @@ func Write(dir string, serverHosts []string) (*Files, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create pki dir: %w", err)
 	}
-	f := &Files{
-		CA: filepath.Join(dir, "ca.pem"), CAKey: filepath.Join(dir, "ca-key.pem"),
-		ServerCert: filepath.Join(dir, "server.pem"), ServerKey: filepath.Join(dir, "server-key.pem"),
-		ClientCert: filepath.Join(dir, "client.pem"), ClientKey: filepath.Join(dir, "client-key.pem"),
-	}
+	f := Load(dir)
 	now := time.Now().Add(-time.Hour) // tolerate clock skew between VMs
 	caKey, caDER, err := newCert(&x509.Certificate{
 		Subject:               pkix.Name{CommonName: "vipproxy-test-ca"},

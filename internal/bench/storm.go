@@ -1,0 +1,463 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/vipproxy/vipproxy/internal/testpki"
+)
+
+// The reconnect storms: StormClients long-lived mTLS watches through the
+// proxy to three TLS backends, then one disruption each, every contender
+// on a fresh instance:
+//   - kill-backend: backend 1 SIGKILLed; its watches reconnect;
+//   - restart: the proxy SIGKILLed and started again at once (a crash, or
+//     an upgrade without socket activation): every watch reconnects;
+//   - restart-activated: the same with the listening socket kept by the
+//     bench and passed to each start, as systemd's socket activation does
+//     (vipproxy only: connections wait in the backlog meanwhile);
+//   - at-once: every watch connects at the same moment to a running proxy
+//     (the VIP just moved to this node).
+var stormScenarios = []string{"kill-backend", "restart", "restart-activated", "at-once"}
+
+var stormTitles = map[string]string{
+	"kill-backend":      "storm: 1 of 3 backends SIGKILLed",
+	"restart":           "storm: proxy SIGKILLed and restarted",
+	"restart-activated": "storm: proxy SIGKILLed and restarted, socket-activated",
+	"at-once":           "storm: all watches connect at once",
+}
+
+// watchPeriod is the backends' time between events.
+const watchPeriod = 2 * time.Second
+
+// stormContender says whether a contender takes part in the storms: the
+// proxies (the bench's own baselines have no health checks to compare).
+func stormContender(name string, activated bool) bool {
+	switch name {
+	case "direct", "floor", "naive":
+		return false
+	case "haproxy", "nginx":
+		return !activated
+	}
+	return true // vipproxy and --alt builds
+}
+
+// storms runs every storm scenario for each proxy contender.
+func (r *runner) storms(ctx context.Context, cs []*contender) error {
+	st, err := r.stormRunner(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(r.log, "bench:   %d watches (descriptor limit %s: a proxy holds 2 per watch), events every %s, backends %s\n",
+		r.opt.StormClients, nofileLimit(), watchPeriod, strings.Join(st.backends, ","))
+	for _, scenario := range r.opt.Storms {
+		if _, ok := stormTitles[scenario]; !ok {
+			return fmt.Errorf("unknown storm %q (want %s)", scenario, strings.Join(stormScenarios, ", "))
+		}
+		for range r.opt.StormReps {
+			for _, c := range cs {
+				if !stormContender(c.name, scenario == "restart-activated") {
+					continue
+				}
+				if err := st.storm(ctx, scenario, c.name); err != nil {
+					if ctx.Err() != nil {
+						return err
+					}
+					msg := fmt.Sprintf("%s, %s: %v", c.name, scenario, err)
+					fmt.Fprintf(r.log, "bench:   FAILED %s\n", msg)
+					r.res.note(firstLine(msg))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// stormRunner is a copy of r with its own work directory, test PKI and
+// three TLS watch backends.
+func (r *runner) stormRunner(ctx context.Context) (*runner, error) {
+	st := *r
+	st.dir = filepath.Join(r.dir, "storm")
+	if _, err := testpki.Write(filepath.Join(st.dir, "pki"), nil); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	st.backends, st.backendC = nil, nil
+	st.epoch = strconv.FormatInt(time.Now().UnixMilli(), 10)
+	for i, p := range ports {
+		st.backends = append(st.backends, fmt.Sprintf("127.0.0.1:%d", p))
+		st.backendC = append(st.backendC, nil)
+		if err := st.startWatchBackend(ctx, i); err != nil {
+			return nil, err
+		}
+	}
+	return &st, nil
+}
+
+func (r *runner) startWatchBackend(ctx context.Context, i int) error {
+	cmd := r.pinned(r.loadCPU, r.self, "watch-backend", "--listen", r.backends[i], "--id", strconv.Itoa(i+1),
+		"--pki", filepath.Join(r.dir, "pki"), "--period", watchPeriod.String(), "--epoch", r.epoch)
+	if err := r.procs.start(cmd, filepath.Join(r.dir, fmt.Sprintf("watch-backend%d.log", i+1))); err != nil {
+		return err
+	}
+	r.backendC[i] = cmd
+	return waitListening(ctx, r.backends[i], 10*time.Second)
+}
+
+// waitListening polls until addr accepts a TCP connection.
+func waitListening(ctx context.Context, addr string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	var last error
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		last = err
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not listening after %s: %v", addr, limit, last)
+}
+
+// stormProxy is the proxy instance of one storm: it changes on a restart.
+type stormProxy struct {
+	name string
+	port int
+	cur  atomic.Pointer[contender]
+}
+
+func (p *stormProxy) pid() int {
+	if c := p.cur.Load(); c != nil {
+		return c.pid()
+	}
+	return 0
+}
+
+// launch starts the proxy (from the socket in r.activation, if set) and
+// waits until it listens; a restarted proxy is not waited for: the
+// clients find out.
+func (r *runner) launch(ctx context.Context, p *stormProxy, wait bool) error {
+	c := &contender{name: p.name}
+	listen := fmt.Sprintf("127.0.0.1:%d", p.port)
+	c.targets = []string{listen}
+	var err error
+	switch p.name {
+	case "haproxy":
+		err = r.startHAProxy(c, listen)
+	case "nginx":
+		err = r.startNginx(c, listen)
+	default:
+		bin := r.opt.Vipproxy
+		if alt, ok := r.opt.Alt[p.name]; ok {
+			bin = alt
+		}
+		_, err = r.startVipproxy(ctx, c, p.port, bin)
+	}
+	if err != nil {
+		return fmt.Errorf("start %s: %w", p.name, err)
+	}
+	p.cur.Store(c)
+	if wait {
+		return waitListening(ctx, listen, 10*time.Second)
+	}
+	return nil
+}
+
+// storm runs one scenario against a fresh instance of contender name.
+func (r *runner) storm(ctx context.Context, scenario, name string) error {
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	p := &stormProxy{name: name, port: ports[0]}
+	sr := *r
+	if scenario == "restart-activated" {
+		f, err := activationSocket(ctx, p.port)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		sr.activation = f
+	}
+	if err := sr.launch(ctx, p, true); err != nil {
+		return err
+	}
+	defer func() { r.stopContender(p.cur.Load()) }()
+	load := loadavg()
+	wc, err := r.startWatchClient(ctx, p, scenario == "at-once")
+	if err != nil {
+		return err
+	}
+	defer wc.stop()
+	var before procSample
+	if scenario != "at-once" {
+		if err := wc.established(); err != nil {
+			return err
+		}
+		before, _ = sampleTree(p.pid())
+		wc.send("mark")
+	}
+	peak := watchPeak(p)
+	if err := sr.disrupt(ctx, scenario, p); err != nil {
+		peak()
+		return err
+	}
+	if scenario != "at-once" {
+		if scenario == "kill-backend" {
+			wc.send("wait backend 1")
+		} else {
+			wc.send("wait all")
+		}
+	}
+	res, err := wc.result()
+	peakKB := peak()
+	if scenario == "kill-backend" {
+		// Back for the next storm, once this one is measured.
+		if err := r.startWatchBackend(ctx, 0); err != nil {
+			return fmt.Errorf("restart watch backend 1: %w", err)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	after, err := sampleTree(p.pid())
+	if err != nil {
+		return err
+	}
+	if strings.HasPrefix(scenario, "restart") {
+		before = procSample{} // a new process: all its CPU is the storm's
+	}
+	r.recordStorm(scenario, name, res, after.CPU-before.CPU, peakKB, load)
+	return nil
+}
+
+// disrupt does what the scenario does to the running storm.
+func (r *runner) disrupt(ctx context.Context, scenario string, p *stormProxy) error {
+	switch scenario {
+	case "kill-backend":
+		r.procs.kill(r.backendC[0])
+	case "restart", "restart-activated":
+		r.procs.kill(p.cur.Load().cmd)
+		return r.launch(ctx, p, false)
+	}
+	return nil
+}
+
+// activationSocket listens on port as systemd would for vipproxy.socket
+// (plain TCP, backlog SOMAXCONN) and returns the socket to pass on; the
+// bench's own copy stays open for the whole storm.
+func activationSocket(ctx context.Context, port int) (*os.File, error) {
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
+	ln, err := lc.Listen(ctx, "tcp4", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return nil, fmt.Errorf("activation socket: %w", err)
+	}
+	defer ln.Close() // the file is a duplicate that keeps the socket
+	return ln.(*net.TCPListener).File()
+}
+
+// watchPeak samples the proxy's RSS every 50 ms until the returned
+// function is called, which returns the highest sum over its tree in KB.
+func watchPeak(p *stormProxy) func() int64 {
+	var peak atomic.Int64
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if s, err := sampleTree(p.pid()); err == nil && s.RSSKB > peak.Load() {
+				peak.Store(s.RSSKB)
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(done)
+		<-stopped
+		return peak.Load()
+	}
+}
+
+// watchClient is a running storm client process.
+type watchClient struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan string
+	errs  *strings.Builder
+	wait  time.Duration
+}
+
+func (r *runner) startWatchClient(ctx context.Context, p *stormProxy, atOnce bool) (*watchClient, error) {
+	wait := 90 * time.Second
+	args := []string{"watch", "--target", fmt.Sprintf("127.0.0.1:%d", p.port), "--clients", strconv.Itoa(r.opt.StormClients),
+		"--pki", filepath.Join(r.dir, "pki"), "--period", watchPeriod.String(), "--wait", wait.String()}
+	if atOnce {
+		args = append(args, "--at-once")
+	}
+	cmd := r.pinned(r.loadCPU, r.self, args...)
+	isolate(cmd)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	wc := &watchClient{cmd: cmd, stdin: stdin, lines: make(chan string, 4), errs: &strings.Builder{}, wait: wait}
+	cmd.Stderr = wc.errs
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start watch client: %w", err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			wc.lines <- sc.Text()
+		}
+		close(wc.lines)
+	}()
+	return wc, nil
+}
+
+func (wc *watchClient) send(cmd string) { io.WriteString(wc.stdin, cmd+"\n") }
+
+func (wc *watchClient) next(limit time.Duration) (string, error) {
+	select {
+	case line, ok := <-wc.lines:
+		if !ok {
+			wc.cmd.Wait()
+			return "", fmt.Errorf("watch client ended: %s", strings.TrimSpace(wc.errs.String()))
+		}
+		return line, nil
+	case <-time.After(limit):
+		return "", fmt.Errorf("watch client said nothing for %s", limit)
+	}
+}
+
+// established waits for every watch of the client to work.
+func (wc *watchClient) established() error {
+	_, err := wc.next(3 * time.Minute)
+	return err
+}
+
+func (wc *watchClient) result() (watchResult, error) {
+	line, err := wc.next(wc.wait + 30*time.Second)
+	if err != nil {
+		return watchResult{}, err
+	}
+	var res watchResult
+	if err := json.Unmarshal([]byte(line), &res); err != nil {
+		return res, fmt.Errorf("watch client: parse %q: %w", line, err)
+	}
+	return res, nil
+}
+
+// stop closes the client's watches (EOF on its stdin) and reaps it.
+func (wc *watchClient) stop() {
+	wc.stdin.Close()
+	done := make(chan struct{})
+	go func() {
+		wc.cmd.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		killGroup(wc.cmd)
+		<-done
+	}
+}
+
+// nofileLimit is the hard descriptor limit the bench and its children run under.
+func nofileLimit() string {
+	b, err := os.ReadFile("/proc/self/limits")
+	if err != nil {
+		return "?"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 6 && strings.HasPrefix(l, "Max open files") {
+			return f[4]
+		}
+	}
+	return "?"
+}
+
+// recordStorm adds one storm's figures to the table and says them.
+func (r *runner) recordStorm(scenario, name string, res watchResult, cpu time.Duration, peakKB int64, load string) {
+	k := "st-" + scenario + "-"
+	add := func(m string, v float64) { r.res.add(k+m, name, v) }
+	add("p50", res.P50ms)
+	add("p99", res.P99ms)
+	add("max", res.MaxMs)
+	add("failed", float64(res.Failed))
+	add("lost", float64(res.Lost))
+	add("cpu", cpu.Seconds())
+	add("rss", float64(peakKB)/1024)
+	r.res.text(k+"back", name, fmt.Sprintf("%d/%d", res.Recovered, res.Disrupted))
+	r.res.text(k+"share", name, shares(res.Shares))
+	r.res.text(k+"load", name, load)
+	fmt.Fprintf(r.log, "bench:   %s %-9s back %d/%d: p50 %.0f ms p99 %.0f ms max %.0f ms, %d failed attempts (first: %s), %d events lost, %d stalled, proxy CPU %.2f s, peak RSS %.1f MB, watches per backend %s, loadavg %s\n",
+		scenario, name, res.Recovered, res.Disrupted, res.P50ms, res.P99ms, res.MaxMs, res.Failed, res.FirstError,
+		res.Lost, res.Stalled, cpu.Seconds(), float64(peakKB)/1024, shares(res.Shares), load)
+}
+
+func shares(n []int) string {
+	var parts []string
+	for _, v := range n {
+		parts = append(parts, strconv.Itoa(v))
+	}
+	return strings.Join(parts, "/")
+}
+
+// stormSpecs are the storm rows of the table. The goals are issue 22's:
+// no failed attempt HAProxy does not also fail (none at all after a
+// socket-activated restart), every watch back within 1.1× HAProxy's time,
+// and no more proxy CPU than HAProxy during the storm.
+func stormSpecs(opt options) []figureSpec {
+	var fs []figureSpec
+	for _, sc := range stormScenarios {
+		t, k := stormTitles[sc], "st-"+sc+"-"
+		failGoal := &goal{text: "≤ HAProxy's", vsHAProxy: true}
+		var backGoal, cpuGoal *goal
+		if sc == "restart-activated" {
+			failGoal = &goal{text: "0", limit: 0}
+		} else {
+			backGoal, cpuGoal = ratioAtMost(1.1), ratioAtMost(1)
+		}
+		fs = append(fs,
+			figureSpec{key: k + "back", label: fmt.Sprintf("%s: watches back (of those cut; %d held)", t, opt.StormClients)},
+			figureSpec{key: k + "p50", label: t + ": watch working again p50 ms"},
+			figureSpec{key: k + "p99", label: t + ": watch working again p99 ms"},
+			figureSpec{key: k + "max", label: t + ": every watch working again, ms", goal: backGoal},
+			figureSpec{key: k + "failed", label: t + ": failed connection attempts", goal: failGoal},
+			figureSpec{key: k + "lost", label: t + ": events missed"},
+			figureSpec{key: k + "cpu", label: t + ": proxy CPU s", goal: cpuGoal},
+			figureSpec{key: k + "rss", label: t + ": proxy peak RSS MB"},
+			figureSpec{key: k + "share", label: t + ": watches per backend after"},
+			figureSpec{key: k + "load", label: t + ": load average at the start"},
+		)
+	}
+	return fs
+}

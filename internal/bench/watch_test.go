@@ -1,0 +1,91 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/vipproxy/vipproxy/internal/testpki"
+)
+
+// TestWatchStormClientSeesTheCutAndTheReturn: the storm client must count
+// every watch a backend's end cuts, find each one working again on the
+// backend that takes over, and count the events missed in between, or
+// the storm figures mean nothing.
+func TestWatchStormClientSeesTheCutAndTheReturn(t *testing.T) {
+	pki, err := testpki.Write(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := pki.ServerTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := pki.ClientTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli.ServerName = "127.0.0.1"
+	ln := listenLoopback(t)
+	addr := ln.Addr().String()
+	ln.Close()
+	const period = 200 * time.Millisecond
+	epoch := time.Now()
+	serve := func(id int) (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		b := &watchBackend{id: id, tls: srv, period: period, epoch: epoch}
+		go func() { done <- b.run(ctx, addr) }()
+		if err := waitListening(ctx, addr, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("watch backend %d: %v", id, err)
+			}
+		}
+	}
+	stop1 := serve(1)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stdinR, stdin := io.Pipe()
+	stdoutR, stdout := io.Pipe()
+	done := make(chan error, 1)
+	spec := watchSpec{Target: addr, Clients: 20, Sources: 1, Period: period, Wait: 20 * time.Second}
+	go func() { done <- runWatchClient(ctx, spec, cli, stdinR, stdout) }()
+	defer func() {
+		stdin.Close()
+		if err := <-done; err != nil {
+			t.Errorf("watch client: %v", err)
+		}
+	}()
+	lines := bufio.NewScanner(stdoutR)
+	if !lines.Scan() || lines.Text() != `{"established":20}` {
+		t.Fatalf("want all 20 watches established, got %q", lines.Text())
+	}
+	time.Sleep(3 * period) // events flow
+	io.WriteString(stdin, "mark\n")
+	stop1()
+	time.Sleep(2 * period) // a gap of missed events
+	stop2 := serve(2)
+	defer stop2()
+	io.WriteString(stdin, "wait all\n")
+	if !lines.Scan() {
+		t.Fatal("no result")
+	}
+	var res watchResult
+	if err := json.Unmarshal(lines.Bytes(), &res); err != nil {
+		t.Fatalf("result %q: %v", lines.Text(), err)
+	}
+	if res.Disrupted != 20 || res.Recovered != 20 || res.Shares[0] != 0 || res.Shares[1] != 20 {
+		t.Errorf("backend 1 ended, backend 2 took over: %+v, want 20 cut, 20 back, all on backend 2", res)
+	}
+	if res.Lost < 20 || res.Failed < 1 || res.MaxMs < float64((2*period).Milliseconds()) {
+		t.Errorf("no backend for %s: %+v, want events missed by each watch, failed attempts and a return after the gap", 2*period, res)
+	}
+}
