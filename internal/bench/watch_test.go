@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipproxy/vipproxy/internal/testpki"
+	"github.com/vipproxy/vipproxy/internal/testpki/pkitest"
 )
 
 // TestWatchStormClientSeesTheCutAndTheReturn: the storm client must count
@@ -16,18 +16,7 @@ import (
 // backend that takes over, and count the events missed in between, or
 // the storm figures mean nothing.
 func TestWatchStormClientSeesTheCutAndTheReturn(t *testing.T) {
-	pki, err := testpki.Write(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := pki.ServerTLS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli, err := pki.ClientTLS()
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, cli := pkitest.TLS(t, pkitest.New(t))
 	cli.ServerName = "127.0.0.1"
 	ln := listenLoopback(t)
 	addr := ln.Addr().String()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/vipproxy/vipproxy/internal/testpki"
+	"github.com/vipproxy/vipproxy/internal/testpki/pkitest"
 	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
@@ -56,10 +57,7 @@ func TestPKICommand(t *testing.T) {
 
 // TestCommandSIGUSR1TogglesReadyz runs the real command in a child process.
 func TestCommandSIGUSR1TogglesReadyz(t *testing.T) {
-	files, err := testpki.Write(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := pkitest.New(t)
 	addr, cmd, logs := startCommand(t, files, "--name", "cp9")
 	c := client(t, files)
 	url := "https://" + addr + "/readyz"

@@ -16,19 +16,15 @@ import (
 	"time"
 
 	"github.com/vipproxy/vipproxy/internal/testpki"
+	"github.com/vipproxy/vipproxy/internal/testpki/pkitest"
 )
 
 // start runs a stand-in on a free loopback port with a fresh PKI.
 func start(t *testing.T, opts Options) (*Server, *testpki.Files) {
 	t.Helper()
-	files, err := testpki.Write(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := pkitest.New(t)
 	if opts.TLS == nil && !opts.Hang {
-		if opts.TLS, err = files.ServerTLS(); err != nil {
-			t.Fatal(err)
-		}
+		opts.TLS, _ = pkitest.TLS(t, files)
 	}
 	srv, err := New(opts)
 	if err != nil {
@@ -127,10 +123,7 @@ func TestMTLSRequired(t *testing.T) {
 		t.Fatalf("error %v does not say the certificate is missing", err)
 	}
 
-	other, err := testpki.Write(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := pkitest.New(t)
 	otherCert, err := tls.LoadX509KeyPair(other.ClientCert, other.ClientKey)
 	if err != nil {
 		t.Fatal(err)
@@ -164,10 +157,7 @@ func TestAnonymousOff(t *testing.T) {
 	if code, body := get(t, client(t, files), "https://"+srv.Addr()+"/readyz"); code != 200 {
 		t.Errorf("/readyz with the client certificate: %d %q", code, body)
 	}
-	other, err := testpki.Write(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := pkitest.New(t)
 	if code, _ := get(t, client(t, &testpki.Files{CA: files.CA, ClientCert: other.ClientCert, ClientKey: other.ClientKey}), "https://"+srv.Addr()+"/readyz"); code != 401 {
 		t.Errorf("/readyz with a certificate from another CA: %d, want 401 (as kube-apiserver: refused by the authenticator, not the handshake)", code)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vipproxy/vipproxy/internal/standin"
 	"github.com/vipproxy/vipproxy/internal/testpki"
+	"github.com/vipproxy/vipproxy/internal/testpki/pkitest"
 	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
@@ -112,9 +113,5 @@ func TestDoctorNamesCauseAndFix(t *testing.T) {
 
 func newPKI(t *testing.T) *testpki.Files {
 	t.Helper()
-	f, err := testpki.Write(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return pkitest.New(t)
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/vipproxy/vipproxy/internal/standin"
 	"github.com/vipproxy/vipproxy/internal/testpki"
+	"github.com/vipproxy/vipproxy/internal/testpki/pkitest"
 	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
@@ -40,14 +41,8 @@ type api struct {
 
 func newAPI(t *testing.T) *api {
 	t.Helper()
-	pki, err := testpki.Write(t.TempDir(), []string{"kubernetes"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pki.ServerTLS()
-	if err != nil {
-		t.Fatal(err)
-	}
+	pki := pkitest.New(t, "kubernetes")
+	cfg, _ := pkitest.TLS(t, pki)
 	// Token clients come without a certificate; the handler checks that
 	// one of the two is there.
 	cfg.ClientAuth = tls.VerifyClientCertIfGiven
@@ -355,10 +350,7 @@ func TestClientCertificateRotated(t *testing.T) {
 	a := newAPI(t)
 	a.slices.SetAddrs(ap("192.0.2.1:6443"))
 	// A second PKI stands for the renewed certificate; the server trusts both CAs.
-	renewed, err := testpki.Write(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	renewed := pkitest.New(t)
 	ca2, _ := os.ReadFile(renewed.CA)
 	a.srv.TLS.ClientCAs.AppendCertsFromPEM(ca2)
 	dir := t.TempDir()

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/vipproxy/vipproxy/internal/standin"
-	"github.com/vipproxy/vipproxy/internal/testpki"
+	"github.com/vipproxy/vipproxy/internal/testpki/pkitest"
 	"github.com/vipproxy/vipproxy/service/config"
 )
 
@@ -18,14 +18,8 @@ import (
 // discovery's credentials: it passes with good ones, fails with the fix
 // when the apiserver refuses them, and is skipped when discovery is off.
 func TestCheckDiscovery(t *testing.T) {
-	pki, err := testpki.Write(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsConf, err := pki.ServerTLS()
-	if err != nil {
-		t.Fatal(err)
-	}
+	pki := pkitest.New(t)
+	tlsConf, _ := pkitest.TLS(t, pki)
 	slices := standin.NewEndpointSlices()
 	srv, err := standin.New(standin.Options{Name: "api", Listen: "127.0.0.2:0", TLS: tlsConf, Slices: slices, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

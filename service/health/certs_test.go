@@ -4,15 +4,12 @@ import (
 	"testing"
 
 	"github.com/vipproxy/vipproxy/internal/testpki"
+	"github.com/vipproxy/vipproxy/internal/testpki/pkitest"
 )
 
 // newTestPKI writes a throwaway CA, a server certificate for 127.0.0.1
 // and apiserver.test, and a client certificate.
 func newTestPKI(t testing.TB) *testpki.Files {
 	t.Helper()
-	files, err := testpki.Write(t.TempDir(), []string{"apiserver.test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return files
+	return pkitest.New(t, "apiserver.test")
 }
