@@ -30,6 +30,14 @@ let
       unicast_peers = [ ];
       auth_pass = "";
     };
+    bgp = {
+      local_as = 0;
+      router_id = "";
+      interface = "vipbgp0";
+      hold_time = 9;
+      communities = [ ];
+      peers = [ ];
+    };
   };
 
   # Settings tables merged over the defaults, one table deep (as TOML).
@@ -214,6 +222,64 @@ rec {
     DevicePolicy = "closed";
   };
 
+  # systemd/vipproxy-announce.service (vip.mode = "bgp"), as NixOS unit
+  # options; `make test-nix` checks they equal the file. The announcer
+  # alone has CAP_NET_ADMIN (the TUN announce link), never the proxy.
+  announceUnit = {
+    description = "vipproxy BGP announcement of the VIP while the proxy is ready";
+    documentation = [ "https://github.com/vipproxy/vipproxy" ];
+    after = [
+      "vipproxy.service"
+      "bird.service"
+    ];
+    wantedBy = [ "multi-user.target" ];
+  };
+  announceExec = exe: configPath: {
+    ExecStartPre = "${exe} check --quiet --config ${configPath}";
+    ExecStart = "${exe} announce --config ${configPath}";
+  };
+  announceConfig = {
+    Type = "notify";
+    NotifyAccess = "main";
+    Restart = "always";
+    RestartSec = "1s";
+    DynamicUser = "yes";
+    CapabilityBoundingSet = "CAP_NET_ADMIN";
+    AmbientCapabilities = "CAP_NET_ADMIN";
+    NoNewPrivileges = "yes";
+    DevicePolicy = "closed";
+    DeviceAllow = "/dev/net/tun rw";
+    ProtectSystem = "strict";
+    ProtectHome = "yes";
+    PrivateTmp = "yes";
+    PrivateMounts = "yes";
+    UMask = "0077";
+    ProtectKernelTunables = "yes";
+    ProtectKernelModules = "yes";
+    ProtectKernelLogs = "yes";
+    ProtectClock = "yes";
+    ProtectControlGroups = "yes";
+    ProtectHostname = "yes";
+    ProtectProc = "invisible";
+    ProcSubset = "pid";
+    PrivateIPC = "yes";
+    KeyringMode = "private";
+    RestrictAddressFamilies = "AF_UNIX AF_NETLINK AF_INET AF_INET6";
+    IPAddressDeny = "any";
+    IPAddressAllow = "localhost";
+    RestrictNamespaces = "yes";
+    RestrictRealtime = "yes";
+    RestrictSUIDSGID = "yes";
+    LockPersonality = "yes";
+    MemoryDenyWriteExecute = "yes";
+    SystemCallArchitectures = "native";
+    SystemCallFilter = [
+      "@system-service"
+      "~@privileged @resources"
+    ];
+    SystemCallErrorNumber = "EPERM";
+  };
+
   # systemd.network.config.networkConfig where networkd runs for the VIP
   # link alone: networkd's defaults (yes) delete every routing policy rule,
   # and the routes of the links it configures, that no .network file names
@@ -347,6 +413,8 @@ rec {
   # vip.mode = "node-local" (service/config.ModeNodeLocal): a worker-only
   # node's loopback VIP; no dummy link, ARP sysctls or keepalived.
   nodeLocal = settings: (withDefaults settings).vip.mode == "node-local";
+  # Only vip.mode = "vrrp" runs keepalived (config.VIPMode.UsesKeepalived).
+  vrrpMode = settings: (withDefaults settings).vip.mode == "vrrp";
 
   # The VIPs a node-local node cannot have: every one that is not loopback.
   nonLoopbackVips = settings: builtins.filter (a: !isLoopback a) (withDefaults settings).vip.addresses;
@@ -544,4 +612,97 @@ rec {
       hits = builtins.filter onVip (map fields lines);
     in
     map (f: builtins.concatStringsSep " " (builtins.filter (x: x != "") f)) hits;
+  # vip.mode = "bgp": every ready node announces the VIPs through BIRD.
+  bgpMode = settings: (withDefaults settings).vip.mode == "bgp";
+
+  # The peers with their derived names (peer1, peer2 ... where unnamed).
+  bgpPeers =
+    settings:
+    let
+      peers = (withDefaults settings).bgp.peers;
+    in
+    builtins.genList (
+      i:
+      {
+        name = "peer${toString (i + 1)}";
+        bfd = false;
+        password = "";
+      }
+      // builtins.elemAt peers i
+    ) (builtins.length peers);
+
+  # UDP ports of BFD (RFC 5881 single hop: control 3784, echo 3785), open
+  # when a peer has bfd = true.
+  bfdPorts = settings: if builtins.any (p: p.bfd) (bgpPeers settings) then [ 3784 3785 ] else [ ];
+
+  # `vipproxy bird` (service/bird/render.go) in Nix, byte for byte (agree.py
+  # compares them): the BIRD include file announcing the VIPs.
+  birdConfig =
+    settings:
+    let
+      s = withDefaults settings;
+      b = s.bgp;
+      join = builtins.concatStringsSep;
+      fams = builtins.filter (f: f.vips != [ ]) [
+        {
+          name = "ipv4";
+          suffix = "4";
+          vips = builtins.filter (a: !isIPv6 a) s.vip.addresses;
+        }
+        {
+          name = "ipv6";
+          suffix = "6";
+          vips = builtins.filter isIPv6 s.vip.addresses;
+        }
+      ];
+      community =
+        c:
+        let
+          parts = builtins.filter builtins.isString (builtins.split ":" c);
+          kind = if builtins.length parts == 3 then "bgp_large_community" else "bgp_community";
+        in
+        "        ${kind}.add((${join ", " parts}));\n";
+      family =
+        f:
+        "\n${f.name} table vipproxy${f.suffix};\n\nprotocol direct vipproxy_vip${f.suffix} {\n"
+        + "    ${f.name} { table vipproxy${f.suffix}; };\n    interface \"${b.interface}\";\n}\n\n"
+        + "filter vipproxy_export${f.suffix} {\n    if net ~ [ ${join ", " (map hostPrefix f.vips)} ] then {\n"
+        + join "" (map community b.communities)
+        + "        accept;\n    }\n    reject;\n}\n";
+      keepalive = if b.hold_time / 3 > 1 then b.hold_time / 3 else 1;
+      channel =
+        f:
+        "    ${f.name} {\n        table vipproxy${f.suffix};\n        import none;\n"
+        + "        export filter vipproxy_export${f.suffix};\n    };\n";
+      peer =
+        p:
+        "\nprotocol bgp vipproxy_${p.name} {\n    local as ${toString b.local_as};\n"
+        + "    neighbor ${p.address} as ${toString p.as};\n"
+        + "    hold time ${toString b.hold_time};\n    keepalive time ${toString keepalive};\n"
+        + "    connect retry time 5;\n    graceful restart off;\n"
+        + (if p.bfd then "    bfd on;\n" else "")
+        + (if p.password != "" then "    password \"${p.password}\";\n" else "")
+        + join "" (map channel (builtins.filter (f: (f.name == "ipv6") == isIPv6 p.address) fams))
+        + "}\n";
+    in
+    birdHeader b.interface
+    + "\nrouter id ${b.router_id};\n"
+    + join "" (map family fams)
+    + (
+      if bfdPorts settings != [ ] then
+        "\n# BFD sessions for the peers with bfd = true.\nprotocol bfd vipproxy_bfd {\n}\n"
+      else
+        ""
+    )
+    + join "" (map peer (bgpPeers settings));
+
+  birdHeader = iface: ''
+    # generated by vipproxy bird; do not edit
+    # Include it from BIRD's main file (Debian: /etc/bird/bird.conf), which
+    # keeps its "protocol device" (BIRD learns the interfaces through it):
+    #   include "/etc/bird/vipproxy.conf";
+    # The VIPs are announced while they are on the announce link ${iface}, which
+    # vipproxy announce holds only while this node's vipproxy is ready; the
+    # link goes with that process, even on SIGKILL, and BIRD withdraws at once.
+  '';
 }

@@ -47,6 +47,10 @@ let
   # A worker-only node (settings.vip.mode = "node-local"): a loopback VIP,
   # no dummy link, no ARP sysctls, no keepalived.
   nodeLocal = vlib.nodeLocal s;
+  # Controller nodes in several racks or subnets (settings.vip.mode = "bgp"):
+  # the VIP on the dummy link as in vrrp mode, announced by BIRD while the
+  # proxy is ready (vipproxy-announce); no keepalived.
+  bgp = vlib.bgpMode s;
   iface = s.network.interface;
   vrrpInterface = vlib.vrrpInterface s;
   keepalivedText = config.services.keepalived.extraConfig;
@@ -232,6 +236,7 @@ in
             type = lib.types.enum [
               "vrrp"
               "node-local"
+              "bgp"
             ];
             default = "vrrp";
             description = ''
@@ -241,6 +246,11 @@ in
               worker-only node; the VIP is a loopback address (e.g.
               `127.0.0.1`, port 7445) that this node's kubelet uses, and the
               module sets up no dummy link, no ARP sysctls and no keepalived.
+              `bgp`: a control-plane node whose routers reach it by BGP (nodes in
+              several racks or subnets): every ready node announces the VIP
+              through BIRD ({option}`services.bird`, with the file
+              `vipproxy bird` renders from `settings.bgp`) and
+              vipproxy-announce.service; no keepalived.
             '';
           };
           backend = lib.mkOption {
@@ -290,7 +300,9 @@ in
         {option}`networking.firewall.extraCommands` or
         {option}`networking.firewall.extraInputRules` respectively, never
         through {option}`services.keepalived.openFirewall`, which writes
-        iptables commands the nftables firewall refuses.
+        iptables commands the nftables firewall refuses. With
+        `settings.vip.mode = "bgp"`: BGP (TCP 179) and, when a peer has
+        `bfd = true`, BFD (UDP 3784 and 3785) instead of VRRP.
       '';
     };
 
@@ -317,10 +329,21 @@ in
       '';
     };
 
+    birdDeviceProtocol = lib.mkOption {
+      type = lib.types.bool;
+      default = true;
+      description = ''
+        With `settings.vip.mode = "bgp"`: add BIRD's `protocol device` to
+        {option}`services.bird.config` (BIRD learns the announce link
+        through it, and allows only one). Set it to false when your own
+        {option}`services.bird.config` declares one.
+      '';
+    };
+
     keepalived.enable = lib.mkOption {
       type = lib.types.bool;
-      default = !vlib.nodeLocal config.services.vipproxy.settings;
-      defaultText = lib.literalExpression ''config.services.vipproxy.settings.vip.mode != "node-local"'';
+      default = vlib.vrrpMode config.services.vipproxy.settings;
+      defaultText = lib.literalExpression ''config.services.vipproxy.settings.vip.mode == "vrrp"'';
       description = ''
         Whether to configure keepalived to move the VIPs between the nodes:
         a VRRP instance on the uplink (`settings.keepalived`) that tracks
@@ -371,6 +394,13 @@ in
             message = ''
               services.vipproxy.settings.vip.mode = "node-local" runs no keepalived (the VIP is this node's
               loopback address): remove services.vipproxy.keepalived.enable = true.
+            '';
+          }
+          {
+            assertion = !bgp || !cfg.keepalived.enable;
+            message = ''
+              services.vipproxy.settings.vip.mode = "bgp" runs no keepalived (BIRD announces the VIP from
+              every ready node): remove services.vipproxy.keepalived.enable = true.
             '';
           }
           {
@@ -553,6 +583,21 @@ in
         systemd.services.vipproxy.serviceConfig.LoadCredential = builtins.attrValues (
           builtins.mapAttrs (n: path: "${n}:${path}") discoveryCreds
         );
+      })
+
+      # BGP: BIRD with vipproxy's file (as `vipproxy bird` renders it), the
+      # announcer, and the firewall for BGP (TCP 179) and BFD.
+      (lib.mkIf bgp {
+        services.bird = {
+          enable = true;
+          config = (if cfg.birdDeviceProtocol then "protocol device {\n}\n" else "") + vlib.birdConfig s;
+        };
+        systemd.services.vipproxy-announce = vlib.announceUnit // {
+          restartTriggers = [ configFile ];
+          serviceConfig = vlib.announceConfig // vlib.announceExec exe configPath;
+        };
+        networking.firewall.allowedTCPPorts = lib.mkIf cfg.openFirewall [ 179 ];
+        networking.firewall.allowedUDPPorts = lib.mkIf cfg.openFirewall (vlib.bfdPorts s);
       })
 
       # (node-local with keepalived.enable is refused above; none is set up.)

@@ -10,7 +10,7 @@ usage: lint.py [--vipproxy BIN] SCRIPT.py...
 - Every property `systemctl show -p NAME` reads exists in systemd's D-Bus
   API (org.freedesktop.systemd1(5)): for an unknown name systemctl prints
   nothing and exits 0, so the check after it fails for the wrong reason.
-- With --vipproxy: what that binary renders (keepalived, networkd, sysctl.d,
+- With --vipproxy: what that binary renders (keepalived or BIRD, networkd, sysctl.d,
   the socket drop-in) from every config in nix/tests/cases names no
   /usr/bin, /bin or /sbin path: NixOS has none of them for vipproxy, and the
   binary lives wherever the package put it.
@@ -70,7 +70,9 @@ def rendered_files(binary):
         for case in sorted(os.listdir(CASES)):
             conf = os.path.join(CASES, case)
             root = os.path.join(tmp, "root-" + case)
-            texts = {"keepalived": run(exe, "keepalived", "--config", conf)}
+            bgp = 'mode = "bgp"' in open(conf).read()
+            # A bgp-mode node has no keepalived (the command refuses): its BIRD file instead.
+            texts = {"bird" if bgp else "keepalived": run(exe, "bird" if bgp else "keepalived", "--config", conf)}
             run(exe, "network", "render", "--config", conf, "--root", root)
             run(exe, "units", "render", "--config", conf, "--root", root)
             for dirpath, _, files in os.walk(root):
@@ -80,7 +82,7 @@ def rendered_files(binary):
             for name, text in texts.items():
                 for m in FHS_PATH.finditer(text):
                     out.append(f"{case}: rendered {name} names {m.group(0)}: the binary is {exe}")
-            if exe + " probe" not in texts["keepalived"] and "probe_command" not in open(conf).read():
+            if not bgp and exe + " probe" not in texts["keepalived"] and "probe_command" not in open(conf).read():
                 out.append(f"{case}: the rendered vrrp_script does not run {exe} probe")
     return out
 

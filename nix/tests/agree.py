@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Show that nix/lib.nix (the NixOS module) and the Go renderer derive the
 same host setup from the same vipproxy TOML file: networkd .netdev/.network,
-sysctl.d, the socket's ListenStream= values and keepalived's VRRP instance.
+sysctl.d, the socket's ListenStream= values and keepalived's VRRP instance,
+or in bgp mode the BIRD file.
 
 usage: agree.py VIPPROXY_BINARY CASE.toml...   (exit 1 on any difference)
 """
@@ -124,7 +125,9 @@ def check_case(binary, case, failures):
     with tempfile.TemporaryDirectory() as root:
         run(binary, "network", "write", "--config", case, "--root", root)
         run(binary, "units", "write", "--config", case, "--root", root)
-        keepalived = run(binary, "keepalived", "--config", case)
+        bgp = nix["birdConfig"] is not None
+        keepalived = "" if bgp else run(binary, "keepalived", "--config", case)
+        bird = run(binary, "bird", "--config", case) if bgp else None
         written = {}
         for dirpath, _, files in os.walk(root):
             for f in files:
@@ -162,6 +165,9 @@ def check_case(binary, case, failures):
     nix_ports = {unit: sorted(v["listenStreams"]) for unit, v in nix["portSockets"].items()}
     compare(case, "port sockets", go_ports, nix_ports, failures)
 
+    compare(case, "BIRD file (vipproxy bird)", bird, nix["birdConfig"], failures)
+    if bgp:
+        return nix
     go_k = keepalived_blocks(keepalived)
     nix_k = keepalived_blocks(nixos_keepalived_text(
         nix["instanceName"], nix["vrrpInstance"], nix["probeScriptName"], nix["vrrpScript"]))

@@ -219,13 +219,35 @@ import json, sys
 keys = {"description": "Description", "documentation": "Documentation", "partOf": "PartOf"}
 for k, v in json.load(sys.stdin).items():
     print(keys[k] + "=" + (" ".join(v) if isinstance(v, list) else v))' | sort)
-	echo "units: nix/lib.nix [Unit], [Install], [Socket] and [Service] equal $sock, $tmpl and $svc"
+	# vipproxy-announce.service (bgp mode): [Service], Exec lines, [Unit] and [Install].
+	local ann=systemd/vipproxy-announce.service
+	diff -u --label "$ann [Service]" --label "nix/lib.nix announceConfig" \
+		<(unit_entries "$ann" Service | grep -Ev "$skip") \
+		<(nix-instantiate --eval --strict --json -E '(import ./nix/lib.nix).announceConfig' |
+			python3 -c '
+import json, sys
+for k, v in json.load(sys.stdin).items():
+    for one in (v if isinstance(v, list) else [v]):
+        print(f"{k}={one}")' | sort)
+	diff -u --label "$ann Exec lines" --label "nix/lib.nix announceExec" \
+		<(unit_entries "$ann" Service | grep -E '^Exec') \
+		<(nix-instantiate --eval --strict --json \
+			-E '(import ./nix/lib.nix).announceExec "/usr/bin/vipproxy" "/etc/vipproxy/vipproxy.toml"' |
+			python3 -c 'import json,sys; [print(f"{k}={v}") for k,v in json.load(sys.stdin).items()]' | sort)
+	diff -u --label "$ann [Unit] and [Install]" --label "nix/lib.nix announceUnit" \
+		<( (unit_entries "$ann" Unit; unit_entries "$ann" Install) | sort) \
+		<(nix-instantiate --eval --strict --json -E "(import ./nix/lib.nix).announceUnit" | python3 -c '
+import json, sys
+keys = {"description": "Description", "documentation": "Documentation", "after": "After", "wantedBy": "WantedBy"}
+for k, v in json.load(sys.stdin).items():
+    print(keys[k] + "=" + (" ".join(v) if isinstance(v, list) else v))' | sort)
+	echo "units: nix/lib.nix [Unit], [Install], [Socket] and [Service] equal $sock, $tmpl, $svc and $ann"
 }
 
 check_pyflakes() {
 	local scripts=(vm-tests/*.py)
 	# The NixOS test driver's globals and the node names the scripts use.
-	PYFLAKES_BUILTINS="start_all,subtest,machines,vlans,driver,log,retry,serial_stdout_off,serial_stdout_on,polling_condition,Machine,client,cp1,cp2,cp3" \
+	PYFLAKES_BUILTINS="start_all,subtest,machines,vlans,driver,log,retry,serial_stdout_off,serial_stdout_on,polling_condition,Machine,client,cp1,cp2,cp3,router" \
 		pyflakes3 "${scripts[@]}"
 	echo "pyflakes: ${#scripts[@]} VM test scripts clean"
 }

@@ -30,6 +30,7 @@ let
       meta.mainProgram = "vipproxy";
     };
     coreutils = fakeDrv "coreutils";
+    bird3 = fakeDrv "bird3";
     formats.toml = _: {
       type =
         let
@@ -65,6 +66,7 @@ let
         nixos.networkd
         nixos.firewall
         nixos.keepalived
+        nixos.bird
         nixos.kubernetes
         nixos.rancher
         module
@@ -135,6 +137,8 @@ let
           ;
         services = {
           inherit (c.services) vipproxy keepalived resolved k3s rke2;
+          # services.bird.config has no default: read only where enabled.
+          bird = if c.services.bird.enable then c.services.bird else null;
         };
       };
       failing = map (a: a.message) (lib.filter (a: !a.assertion) c.assertions);
@@ -165,7 +169,69 @@ let
 
   hasVrrpRule = text: lib.hasInfix "112" text;
 
+  # A controller node announcing the VIP by BGP (settings.vip.mode = "bgp").
+  bgpSettings = ipv4 // {
+    vip = {
+      mode = "bgp";
+      addresses = [ "192.0.2.10" ];
+    };
+    keepalived = { };
+    bgp = {
+      local_as = 65001;
+      router_id = "192.0.2.11";
+      peers = [
+        {
+          name = "tor1";
+          address = "192.0.2.1";
+          as = 65000;
+          bfd = true;
+        }
+      ];
+    };
+  };
+  countInfix =
+    word: text: builtins.length (builtins.filter builtins.isList (builtins.split word text));
+
   cases = {
+    # BIRD gets vipproxy's file (as `vipproxy bird` renders it) and one
+    # protocol device; the announcer runs the real unit's settings; BGP and
+    # BFD open in the firewall, no VRRP; the dummy link and uplink sysctls as
+    # in vrrp mode; no keepalived.
+    bgp = case {
+      modules = [ (node bgpSettings { services.vipproxy.openFirewall = true; }) ];
+      check =
+        c:
+        c.services.bird.enable
+        && c.services.bird.config == "protocol device {\n}\n" + (import ../lib.nix).birdConfig bgpSettings
+        && lib.hasInfix "protocol bgp vipproxy_tor1 {" c.services.bird.config
+        && lib.hasInfix "bfd on;" c.services.bird.config
+        && !c.services.keepalived.enable
+        && c.systemd.services.vipproxy-announce.serviceConfig.ExecStart
+          == "${pkgs.vipproxy}/bin/vipproxy announce --config /etc/vipproxy/vipproxy.toml"
+        && c.systemd.services.vipproxy-announce.serviceConfig.AmbientCapabilities == "CAP_NET_ADMIN"
+        && c.systemd.services.vipproxy.serviceConfig.CapabilityBoundingSet == ""
+        && c.networking.firewall.allowedTCPPorts == [ 179 6443 ]
+        && c.networking.firewall.allowedUDPPorts == [ 3784 3785 ]
+        && c.networking.firewall.extraCommands == ""
+        && c.boot.kernel.sysctl."net.ipv4.conf.eth0.arp_ignore" == 1
+        && c.systemd.network.netdevs != { };
+    };
+    bgpWithKeepalived = case {
+      modules = [ (node bgpSettings { services.vipproxy.keepalived.enable = true; }) ];
+      fails = [ "runs no keepalived" ];
+    };
+    # An operator's own BIRD config with its protocol device: BIRD allows
+    # only one, so the module adds none when told.
+    bgpOwnBird = case {
+      modules = [
+        (node bgpSettings {
+          services.vipproxy.birdDeviceProtocol = false;
+          services.bird.config = "protocol device {\n  scan time 10;\n}\n";
+        })
+      ];
+      check = c: countInfix "(^|\n)protocol device" c.services.bird.config == 1 && lib.hasInfix "scan time 10;" c.services.bird.config;
+    };
+
     # No dummy link, sysctls, keepalived or firewall opening; the socket on
     # the loopback VIP.
     nodeLocal = case {

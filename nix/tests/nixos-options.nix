@@ -7,7 +7,7 @@
 #   system/etc/etc.nix, system/boot/systemd.nix + lib/systemd-unit-options.nix,
 #   system/boot/networkd.nix, system/boot/resolved.nix, tasks/network-interfaces.nix,
 #   services/networking/{firewall,firewall-iptables,firewall-nftables,nftables}.nix,
-#   services/networking/dhcpcd.nix, services/networking/keepalived/,
+#   services/networking/dhcpcd.nix, services/networking/keepalived/, services/networking/bird.nix,
 #   services/cluster/kubernetes/apiserver.nix, services/cluster/rancher/ (k3s, rke2).
 # nixpkgs has no services.k0s (k0s comes from outside flakes): nothing to declare.
 # Each module keeps nixpkgs' own config effects that matter to us: networkd
@@ -887,6 +887,48 @@ in
           );
         })
       ];
+    };
+
+  # services/networking/bird.nix (26.11: services.bird, bird3 by default;
+  # services.bird2 and services.bird6 are removed options). Its config
+  # effects that matter here: /etc/bird/bird.conf from `config` (checked
+  # with `bird -p` at build time) and the bird unit.
+  bird =
+    { config, pkgs, ... }:
+    let
+      cfg = config.services.bird;
+    in
+    {
+      imports = [
+        (lib.mkRemovedOptionModule [ "services" "bird2" ]
+          "Use services.bird instead. bird3 is the new default bird package. You can choose to remain with bird2 by setting the service.bird.package option."
+        )
+        (lib.mkRemovedOptionModule [ "services" "bird6" ] "Use services.bird instead")
+      ];
+      options.services.bird = {
+        enable = lib.mkEnableOption "BIRD Internet Routing Daemon";
+        package = mkOption {
+          type = types.package;
+          default = pkgs.bird3;
+        };
+        config = mkOption { type = types.lines; };
+        autoReload = bool true;
+        checkConfig = bool true;
+        preCheckConfig = lines;
+      };
+      config = mkIf cfg.enable {
+        environment.systemPackages = [ cfg.package ];
+        systemd.services.bird = {
+          description = "BIRD Internet Routing Daemon";
+          wantedBy = [ "multi-user.target" ];
+          serviceConfig = {
+            Type = "forking";
+            Restart = "on-failure";
+            User = "bird";
+            Group = "bird";
+          };
+        };
+      };
     };
 
   # services/cluster/kubernetes/apiserver.nix (the listener options)

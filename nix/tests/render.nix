@@ -19,4 +19,5 @@ in
   vrrpInstance = l.vrrpInstance s;
   vrrpScript = l.vrrpScript "PROBE";
   backendsOnVip = l.backendsOnVip s;
+  birdConfig = if l.bgpMode s then l.birdConfig s else null;
 }
