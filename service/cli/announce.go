@@ -6,7 +6,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/vipproxy/vipproxy/service/admin"
 	"github.com/vipproxy/vipproxy/service/announce"
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/logging"
@@ -19,10 +18,9 @@ import (
 // (askReady), and runs apart from the daemon so that the proxy keeps no
 // privilege: only this small process has CAP_NET_ADMIN.
 func runAnnounce(ctx context.Context, env Env, args []string) int {
-	var path, addr, control string
+	var path string
 	fs := newFlags(env, "announce", &path)
-	fs.StringVar(&addr, "admin", "", "admin endpoint to ask when the daemon's sockets do not answer (host:port or unix:/path); default from the config")
-	fs.StringVar(&control, "control", admin.DefaultProbePath(), "the daemon's socket asked first (as vipproxy probe)")
+	daemon := readyzFlags(fs)
 	cfg, code, ok := parseFlagsAndConfig(env, fs, args)
 	if !ok {
 		return code
@@ -32,16 +30,12 @@ func runAnnounce(ctx context.Context, env Env, args []string) int {
 			"  fix: on this node, systemctl disable --now vipproxy-announce.service; or set vip.mode = %q and a [bgp] table\n", cfg.VIP.Mode, config.ModeBGP)
 		return ExitFailure
 	}
-	sockets := []string{control}
-	if control == admin.DefaultProbePath() {
-		sockets = probeSockets(os.Getenv)
-	}
 	log := logging.New(env.Stderr, cfg.Log.Level.Slog(), os.Getenv("JOURNAL_STREAM"))
 	n := notify.New(log)
 	a := &announce.Announcer{
 		Interface: cfg.BGP.Interface, VIPs: cfg.VIP.Addresses, Log: log,
 		Ready: func(ctx context.Context) error {
-			_, err := askReady(ctx, path, addr, sockets, announce.CheckTimeout)
+			_, err := daemon.ask(ctx, path, announce.CheckTimeout)
 			return err
 		},
 		Changed: func(announced bool, why string) { n.Status(announceStatus(cfg, announced, why)) },

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -30,19 +31,14 @@ import (
 // no such socket (no systemd, or the daemon is down) it asks admin.listen;
 // when neither answers, the proxy is taken for dead.
 func runProbe(ctx context.Context, env Env, args []string) int {
-	var path, addr, control string
+	var path string
 	fs := newFlags(env, "probe", &path)
-	fs.StringVar(&addr, "admin", "", "admin endpoint to ask when the control socket does not answer (host:port or unix:/path); default from the config")
-	fs.StringVar(&control, "control", admin.DefaultProbePath(), "the daemon's socket asked first: its probe socket, or its control socket (\"\" : only the admin endpoint)")
+	daemon := readyzFlags(fs)
 	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for an answer")
 	if code, ok := parseFlags(env, fs, args); !ok {
 		return code
 	}
-	sockets := []string{control}
-	if control == admin.DefaultProbePath() {
-		sockets = probeSockets(os.Getenv)
-	}
-	body, err := askReady(ctx, path, addr, sockets, *timeout)
+	body, err := daemon.ask(ctx, path, *timeout)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "vipproxy probe: not ready: %v\n", err)
 		return ExitFailure
@@ -50,6 +46,28 @@ func runProbe(ctx context.Context, env Env, args []string) int {
 	// /readyz already says "ready: N/M backends healthy".
 	fmt.Fprintln(env.Stdout, body)
 	return ExitOK
+}
+
+// readyzAsker is how probe and announce reach the local daemon's /readyz:
+// its sockets first (--control), then admin.listen (--admin).
+type readyzAsker struct{ addr, control string }
+
+// readyzFlags adds --admin and --control to fs.
+func readyzFlags(fs *flag.FlagSet) *readyzAsker {
+	r := &readyzAsker{}
+	fs.StringVar(&r.addr, "admin", "", "admin endpoint to ask when the daemon's sockets do not answer (host:port or unix:/path); default from the config")
+	fs.StringVar(&r.control, "control", admin.DefaultProbePath(), "the daemon's socket asked first: its probe socket, or its control socket (\"\" : only the admin endpoint)")
+	return r
+}
+
+// ask asks /readyz (see askReady) with the config at configPath: with the
+// default --control, every socket probeSockets names.
+func (r *readyzAsker) ask(ctx context.Context, configPath string, timeout time.Duration) (string, error) {
+	sockets := []string{r.control}
+	if r.control == admin.DefaultProbePath() {
+		sockets = probeSockets(os.Getenv)
+	}
+	return askReady(ctx, configPath, r.addr, sockets, timeout)
 }
 
 // askReady asks the daemon's /readyz (see askDaemon) and returns its
