@@ -304,3 +304,9 @@ with subtest("SIGKILL of vipproxy-announce itself: the link goes with it, BIRD w
     back = float(router.succeed("cat /run/nexthop.back"))
     print(f"RESULT SIGKILL of the announcer: cp3's next hop gone at most {gone - router_before:.2f} s after (router clock), back {back - gone:.1f} s later (Restart=always)")
     assert gone - router_before <= WITHDRAW_BOUND + 1.0
+
+with subtest("vipproxy doctor on a healthy bgp node: every check passes, bgp among them"):
+    cp2.wait_until_succeeds("curl -sf http://127.0.0.1:6449/metrics | grep -qx 'vipproxy_bgp_announced 1'", timeout=60)
+    status, out = cp2.execute(f"vipproxy doctor --config {CONF}", timeout=120)
+    print("RESULT doctor on cp2: " + " | ".join(l.strip() for l in out.splitlines() if l.startswith(("PASS bgp", "FAIL", "WARN"))))
+    assert status == 0 and "PASS bgp" in out, f"doctor exit {status}:\n{out}"

@@ -116,7 +116,7 @@ func announced(ns *testutil.NetNS) bool {
 func TestAnnounceFollowsReadinessAndDiesWithTheProcess(t *testing.T) {
 	ns := newNode(t)
 	r := serveReadiness(t)
-	cmd, logs, _ := startAnnounce(t, ns, r.sock)
+	cmd, logs, cfg := startAnnounce(t, ns, r.sock)
 
 	time.Sleep(3 * time.Second) // six checks, every one "not ready"
 	if a := linkAddrs(ns); a != "" {
@@ -124,8 +124,19 @@ func TestAnnounceFollowsReadinessAndDiesWithTheProcess(t *testing.T) {
 	}
 	r.ready.Store(true)
 	testutil.WaitFor(t, "the announce link with both VIPs", func() bool { return announced(ns) })
+	// vipproxy status tells it (the daemon is a stand-in: status says only the announcement).
+	status := func() string {
+		out, _ := ns.Exec(testutil.Command(t, "vipproxy"), "status", "--config", cfg, "--control", r.sock, "--admin", "unix:"+r.sock)
+		return out
+	}
+	if out := status(); !strings.Contains(out, "VIP announced by BGP: yes, on vipbgp0") {
+		t.Errorf("status while announced:\n%s", out)
+	}
 	r.ready.Store(false)
 	testutil.WaitFor(t, "the announce link gone after readiness is lost", func() bool { return linkAddrs(ns) == "" })
+	if out := status(); !strings.Contains(out, "VIP announced by BGP: no: vipbgp0 holds no VIP") {
+		t.Errorf("status after the withdrawal:\n%s", out)
+	}
 	r.ready.Store(true)
 	testutil.WaitFor(t, "the announce link back", func() bool { return announced(ns) })
 

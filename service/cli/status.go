@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vipproxy/vipproxy/service/admin"
+	"github.com/vipproxy/vipproxy/service/announce"
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/discovery"
 	"github.com/vipproxy/vipproxy/service/health"
@@ -28,6 +29,16 @@ type statusReport struct {
 	Mode       string   `json:"mode,omitempty"`
 	NodeLocal  []string `json:"node_local,omitempty"`
 	Keepalived string   `json:"keepalived,omitempty"`
+	// BGP is the announcement, with vip.mode = "bgp".
+	BGP *bgpAnnouncement `json:"bgp,omitempty"`
+}
+
+// bgpAnnouncement says whether the announce link holds the VIPs (what
+// BIRD exports; vipproxy_bgp_announced).
+type bgpAnnouncement struct {
+	Interface string `json:"interface"`
+	Announced bool   `json:"announced"`
+	Error     string `json:"error,omitempty"`
 }
 
 // vipHolding says whether this node holds a VIP, and on which link (see
@@ -62,9 +73,12 @@ func runStatus(ctx context.Context, env Env, args []string) int {
 	cfg, err := config.Load(path)
 	if err == nil {
 		rep.Mode = cfg.VIP.Mode.String()
-		if cfg.VIP.Mode.UsesKeepalived() {
+		switch {
+		case cfg.VIP.Mode.UsesKeepalived():
 			rep.VIP = vipHoldings(cfg)
-		} else {
+		case cfg.VIP.Mode.UsesBGP():
+			rep.BGP = announcement(cfg)
+		default:
 			rep.NodeLocal = nodeLocalVIPs(cfg)
 		}
 	}
@@ -102,6 +116,15 @@ func vipHoldings(cfg *config.Valid) []vipHolding {
 	return out
 }
 
+func announcement(cfg *config.Valid) *bgpAnnouncement {
+	on, err := announce.Announced(cfg.BGP.Interface, cfg.VIP.Addresses)
+	a := &bgpAnnouncement{Interface: cfg.BGP.Interface, Announced: on}
+	if err != nil {
+		a.Error = err.Error()
+	}
+	return a
+}
+
 // nodeLocalVIPs are the listeners of a node-local VIP: every address on
 // every port.
 func nodeLocalVIPs(cfg *config.Valid) []string {
@@ -133,6 +156,16 @@ func printStatus(w io.Writer, rep statusReport, now time.Time) {
 	}
 	for _, v := range rep.NodeLocal {
 		fmt.Fprintf(w, "VIP %s: node-local (loopback of this node, no VRRP)\n", v)
+	}
+	if b := rep.BGP; b != nil {
+		switch {
+		case b.Error != "":
+			fmt.Fprintf(w, "VIP announced by BGP: unknown: %s\n", b.Error)
+		case b.Announced:
+			fmt.Fprintf(w, "VIP announced by BGP: yes, on %s (vipproxy-announce; birdc show protocols for the sessions)\n", b.Interface)
+		default:
+			fmt.Fprintf(w, "VIP announced by BGP: no: %s holds no VIP (proxy not ready, or vipproxy-announce not running)\n", b.Interface)
+		}
 	}
 	if rep.Keepalived != "" {
 		fmt.Fprintf(w, "keepalived.service: %s\n", rep.Keepalived)
