@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vipproxy/vipproxy/internal/testutil"
+	"github.com/vipproxy/vipproxy/service/announce"
 )
 
 // These tests run `vipproxy announce` as a process in a network namespace
@@ -33,7 +34,11 @@ mode = "bgp"
 addresses = ["192.0.2.10", "2001:db8::10"]
 port = 6443
 [[backend]]
-address = "198.51.100.21:6443"
+address = "198.51.100.1:6443"
+[health]
+type = "tcp"
+interval = "200ms"
+timeout = "200ms"
 [network]
 uplinks = ["eth0"]
 [bgp]
@@ -90,7 +95,7 @@ func startAnnounce(t *testing.T, ns *testutil.NetNS, sock string) (cmd *exec.Cmd
 		t.Fatal(err)
 	}
 	bin := testutil.Command(t, "vipproxy")
-	cmd = exec.Command("ip", "netns", "exec", ns.Name, bin, "announce", "--config", cfg, "--control", sock, "--admin", "unix:"+sock)
+	cmd = exec.Command("ip", "netns", "exec", ns.Name, bin, "announce", "--config", cfg, "--control", sock, "--admin", "unix:"+filepath.Join(filepath.Dir(sock), "probe.sock"))
 	return cmd, testutil.Start(t, cmd), cfg
 }
 
@@ -228,7 +233,11 @@ type bgpPair struct {
 	cfg, nodeCtl string
 }
 
-func newBGPPair(t *testing.T) *bgpPair {
+func newBGPPair(t *testing.T) *bgpPair { t.Helper(); return newBGPPairAsking(t, "") }
+
+// newBGPPairAsking is newBGPPair with the announcer asking the probe
+// socket at control ("": the readiness stand-in's).
+func newBGPPairAsking(t *testing.T, control string) *bgpPair {
 	t.Helper()
 	if _, err := exec.LookPath("bird"); err != nil {
 		t.Skip("no bird binary (apt-get install bird2; make deps installs it)")
@@ -241,7 +250,10 @@ func newBGPPair(t *testing.T) *bgpPair {
 	p.router.IP(t, "addr", "add", "198.51.100.1/24", "dev", "r0")
 	p.router.IP(t, "addr", "add", "2001:db8:1::1/64", "dev", "r0", "nodad")
 	p.router.IP(t, "link", "set", "r0", "up")
-	p.announce, _, p.cfg = startAnnounce(t, p.node, p.ready.sock)
+	if control == "" {
+		control = p.ready.sock
+	}
+	p.announce, _, p.cfg = startAnnounce(t, p.node, control)
 	snippet := filepath.Join(t.TempDir(), "vipproxy.conf")
 	if out, err := exec.Command(testutil.Command(t, "vipproxy"), "bird", "--config", p.cfg, "--out", snippet).CombinedOutput(); err != nil {
 		t.Fatalf("vipproxy bird: %v\n%s", err, out)
@@ -309,4 +321,39 @@ func TestDoctorBGP(t *testing.T) {
 		})
 		t.Logf("%s:\n%s", s.what, out)
 	}
+}
+
+// TestBIRDWithdrawsWhenTheDaemonIsKilled: the real daemon in the node's
+// namespace (its one backend a TCP listener on the router), the announcer
+// asking its probe socket: the router's kernel has the VIP routes while the
+// daemon is ready, loses them when the daemon is SIGKILLed (the announcer
+// withdraws after two failed checks; the figure is logged for docs/bgp.md),
+// and gets them back when a new daemon is ready.
+func TestBIRDWithdrawsWhenTheDaemonIsKilled(t *testing.T) {
+	runDir := t.TempDir()
+	os.Chmod(runDir, 0o755)
+	p := newBGPPairAsking(t, filepath.Join(runDir, "probe.sock"))
+	bin := testutil.Command(t, "vipproxy")
+	testutil.Start(t, exec.Command("ip", "netns", "exec", p.router.Name, testutil.Command(t, "vipproxy-apiserver"), "--hang", "--listen", "198.51.100.1:6443"))
+	serve := func() *exec.Cmd {
+		cmd := exec.Command("ip", "netns", "exec", p.node.Name, bin, "serve", "--config", p.cfg)
+		cmd.Env = append(os.Environ(), "RUNTIME_DIRECTORY="+runDir)
+		testutil.Start(t, cmd)
+		return cmd
+	}
+	daemon := serve()
+	both := func() bool {
+		routes := routerRoutes(p.router)
+		return strings.Contains(routes, "via 198.51.100.2") && strings.Contains(routes, "via 2001:db8:1::2")
+	}
+	testutil.WaitFor(t, "both VIP routes on the router while the daemon is ready", both)
+	killed := time.Now()
+	if err := daemon.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the VIP routes gone from the router", func() bool { return routerRoutes(p.router) == "" })
+	t.Logf("SIGKILL of vipproxy serve to both VIP routes gone from the router's kernel: %v (the announcer checks every %v, withdraws after %d failures)",
+		time.Since(killed).Round(time.Millisecond), announce.Interval, announce.Fall)
+	serve()
+	testutil.WaitFor(t, "the VIP routes back once a new daemon is ready", both)
 }
