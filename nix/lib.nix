@@ -112,6 +112,44 @@ let
         host = address;
         port = "";
       };
+
+  # The sandbox systemd/vipproxy.service and systemd/vipproxy-announce.service
+  # share: each adds its identity (capabilities), devices and address
+  # families to it (serviceConfig, announceConfig).
+  sandbox = {
+    DynamicUser = "yes";
+    NoNewPrivileges = "yes";
+    DevicePolicy = "closed";
+    # Filesystem.
+    ProtectSystem = "strict";
+    ProtectHome = "yes";
+    PrivateTmp = "yes";
+    PrivateMounts = "yes";
+    UMask = "0077";
+    # Kernel.
+    ProtectKernelTunables = "yes";
+    ProtectKernelModules = "yes";
+    ProtectKernelLogs = "yes";
+    ProtectClock = "yes";
+    ProtectControlGroups = "yes";
+    ProtectHostname = "yes";
+    ProtectProc = "invisible";
+    ProcSubset = "pid";
+    PrivateIPC = "yes";
+    KeyringMode = "private";
+    # Process.
+    RestrictNamespaces = "yes";
+    RestrictRealtime = "yes";
+    RestrictSUIDSGID = "yes";
+    LockPersonality = "yes";
+    MemoryDenyWriteExecute = "yes";
+    SystemCallArchitectures = "native";
+    SystemCallFilter = [
+      "@system-service"
+      "~@privileged @resources"
+    ];
+    SystemCallErrorNumber = "EPERM";
+  };
 in
 rec {
   inherit
@@ -169,7 +207,7 @@ rec {
     FileDescriptorName = "vip";
     ReusePort = "no";
   };
-  serviceConfig = {
+  serviceConfig = sandbox // {
     Type = "notify";
     NotifyAccess = "main";
     WatchdogSec = "10s";
@@ -178,48 +216,15 @@ rec {
     TimeoutStopSec = "45s";
     LimitNOFILE = "65536";
     # Identity: a throwaway user, no capabilities (the listener is inherited).
-    DynamicUser = "yes";
     CapabilityBoundingSet = "";
     AmbientCapabilities = "";
-    NoNewPrivileges = "yes";
     PrivateUsers = "yes";
-    # Filesystem.
-    ProtectSystem = "strict";
-    ProtectHome = "yes";
-    PrivateTmp = "yes";
     PrivateDevices = "yes";
-    PrivateMounts = "yes";
     RuntimeDirectory = "vipproxy";
     RuntimeDirectoryMode = "0711"; # probe.sock reachable by keepalived's script user
     StateDirectory = "vipproxy";
     StateDirectoryMode = "0700";
-    UMask = "0077";
-    # Kernel.
-    ProtectKernelTunables = "yes";
-    ProtectKernelModules = "yes";
-    ProtectKernelLogs = "yes";
-    ProtectClock = "yes";
-    ProtectControlGroups = "yes";
-    ProtectHostname = "yes";
-    ProtectProc = "invisible";
-    ProcSubset = "pid";
-    PrivateIPC = "yes";
-    KeyringMode = "private";
-    # Network.
     RestrictAddressFamilies = "AF_INET AF_INET6 AF_UNIX AF_NETLINK"; # netlink: vipproxy_vip_held
-    # Process.
-    RestrictNamespaces = "yes";
-    RestrictRealtime = "yes";
-    RestrictSUIDSGID = "yes";
-    LockPersonality = "yes";
-    MemoryDenyWriteExecute = "yes";
-    SystemCallArchitectures = "native";
-    SystemCallFilter = [
-      "@system-service"
-      "~@privileged @resources"
-    ];
-    SystemCallErrorNumber = "EPERM";
-    DevicePolicy = "closed";
   };
 
   # systemd/vipproxy-announce.service (vip.mode = "bgp"), as NixOS unit
@@ -238,46 +243,17 @@ rec {
     ExecStartPre = "${exe} check --quiet --config ${configPath}";
     ExecStart = "${exe} announce --config ${configPath}";
   };
-  announceConfig = {
+  announceConfig = sandbox // {
     Type = "notify";
     NotifyAccess = "main";
     Restart = "always";
     RestartSec = "1s";
-    DynamicUser = "yes";
     CapabilityBoundingSet = "CAP_NET_ADMIN";
     AmbientCapabilities = "CAP_NET_ADMIN";
-    NoNewPrivileges = "yes";
-    DevicePolicy = "closed";
     DeviceAllow = "/dev/net/tun rw";
-    ProtectSystem = "strict";
-    ProtectHome = "yes";
-    PrivateTmp = "yes";
-    PrivateMounts = "yes";
-    UMask = "0077";
-    ProtectKernelTunables = "yes";
-    ProtectKernelModules = "yes";
-    ProtectKernelLogs = "yes";
-    ProtectClock = "yes";
-    ProtectControlGroups = "yes";
-    ProtectHostname = "yes";
-    ProtectProc = "invisible";
-    ProcSubset = "pid";
-    PrivateIPC = "yes";
-    KeyringMode = "private";
     RestrictAddressFamilies = "AF_UNIX AF_NETLINK AF_INET AF_INET6";
     IPAddressDeny = "any";
     IPAddressAllow = "localhost";
-    RestrictNamespaces = "yes";
-    RestrictRealtime = "yes";
-    RestrictSUIDSGID = "yes";
-    LockPersonality = "yes";
-    MemoryDenyWriteExecute = "yes";
-    SystemCallArchitectures = "native";
-    SystemCallFilter = [
-      "@system-service"
-      "~@privileged @resources"
-    ];
-    SystemCallErrorNumber = "EPERM";
   };
 
   # systemd.network.config.networkConfig where networkd runs for the VIP

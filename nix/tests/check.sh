@@ -162,8 +162,53 @@ unit_entries() {
 	sed -n "/^\[$2\]/,/^\[/p" "$1" | grep -E '^[A-Za-z]+=' | sort
 }
 
+# nix_entries EXPR: the Key=Value lines of a lib.nix attribute set of unit
+# settings, as a unit file writes them (a list: the key once per element).
+nix_entries() {
+	nix-instantiate --eval --strict --json -E "$1" | python3 -c '
+import json, sys
+for k, v in json.load(sys.stdin).items():
+    for one in (v if isinstance(v, list) else [v]):
+        print(f"{k}={one}")' | sort
+}
+
+# nix_unit_entries EXPR: the [Unit] and [Install] lines of a lib.nix set of
+# NixOS unit options (description, after, wantedBy...).
+nix_unit_entries() {
+	nix-instantiate --eval --strict --json -E "$1" | python3 -c '
+import json, sys
+keys = {"description": "Description", "documentation": "Documentation", "requires": "Requires",
+        "after": "After", "wants": "Wants", "before": "Before", "wantedBy": "WantedBy", "partOf": "PartOf"}
+for k, v in json.load(sys.stdin).items():
+    print(keys[k] + "=" + (" ".join(v) if isinstance(v, list) else v))' | sort
+}
+
+# unit_agrees FILE SECTION EXPR [SKIP]: FILE's [SECTION] lines (less those
+# matching SKIP) equal lib.nix's EXPR; SECTION "Unit" means [Unit] and
+# [Install], SECTION "Exec" the Exec lines of [Service] or [Socket].
+unit_agrees() {
+	local file=$1 section=$2 expr=$3 skip=${4:-^$}
+	case $section in
+	Unit)
+		diff -u --label "$file [Unit] and [Install]" --label "nix/lib.nix $expr" \
+			<( (unit_entries "$file" Unit; unit_entries "$file" Install) | sort) <(nix_unit_entries "(import ./nix/lib.nix).$expr")
+		;;
+	Exec)
+		local in=Service
+		[[ $file == *.socket ]] && in=Socket
+		diff -u --label "$file Exec lines" --label "nix/lib.nix $expr" \
+			<(unit_entries "$file" "$in" | grep -E '^Exec') <(nix_entries "(import ./nix/lib.nix).$expr")
+		;;
+	*)
+		diff -u --label "$file [$section]" --label "nix/lib.nix $expr" \
+			<(unit_entries "$file" "$section" | grep -Ev "$skip") <(nix_entries "(import ./nix/lib.nix).$expr")
+		;;
+	esac
+}
+
 check_units() {
 	local svc=systemd/vipproxy.service sock=systemd/vipproxy.socket
+	local tmpl=systemd/vipproxy-port@.socket ann=systemd/vipproxy-announce.service
 	if [ ! -f "$svc" ] || [ ! -f "$sock" ]; then
 		echo "units: FAIL: $svc or $sock is missing" >&2
 		return 1
@@ -171,76 +216,23 @@ check_units() {
 	# Everything but the lines that name paths or the listen address, which
 	# the module sets from its own package and settings.
 	local skip='^(ExecStart|ExecStartPre|ExecReload|ListenStream)='
-	diff -u --label "$sock [Socket]" --label "nix/lib.nix socketConfig" \
-		<(unit_entries "$sock" Socket | grep -Ev "$skip") \
-		<(nix-instantiate --eval --strict --json -E '(import ./nix/lib.nix).socketConfig' |
-			python3 -c 'import json,sys; [print(f"{k}={v}") for k,v in json.load(sys.stdin).items()]' | sort)
-	diff -u --label "$svc [Service]" --label "nix/lib.nix serviceConfig" \
-		<(unit_entries "$svc" Service | grep -Ev "$skip") \
-		<(nix-instantiate --eval --strict --json -E '(import ./nix/lib.nix).serviceConfig' |
-			python3 -c '
-import json, sys
-for k, v in json.load(sys.stdin).items():
-    for one in (v if isinstance(v, list) else [v]):
-        print(f"{k}={one}")' | sort)
-	# The command lines, for the binary and config at their Debian paths.
-	diff -u --label "$svc Exec lines" --label "nix/lib.nix serviceExec" \
-		<(unit_entries "$svc" Service | grep -E '^Exec') \
-		<(nix-instantiate --eval --strict --json \
-			-E '(import ./nix/lib.nix).serviceExec "/usr/bin/vipproxy" "/etc/vipproxy/vipproxy.toml"' |
-			python3 -c 'import json,sys; [print(f"{k}={v}") for k,v in json.load(sys.stdin).items()]' | sort)
-	diff -u --label "$sock Exec lines" --label "nix/lib.nix socketExec" \
-		<(unit_entries "$sock" Socket | grep -E '^Exec') \
-		<(nix-instantiate --eval --strict --json \
-			-E '(import ./nix/lib.nix).socketExec "/usr/bin/vipproxy" "/etc/vipproxy/vipproxy.toml"' |
-			python3 -c 'import json,sys; [print(f"{k}={v}") for k,v in json.load(sys.stdin).items()]' | sort)
-	# [Unit] and [Install]: the module's serviceUnit/socketUnit options.
-	local unit
-	for unit in "$sock:socketUnit" "$svc:serviceUnit"; do
-		diff -u --label "${unit%%:*} [Unit] and [Install]" --label "nix/lib.nix ${unit##*:}" \
-			<( (unit_entries "${unit%%:*}" Unit; unit_entries "${unit%%:*}" Install) | sort) \
-			<(nix-instantiate --eval --strict --json -E "(import ./nix/lib.nix).${unit##*:}" | python3 -c '
-import json, sys
-keys = {"description": "Description", "documentation": "Documentation", "requires": "Requires",
-        "after": "After", "wants": "Wants", "before": "Before", "wantedBy": "WantedBy"}
-for k, v in json.load(sys.stdin).items():
-    print(keys[k] + "=" + (" ".join(v) if isinstance(v, list) else v))' | sort)
-	done
+	# The command lines are checked for the binary and config at their
+	# Debian paths.
+	local paths='"/usr/bin/vipproxy" "/etc/vipproxy/vipproxy.toml"'
+	unit_agrees "$sock" Socket socketConfig "$skip"
+	unit_agrees "$svc" Service serviceConfig "$skip"
+	unit_agrees "$svc" Exec "serviceExec $paths"
+	unit_agrees "$sock" Exec "socketExec $paths"
+	unit_agrees "$sock" Unit socketUnit
+	unit_agrees "$svc" Unit serviceUnit
 	# The port template, vipproxy-port@.socket: its settings with %i as the name.
-	local tmpl=systemd/vipproxy-port@.socket
-	diff -u --label "$tmpl [Socket]" --label "nix/lib.nix portSocketConfig" \
-		<(unit_entries "$tmpl" Socket | grep -Ev "$skip") \
-		<(nix-instantiate --eval --strict --json -E '(import ./nix/lib.nix).portSocketConfig "%i"' |
-			python3 -c 'import json,sys; [print(f"{k}={v}") for k,v in json.load(sys.stdin).items()]' | sort)
+	unit_agrees "$tmpl" Socket 'portSocketConfig "%i"' "$skip"
 	diff -u --label "$tmpl [Unit]" --label "nix/lib.nix portSocketUnit" \
-		<(unit_entries "$tmpl" Unit | sort) \
-		<(nix-instantiate --eval --strict --json -E '(import ./nix/lib.nix).portSocketUnit "%i"' | python3 -c '
-import json, sys
-keys = {"description": "Description", "documentation": "Documentation", "partOf": "PartOf"}
-for k, v in json.load(sys.stdin).items():
-    print(keys[k] + "=" + (" ".join(v) if isinstance(v, list) else v))' | sort)
+		<(unit_entries "$tmpl" Unit | sort) <(nix_unit_entries '(import ./nix/lib.nix).portSocketUnit "%i"')
 	# vipproxy-announce.service (bgp mode): [Service], Exec lines, [Unit] and [Install].
-	local ann=systemd/vipproxy-announce.service
-	diff -u --label "$ann [Service]" --label "nix/lib.nix announceConfig" \
-		<(unit_entries "$ann" Service | grep -Ev "$skip") \
-		<(nix-instantiate --eval --strict --json -E '(import ./nix/lib.nix).announceConfig' |
-			python3 -c '
-import json, sys
-for k, v in json.load(sys.stdin).items():
-    for one in (v if isinstance(v, list) else [v]):
-        print(f"{k}={one}")' | sort)
-	diff -u --label "$ann Exec lines" --label "nix/lib.nix announceExec" \
-		<(unit_entries "$ann" Service | grep -E '^Exec') \
-		<(nix-instantiate --eval --strict --json \
-			-E '(import ./nix/lib.nix).announceExec "/usr/bin/vipproxy" "/etc/vipproxy/vipproxy.toml"' |
-			python3 -c 'import json,sys; [print(f"{k}={v}") for k,v in json.load(sys.stdin).items()]' | sort)
-	diff -u --label "$ann [Unit] and [Install]" --label "nix/lib.nix announceUnit" \
-		<( (unit_entries "$ann" Unit; unit_entries "$ann" Install) | sort) \
-		<(nix-instantiate --eval --strict --json -E "(import ./nix/lib.nix).announceUnit" | python3 -c '
-import json, sys
-keys = {"description": "Description", "documentation": "Documentation", "after": "After", "wantedBy": "WantedBy"}
-for k, v in json.load(sys.stdin).items():
-    print(keys[k] + "=" + (" ".join(v) if isinstance(v, list) else v))' | sort)
+	unit_agrees "$ann" Service announceConfig "$skip"
+	unit_agrees "$ann" Exec "announceExec $paths"
+	unit_agrees "$ann" Unit announceUnit
 	echo "units: nix/lib.nix [Unit], [Install], [Socket] and [Service] equal $sock, $tmpl, $svc and $ann"
 }
 
