@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,5 +183,50 @@ func TestParkWakeUnderClose(t *testing.T) {
 	}
 	if !waitFor(func() bool { return p.Open() == 0 && p.relay.parker.count() == 0 }) {
 		t.Fatalf("after CloseAll: %d open, %d parked; want 0, 0", p.Open(), p.relay.parker.count())
+	}
+}
+
+// TestParkedDirectionsRelayInPlace: small messages on idle connections
+// (watch events) are passed on by the parker itself, both ways, and the
+// directions stay parked; a message larger than the buffer, and the end
+// of the stream, still come through whole.
+func TestParkedDirectionsRelayInPlace(t *testing.T) {
+	p, _, addr := startProxy(t, echoBackend(t))
+	if p.relay.parker == nil {
+		t.Skip("no epoll for parking")
+	}
+	const n = 20
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns[i] = c
+		roundTrip(t, c, "hello")
+	}
+	if !waitFor(func() bool { return p.relay.parker.count() == 2*n }) {
+		t.Fatalf("%d of %d idle directions parked", p.relay.parker.count(), 2*n)
+	}
+	for round := 0; round < 3; round++ {
+		for _, c := range conns {
+			roundTrip(t, c, "event")
+		}
+		// Without relaying in place each message took its directions out
+		// of the parker for 250-500 ms.
+		if got := p.relay.parker.count(); got != 2*n {
+			t.Fatalf("round %d: %d of %d directions parked right after their messages, want all", round, got, 2*n)
+		}
+	}
+	if got := p.relay.parker.relayed.Load(); got < 3*2*n {
+		t.Errorf("parker relayed %d messages in place, want at least %d", got, 3*2*n)
+	}
+	big := strings.Repeat("0123456789abcdef", 3*copyBufSize/16)
+	roundTrip(t, conns[0], big)
+	conns[1].(*net.TCPConn).CloseWrite()
+	conns[1].SetDeadline(time.Now().Add(10 * time.Second))
+	if b, err := io.ReadAll(conns[1]); err != nil || len(b) != 0 {
+		t.Fatalf("half-closed while parked: %q, %v; want a clean EOF", b, err)
 	}
 }
