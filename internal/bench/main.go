@@ -51,7 +51,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&opt.Nice, "nice", -10, "nice level of everything the bench starts (negative: ahead of other work on a shared machine)")
 	fs.StringVar(&opt.Vipproxy, "vipproxy", "bin/vipproxy", "the vipproxy binary")
 	fs.StringVar(&contenders, "contenders", "direct,vipproxy,haproxy,nginx,floor", "contenders in interleaving order (also: naive, a plain tcpproxy)")
-	fs.StringVar(&figures, "figures", "bulk,connrate,pingpong,idle,failover,ready,size,storm", "figure groups to run")
+	fs.StringVar(&figures, "figures", "bulk,connrate,syscalls,pingpong,idle,failover,ready,size,storm", "figure groups to run")
 	fs.StringVar(&opt.SizeDir, "size-dir", "", "directory with vipproxy-linux-{amd64,arm64,riscv64} to report sizes")
 	fs.StringVar(&opt.Out, "out", "", "also write the table as markdown to this file")
 	fs.StringVar(&opt.CPUProfileDir, "cpuprofile-dir", "", "ask vipproxy for a CPU profile here (VIPPROXY_CPUPROFILE)")

@@ -132,6 +132,7 @@ func figureSpecs(opt options) []figureSpec {
 			// close, which any user-space proxy pays, bounds the ratio above.
 			figureSpec{key: fmt.Sprintf("sysconn-%d", w), label: fmt.Sprintf("of which system (kernel) µs per connection, %d worker(s)", w)})
 	}
+	fs = append(fs, figureSpec{key: "syscalls", label: "system calls per connection (strace -c -f, 1 worker)"})
 	for _, c := range []int{1, 64} {
 		var g *goal
 		if c == 1 {

@@ -237,6 +237,8 @@ func (r *runner) runGroup(ctx context.Context, group string, cs []*contender) er
 		})
 	case "ready":
 		return r.readyTimes(ctx, cs)
+	case "syscalls":
+		return r.interleaveN(ctx, cs, 1, func(c *contender) error { return r.syscalls(ctx, c) })
 	case "storm":
 		return r.storms(ctx, cs)
 	case "size":
