@@ -11,7 +11,7 @@ import (
 // Backoff wraps a listener so that Accept survives resource exhaustion:
 // on EMFILE, ENFILE, ENOBUFS, ENOMEM or an aborted handshake it waits
 // (doubling from 5 ms up to max) and tries again instead of returning an
-// error. tcpproxy stops serving on the first accept error, and a proxy
+// error. The accept loop stops serving on the first accept error, and a proxy
 // that exits when it runs out of descriptors takes the control plane down
 // with it. Connections meanwhile wait in the kernel backlog.
 type Backoff struct {

@@ -1,7 +1,10 @@
 // Package proxy is the layer-4 data path: it accepts client connections on
-// the VIP listeners (through tcpproxy), picks a backend from the pool,
-// dials it with transparent retry on failure, and relays bytes both ways
-// without looking at them, so TLS and mTLS pass through untouched.
+// the VIP listeners, picks a backend from the pool, dials it with
+// transparent retry on failure, and relays bytes both ways without looking
+// at them, so TLS and mTLS pass through untouched. It reads as tcpproxy
+// does (the listener, the backend picker, the dialer with retry, the copy
+// loop) without tcpproxy's goroutine and 4 KB peek buffer per connection,
+// which only its SNI and HTTP routes use.
 package proxy
 
 import (
@@ -13,11 +16,11 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/inetaf/tcpproxy"
 	"golang.org/x/sys/unix"
 
 	"github.com/vipproxy/vipproxy/service/balance"
@@ -52,18 +55,19 @@ type Counters struct {
 	AcceptErrors func(reason string)
 }
 
-// Proxy is a tcpproxy.Target that balances over a pool.
+// Proxy accepts on the VIP listeners and balances over a pool.
 type Proxy struct {
-	pool     *balance.Pool
-	log      *slog.Logger
-	counters Counters
-	opts     atomic.Pointer[Options]
-	relay    *relayer
-	open     atomic.Int64
-	tp       *tcpproxy.Proxy
-	stopped  chan struct{} // closed when the accept loops end
-	stopErr  error
-	closing  atomic.Bool
+	pool      *balance.Pool
+	log       *slog.Logger
+	counters  Counters
+	opts      atomic.Pointer[Options]
+	relay     *relayer
+	open      atomic.Int64
+	listeners []net.Listener // as wrapped by Start
+	stopped   chan struct{}  // closed when an accept loop ends
+	stopOnce  sync.Once
+	stopErr   error
+	closing   atomic.Bool
 	// handoff passes accepted connections to idle setup workers.
 	handoff chan net.Conn
 	// own are the listeners' addresses, set by Start: a backend dial that
@@ -123,18 +127,12 @@ func (p *Proxy) SetOptions(o Options) {
 // Open is the number of client connections currently open.
 func (p *Proxy) Open() int64 { return p.open.Load() }
 
-// Start serves the listeners through tcpproxy. Each listener is wrapped so
-// that accept errors such as EMFILE pause the loop instead of ending it.
+// Start accepts on each listener, on a goroutine of its own, and hands
+// every connection to a setup worker. Each listener is wrapped so that
+// accept errors such as EMFILE pause its loop instead of ending it.
 func (p *Proxy) Start(listeners []net.Listener) error {
 	opts := p.opts.Load()
-	byKey := make(map[string]net.Listener, len(listeners))
-	p.tp = &tcpproxy.Proxy{ListenFunc: func(_, key string) (net.Listener, error) {
-		if ln, ok := byKey[key]; ok {
-			return ln, nil
-		}
-		return nil, fmt.Errorf("no listener for %s", key)
-	}}
-	for i, ln := range listeners {
+	for _, ln := range listeners {
 		if a, ok := ln.Addr().(*net.TCPAddr); ok {
 			ap := a.AddrPort()
 			p.own = append(p.own, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
@@ -142,21 +140,30 @@ func (p *Proxy) Start(listeners []net.Listener) error {
 		if err := setUserTimeout(ln, opts.UserTimeout); err != nil {
 			p.log.Warn("cannot set TCP_USER_TIMEOUT on listener; accepted connections use the kernel default", "listener", ln.Addr(), "err", err)
 		}
-		key := fmt.Sprintf("vip%d %s", i, ln.Addr())
-		byKey[key] = &countingListener{listen.NewBackoff(ln, opts.AcceptBackoffMax, p.acceptError), p}
-		p.tp.AddRoute(key, p)
+		p.listeners = append(p.listeners, &countingListener{listen.NewBackoff(ln, opts.AcceptBackoffMax, p.acceptError), p})
 	}
-	if err := p.tp.Start(); err != nil {
-		return fmt.Errorf("start accepting: %w", err)
+	for _, ln := range p.listeners {
+		go p.acceptLoop(ln)
 	}
-	go func() {
-		err := p.tp.Wait()
-		if !p.closing.Load() {
-			p.stopErr = err
-		}
-		close(p.stopped)
-	}()
 	return nil
+}
+
+// acceptLoop accepts until the listener fails or is closed; the first
+// loop to end closes Stopped.
+func (p *Proxy) acceptLoop(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			p.stopOnce.Do(func() {
+				if !p.closing.Load() {
+					p.stopErr = fmt.Errorf("accept on %s: %w", ln.Addr(), err)
+				}
+				close(p.stopped)
+			})
+			return
+		}
+		p.HandleConn(c)
+	}
 }
 
 // Stopped is closed when the accept loops end; Err tells why.
@@ -180,10 +187,13 @@ func (p *Proxy) Accepting() bool {
 // backlog for the next start instead of being refused.
 func (p *Proxy) StopAccepting() {
 	p.closing.Store(true)
-	if p.tp != nil {
-		p.tp.Close()
-		<-p.stopped
+	if len(p.listeners) == 0 {
+		return // never started
 	}
+	for _, ln := range p.listeners {
+		ln.Close()
+	}
+	<-p.stopped
 }
 
 // Drain waits until no connection is open or ctx is done, checking every
@@ -213,11 +223,10 @@ func (p *Proxy) acceptError(err error) {
 	p.log.Warn("accept failed; backing off", "reason", reason, "err", err)
 }
 
-// HandleConn proxies one client connection (tcpproxy.Target). It hands
-// the connection to an idle setup worker, or starts one: tcpproxy calls it
-// on a fresh goroutine per connection, whose small stack would grow twice
-// (copying the stack each time) while dialing, whereas a worker's stack
-// has already grown.
+// HandleConn proxies one client connection. It hands the connection to an
+// idle setup worker, or starts one, and never waits: the accept loop calls
+// it. A fresh goroutine per connection would also grow its small stack
+// twice (copying it each time) while dialing; a worker's has grown already.
 func (p *Proxy) HandleConn(c net.Conn) {
 	select {
 	case p.handoff <- c:
@@ -243,8 +252,8 @@ func (p *Proxy) setupWorker(c net.Conn) {
 
 // setup dials a backend for c and starts relaying.
 func (p *Proxy) setup(c net.Conn) {
-	client, peeked := clientConn(c)
-	if client == nil {
+	client, ok := c.(*net.TCPConn)
+	if !ok {
 		p.refuse(c)
 		return
 	}
@@ -263,13 +272,6 @@ func (p *Proxy) setup(c net.Conn) {
 	if opts.KeepAlive != 15*time.Second {
 		// Go already set its 15 s default on accept; only differ when asked.
 		client.SetKeepAliveConfig(opts.dialer.KeepAliveConfig)
-	}
-	if len(peeked) > 0 {
-		if _, err := backend.Write(peeked); err != nil {
-			backend.Close()
-			p.refuse(client)
-			return
-		}
 	}
 	s := p.newSession(opts, client, b, backend)
 	// Relay on goroutines of the session's own: this worker goes back to
@@ -372,18 +374,6 @@ func (p *Proxy) refuseLoop(b *balance.Backend) {
 	}
 }
 
-// clientConn unwraps what tcpproxy hands over: the TCP connection and any
-// bytes it already read from it.
-func clientConn(c net.Conn) (*net.TCPConn, []byte) {
-	var peeked []byte
-	if pc, ok := c.(*tcpproxy.Conn); ok {
-		peeked = pc.Peeked
-		c = pc.Conn
-	}
-	tc, _ := c.(*net.TCPConn)
-	return tc, peeked
-}
-
 // userTimeout sets TCP_USER_TIMEOUT on a socket; 0 leaves the default.
 func userTimeout(c syscall.RawConn, d time.Duration) error {
 	if d <= 0 {
@@ -415,8 +405,8 @@ func setUserTimeout(ln net.Listener, d time.Duration) error {
 var _ io.Closer = (*net.TCPConn)(nil)
 
 // countingListener counts a connection as open the moment it is accepted,
-// before tcpproxy's goroutine reaches HandleConn: a drain that starts in
-// between must wait for it, not exit under it. Past MaxConnections it
+// before a setup worker has it: a drain that starts in between must wait
+// for it, not exit under it. Past MaxConnections it
 // closes the connection at once, in the accept loop: refused later, on
 // the goroutines of a flood, every accepted one would hold its descriptor
 // meanwhile, and the descriptors the cap keeps for health checks and the

@@ -581,3 +581,22 @@ func pingHeldBy(c net.Conn, b *balance.Backend) *balance.Backend {
 	}
 	return b
 }
+
+// TestConnectionSetupAllocatesLittle: what the proxy allocates per
+// connection, beyond what the same client and backend allocate without it,
+// stays under 4 KB. tcpproxy's accept loop alone allocated a 4 KB peek
+// buffer and started a goroutine for every connection (6.9 KB in all).
+func TestConnectionSetupAllocatesLittle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two short benchmarks")
+	}
+	backend := echoBackend(t)
+	_, _, addr := startProxy(t, backend)
+	direct := testing.Benchmark(func(b *testing.B) { benchSetup(b, backend) })
+	proxied := testing.Benchmark(func(b *testing.B) { benchSetup(b, addr) })
+	extra := proxied.AllocedBytesPerOp() - direct.AllocedBytesPerOp()
+	t.Logf("allocated per connection: %d B direct, %d B through the proxy", direct.AllocedBytesPerOp(), proxied.AllocedBytesPerOp())
+	if extra >= 4096 {
+		t.Errorf("the proxy allocates %d B per connection, want under 4096", extra)
+	}
+}
