@@ -33,10 +33,10 @@ var errParked = errors.New("direction parked")
 // through Go's poller, so no thread blocks on it, and one goroutine
 // serves every parked direction.
 //
-// Closing a socket silently takes it out of an epoll, so whoever closes
-// a socket some direction reads must first call unpark on that direction
-// (session.closeSockets does): the direction goes back to Go's poller,
-// which does see the close.
+// Closing a socket silently takes it out of an epoll, so a socket some
+// direction reads is closed through closeConn (session.go), which first
+// stops that direction's parking: it goes back to Go's poller, which does
+// see the close.
 type parker struct {
 	epfd int
 	file *os.File // owns epfd

@@ -5,6 +5,21 @@
 // does (the listener, the backend picker, the dialer with retry, the copy
 // loop) without tcpproxy's goroutine and 4 KB peek buffer per connection,
 // which only its SNI and HTTP routes use.
+//
+// Who owns what. The accept loop owns a client connection until it hands
+// it to a setup worker (HandleConn); the worker owns it and the backend
+// connection it dials until it makes a session, and closes them itself if
+// it cannot (refuse, dial). From then on the session owns both sockets
+// (session.go): they are closed through closeConn, which first stops the
+// reading direction's parking (closeSockets for both; Evacuate for the
+// backend's alone, so that its reader replays elsewhere), except for a
+// backend socket that failover replaces, which the direction reading it
+// closes itself. Each direction (relay.go) is run by one goroutine at a
+// time, or by none while parked: the parker (park.go) then owns its copy
+// state, under the direction's parkMu, and passes small messages on
+// itself. The last direction to end closes both sockets and ends the
+// session (finish). Lock order: a direction's parkMu before its session's
+// mu, never the reverse.
 package proxy
 
 import (

@@ -72,17 +72,22 @@ func (s *session) abort() {
 	s.end()
 }
 
-// closeSockets closes the client and backend sockets. Parked directions
-// are woken first: closing a socket silently drops it from the parker's
-// epoll, so they would never learn of it.
+// closeSockets closes the client and backend sockets.
 func (s *session) closeSockets() {
 	s.mu.Lock()
 	conn, dirs := s.conn, s.dirs
 	s.mu.Unlock()
-	dirs[0].stopParking()
-	dirs[1].stopParking()
-	s.client.Close()
-	conn.Close()
+	closeConn(s.client, dirs[0])
+	closeConn(conn, dirs[1])
+}
+
+// closeConn is how a socket the session owns is closed: the direction
+// that reads it (nil before the relay starts) stops parking first, since
+// closing a socket silently drops it from the parker's epoll and a parked
+// reader would never learn of it. Call it without s.mu (lock order).
+func closeConn(c *net.TCPConn, reader *direction) {
+	reader.stopParking()
+	c.Close()
 }
 
 // current returns the backend connection and its backend.
@@ -167,6 +172,8 @@ func (s *session) failover() *net.TCPConn {
 	}
 	old := s.conn
 	s.bind(b, conn)
+	// Its reader is our caller, running: nothing parked to stop, and
+	// closeConn's stopParking would take parkMu under s.mu.
 	old.Close()
 	return conn
 }
@@ -215,8 +222,7 @@ func (s *session) Evacuate() {
 		if s.p.debug() {
 			s.p.log.Debug("evacuating: the backend went down before answering; replaying elsewhere", "client", s.client.RemoteAddr(), "backend", s.backend.Name)
 		}
-		reader.stopParking() // it must see the close to replay
-		conn.Close()
+		closeConn(conn, reader) // the reader must see the close to replay
 		return
 	}
 	if s.p.debug() {
