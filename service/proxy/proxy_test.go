@@ -587,8 +587,8 @@ func pingHeldBy(c net.Conn, b *balance.Backend) *balance.Backend {
 // stays under 4 KB. tcpproxy's accept loop alone allocated a 4 KB peek
 // buffer and started a goroutine for every connection (6.9 KB in all).
 func TestConnectionSetupAllocatesLittle(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs two short benchmarks")
+	if testing.Short() || raceOn {
+		t.Skip("runs two short benchmarks; the race detector's allocations would count")
 	}
 	backend := echoBackend(t)
 	_, _, addr := startProxy(t, backend)
