@@ -385,9 +385,12 @@ func TestSocketActivation(t *testing.T) {
 func TestSocketActivationMatchedByPort(t *testing.T) {
 	ssa := testutil.Tool(t, "systemd-socket-activate")
 	s := newSettings(t, backend(t, "a").Addr())
-	go func() { // systemd-socket-activate starts the daemon at the first connection
+	// systemd-socket-activate starts the daemon at the first connection;
+	// port, not s: s is reused below while this may still run.
+	port := s.Port
+	go func() {
 		for i := 0; i < 100; i++ {
-			if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", s.Port)); err == nil {
+			if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
 				c.Close()
 				return
 			}
