@@ -40,6 +40,12 @@ func NodeConfig(vips []string, backend string, uplinks []string, extra string) s
 	return fmt.Sprintf("[vip]\naddresses = %s\n[[backend]]\naddress = %q\n[network]\nuplinks = %s\n%s", quoted(vips), backend, quoted(uplinks), extra)
 }
 
+// BGPNodeConfig is NodeConfig for a node in vip.mode = "bgp"; extra holds
+// its [bgp] table.
+func BGPNodeConfig(vips []string, backend string, uplinks []string, extra string) string {
+	return strings.Replace(NodeConfig(vips, backend, uplinks, extra), "[vip]\n", "[vip]\nmode = \"bgp\"\n", 1)
+}
+
 // quoted writes strings as a TOML array.
 func quoted(list []string) string {
 	q := make([]string, len(list))

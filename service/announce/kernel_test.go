@@ -29,24 +29,16 @@ func TestMain(m *testing.M) {
 const vip4, vip6 = "192.0.2.10", "2001:db8::10"
 
 // nodeConfig is a bgp-mode node peering with the router at 198.51.100.1.
-const nodeConfig = `[vip]
-mode = "bgp"
-addresses = ["192.0.2.10", "2001:db8::10"]
-port = 6443
-[[backend]]
-address = "198.51.100.1:6443"
-[health]
+var nodeConfig = testutil.BGPNodeConfig([]string{vip4, vip6}, "198.51.100.1:6443", []string{"eth0"}, `[health]
 type = "tcp"
 interval = "200ms"
 timeout = "200ms"
-[network]
-uplinks = ["eth0"]
 [bgp]
 local_as = 65001
 router_id = "198.51.100.2"
 hold_time = 9
 peers = [{name = "router", address = "198.51.100.1", as = 65000}, {name = "router6", address = "2001:db8:1::1", as = 65000}]
-`
+`)
 
 // readiness is a stand-in for the daemon's probe socket: /readyz answers
 // as the daemon does, ready or not as the test says.

@@ -5,30 +5,18 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
-const bgpNodeConfig = `[vip]
-mode = "bgp"
-addresses = ["192.0.2.10"]
-port = 6443
-[[backend]]
-address = "192.0.2.11:6443"
-[network]
-uplinks = ["eth0"]
-[bgp]
+var (
+	bgpNodeConfig = testutil.BGPNodeConfig([]string{"192.0.2.10"}, "192.0.2.11:6443", []string{"eth0"}, `[bgp]
 local_as = 65001
 router_id = "192.0.2.11"
 peers = [{name = "tor1", address = "192.0.2.1", as = 65000}]
-`
-
-const vrrpNodeConfig = `[vip]
-addresses = ["192.0.2.10"]
-port = 6443
-[[backend]]
-address = "192.0.2.11:6443"
-[network]
-uplinks = ["eth0"]
-`
+`)
+	vrrpNodeConfig = testutil.NodeConfig([]string{"192.0.2.10"}, "192.0.2.11:6443", []string{"eth0"}, "")
+)
 
 // TestBirdAndKeepalivedByMode: in bgp mode `bird` renders and writes the
 // BIRD file and `keepalived` refuses; in vrrp mode the reverse, and
