@@ -126,7 +126,7 @@ func (p *parker) serve(d *direction) {
 		d.parkMu.Unlock()
 		return // unparked meanwhile (stopParking)
 	}
-	if d.bound() && d.relayParked(p.buf) && p.rearm(d.srcFD) {
+	if d.relayable() && d.relayParked(p.buf) && p.rearm(d.srcFD) {
 		p.relayed.Add(1)
 		d.parkMu.Unlock()
 		return
@@ -247,15 +247,17 @@ func (d *direction) allowParking() {
 	d.parkMu.Unlock()
 }
 
-// bound says the session is bound to its backend: no replay to keep or
-// to do, so the parker may pass a message on (under parkMu). The
+// relayable says the parker may pass the direction's next message on
+// (under parkMu): no client bytes to keep for a replay. The
 // client→backend direction learns that the backend answered at its next
 // message (copyStep), which may come to the parker: it binds here then.
-func (d *direction) bound() bool {
+// The backend→client direction may still wait for the backend's first
+// answer (a TLS handshake slowed by a storm): relayParked marks it.
+func (d *direction) relayable() bool {
 	if d.sessWrite != nil && d.sessWrite.answered.Load() && d.bindBackend() != nil {
 		return false
 	}
-	return d.sessRead == nil && d.sessWrite == nil
+	return d.sessWrite == nil
 }
 
 // relayParked passes on, under parkMu and without waiting, what the
@@ -272,12 +274,20 @@ func (d *direction) relayParked(buf []byte) bool {
 	switch {
 	case rerr == unix.EAGAIN:
 		return true // nothing after all
+	case d.sessRead != nil && (rerr != nil || n == 0):
+		// Closed before answering: the goroutine reads the end of stream
+		// again and replays elsewhere (after a reset, reads return EOF).
+		return false
 	case rerr != nil:
 		d.stash = rerr
 		return false
 	case n == 0:
 		d.stash = io.EOF
 		return false
+	}
+	if d.sessRead != nil {
+		d.sessRead.markAnswered()
+		d.sessRead = nil
 	}
 	out := buf[:n]
 	err := d.dstRaw.Control(func(fd uintptr) { out = writeNow(int(fd), out) })

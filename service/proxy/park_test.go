@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/service/balance"
 )
 
@@ -228,5 +229,69 @@ func TestParkedDirectionsRelayInPlace(t *testing.T) {
 	conns[1].SetDeadline(time.Now().Add(10 * time.Second))
 	if b, err := io.ReadAll(conns[1]); err != nil || len(b) != 0 {
 		t.Fatalf("half-closed while parked: %q, %v; want a clean EOF", b, err)
+	}
+}
+
+// TestParkedFirstAnswerRelayedInPlace: a backend that answers only after
+// both directions parked (a handshake slowed by a storm) gets its answer
+// passed on by the parker, which binds the session, and the client's
+// next message goes in place too.
+func TestParkedFirstAnswerRelayedInPlace(t *testing.T) {
+	slow := testutil.ServeAddr(t, func(c net.Conn) {
+		defer c.Close()
+		buf := make([]byte, 64)
+		n, err := c.Read(buf)
+		if err != nil {
+			return
+		}
+		time.Sleep(4 * parkAfter)
+		c.Write(buf[:n])
+		echo(c)
+	})
+	p, _, addr := startProxy(t, slow)
+	if p.relay.parker == nil {
+		t.Skip("no epoll for parking")
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	roundTrip(t, c, "hello") // answered after both directions parked
+	if got := p.relay.parker.count(); got != 2 {
+		t.Fatalf("%d of 2 directions parked right after the first answer, want both", got)
+	}
+	roundTrip(t, c, "again")
+	if got, relayed := p.relay.parker.count(), p.relay.parker.relayed.Load(); got != 2 || relayed < 3 {
+		t.Errorf("after a second round trip: %d parked, %d relayed in place; want 2 and at least 3", got, relayed)
+	}
+}
+
+// TestParkedUnansweredBackendCloseIsReplayed: a backend that closes
+// without answering after both directions parked costs the client
+// nothing: the parker leaves the end of stream to the direction's
+// goroutine, which replays the bytes on another backend.
+func TestParkedUnansweredBackendCloseIsReplayed(t *testing.T) {
+	for _, reset := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fin", true: "reset"}[reset], func(t *testing.T) {
+			quitter := testutil.ServeAddr(t, func(c net.Conn) {
+				defer c.Close()
+				c.Read(make([]byte, 64))
+				time.Sleep(4 * parkAfter)
+				if reset {
+					c.(*net.TCPConn).SetLinger(0)
+				}
+			})
+			p, _, addr := startProxy(t, quitter, echoBackend(t)) // round-robin: the quitter first
+			if p.relay.parker == nil {
+				t.Skip("no epoll for parking")
+			}
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			roundTrip(t, c, "ping")
+		})
 	}
 }
