@@ -43,6 +43,10 @@ type Options struct {
 	ReadyFile string
 	// WatchInterval is the time between two /watch lines (default 200ms).
 	WatchInterval time.Duration
+	// HeaderTimeout is how long a client may take for its TLS handshake
+	// and request header before it is closed (default 60 s); a flood test
+	// that holds raw connections for longer raises it.
+	HeaderTimeout time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Slices, if set, serves the `kubernetes` EndpointSlices (list and
@@ -72,6 +76,9 @@ func New(opts Options) (*Server, error) {
 	if opts.WatchInterval <= 0 {
 		opts.WatchInterval = 200 * time.Millisecond
 	}
+	if opts.HeaderTimeout <= 0 {
+		opts.HeaderTimeout = 60 * time.Second
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -96,7 +103,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.opts.Hang {
 		go s.acceptAndHang(ln)
 	} else {
-		srv := &http.Server{Handler: s.handler(), ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug), ReadHeaderTimeout: 60 * time.Second}
+		srv := &http.Server{Handler: s.handler(), ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug), ReadHeaderTimeout: s.opts.HeaderTimeout}
 		s.mu.Lock()
 		s.http = srv
 		s.mu.Unlock()

@@ -247,10 +247,11 @@ func (p *proc) waitExit(what string) {
 	}
 }
 
-// waitFor polls cond every 20 ms for up to 15 s.
+// waitFor polls cond every 20 ms for up to 15 s (Slowdown times longer
+// when emulated).
 func (p *proc) waitFor(cond func() bool, what string) {
 	p.t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(testutil.Scaled(15 * time.Second)); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		select {
 		case <-p.exited:
 			p.t.Fatalf("vipproxy exited (%v) while waiting for %s", p.err, what)
@@ -264,8 +265,10 @@ func (p *proc) waitFor(cond func() bool, what string) {
 }
 
 // get fetches an admin path and returns the body; non-200 is an error.
+// Its 2 s timeout is Slowdown times longer when emulated: /metrics under
+// a flood in a TCG guest took longer (vm-tests/flood.py, 2026-12-01).
 func (p *proc) get(path string) (string, error) {
-	c := &http.Client{Timeout: 2 * time.Second}
+	c := &http.Client{Timeout: testutil.Scaled(2 * time.Second)}
 	resp, err := c.Get("http://" + p.admin + path)
 	if err != nil {
 		return "", err
