@@ -233,32 +233,20 @@ func (d *direction) run() error {
 }
 
 // copyStep waits for data without holding a buffer, then moves one
-// buffer's worth with read and write. Once the session is bound to its
-// backend, relayStep does the same for many messages at once.
+// buffer's worth with read and write, while the client→backend direction
+// must keep the client's bytes for a replay. Otherwise relayStep does the
+// same for many messages at once.
 func (d *direction) copyStep() error {
-	if d.sessRead == nil && d.sessWrite == nil {
+	if d.sessWrite == nil {
 		return d.relayStep()
 	}
 	d.op = opRead
 	if err := d.srcRaw.Read(d.ioFn); err != nil {
-		if d.sessRead != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-			// The backend socket was closed under us: evacuated from a
-			// backend marked down before it answered.
-			d.ioErr = err
-			return d.replayElsewhere()
-		}
 		return err
 	}
 	buf := d.buf
 	d.buf = nil
 	defer d.r.bufs.Put(buf)
-	if d.sessRead != nil {
-		if d.ioErr != nil || d.got == 0 {
-			return d.replayElsewhere()
-		}
-		d.sessRead.markAnswered()
-		d.sessRead = nil
-	}
 	if d.ioErr != nil {
 		return d.ioErr
 	}
@@ -266,14 +254,12 @@ func (d *direction) copyStep() error {
 		return io.EOF
 	}
 	chunk := (*buf)[:d.got]
-	if d.sessWrite != nil {
-		if d.sessWrite.forward(chunk) {
-			d.account(d.got)
-			return nil
-		}
-		if err := d.bindBackend(); err != nil {
-			return err
-		}
+	if d.sessWrite.forward(chunk) {
+		d.account(d.got)
+		return nil
+	}
+	if err := d.bindBackend(); err != nil {
+		return err
 	}
 	d.out = chunk
 	return d.passOn(len(*buf))
@@ -313,11 +299,21 @@ func (d *direction) relayStep() error {
 	d.op = opRelay
 	d.got, d.out = 0, nil
 	if err := d.srcRaw.Read(d.ioFn); err != nil {
+		if d.sessRead != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			// The backend socket was closed under us: evacuated from a
+			// backend marked down before it answered.
+			d.ioErr = err
+			return d.replayElsewhere()
+		}
 		return err
 	}
 	buf := d.buf
 	d.buf = nil
 	defer d.r.bufs.Put(buf)
+	if d.sessRead != nil {
+		// The backend closed or reset before its first byte.
+		return d.replayElsewhere()
+	}
 	if d.ioErr != nil {
 		return d.ioErr
 	}
@@ -327,7 +323,9 @@ func (d *direction) relayStep() error {
 	return d.passOn(len(*buf))
 }
 
-// relayOnce is the RawConn.Read callback of relayStep.
+// relayOnce is the RawConn.Read callback of relayStep. The backend's
+// first byte binds the session (nothing left to replay) right here, so
+// that the wait for the next message needs no read of its own either.
 func (d *direction) relayOnce(fd uintptr) bool {
 	if !d.readOnce(fd) {
 		return false // drained: the buffer went back before the wait
@@ -335,6 +333,10 @@ func (d *direction) relayOnce(fd uintptr) bool {
 	n := d.got
 	if d.ioErr != nil || n == 0 {
 		return true
+	}
+	if d.sessRead != nil {
+		d.sessRead.markAnswered()
+		d.sessRead = nil
 	}
 	d.out = (*d.buf)[:n]
 	d.op = opWriteNow // d.ioFn is shared: the destination's callback
