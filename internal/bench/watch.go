@@ -59,12 +59,13 @@ func (b *watchBackend) run(ctx context.Context, listen string) error {
 	return nil
 }
 
-// serve answers one watch: the handshake and the request within 10 s (a
-// health check that only connects is closed then), the ACK, then events.
+// serve answers one watch: the handshake and the request within 30 s (a
+// health check that only connects is closed then; the clients give up
+// after 10 s, as client-go does), the ACK, then events.
 func (b *watchBackend) serve(ctx context.Context, raw net.Conn) {
 	defer raw.Close()
 	c := tls.Server(raw, b.tls)
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.SetDeadline(time.Now().Add(30 * time.Second))
 	line, err := bufio.NewReaderSize(c, 256).ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "WATCH ") {
 		return
