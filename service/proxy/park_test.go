@@ -35,6 +35,27 @@ func roundTrip(t *testing.T, c net.Conn, msg string) {
 	}
 }
 
+// openParked opens n connections through p at addr, each with one round
+// trip to the echo backend, and waits until both directions of every one
+// are parked (idle). They are closed when the test ends.
+func openParked(t *testing.T, p *Proxy, addr string, n int) []net.Conn {
+	t.Helper()
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		conns[i] = c
+		roundTrip(t, c, "hello")
+	}
+	if !waitFor(func() bool { return p.relay.parker.count() == 2*n }) {
+		t.Fatalf("%d of %d idle directions parked after 10 s", p.relay.parker.count(), 2*n)
+	}
+	return conns
+}
+
 // TestIdleConnectionsHoldNoGoroutines: once idle, a connection's two
 // directions wait in the parker without a goroutine each, and wake up
 // when data arrives.
@@ -45,19 +66,7 @@ func TestIdleConnectionsHoldNoGoroutines(t *testing.T) {
 	}
 	const n = 40
 	before := runtime.NumGoroutine()
-	conns := make([]net.Conn, n)
-	for i := range conns {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		conns[i] = c
-		roundTrip(t, c, "hello")
-	}
-	if !waitFor(func() bool { return p.relay.parker.count() == 2*n }) {
-		t.Fatalf("%d of %d idle directions parked after 10 s", p.relay.parker.count(), 2*n)
-	}
+	conns := openParked(t, p, addr, n)
 	// The echo backend in this process keeps one goroutine per connection;
 	// the proxy must keep (well) under one.
 	if extra := runtime.NumGoroutine() - before; extra >= n+n/2 {
@@ -94,17 +103,7 @@ func TestParkedConnectionsCanBeClosed(t *testing.T) {
 		t.Skip("no epoll for parking")
 	}
 	const n = 10
-	for i := 0; i < n; i++ {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		roundTrip(t, c, "x")
-	}
-	if !waitFor(func() bool { return p.relay.parker.count() == 2*n }) {
-		t.Fatalf("%d of %d idle directions parked", p.relay.parker.count(), 2*n)
-	}
+	openParked(t, p, addr, n)
 	if closed := pool.Backends()[0].CloseAll(); closed != n {
 		t.Fatalf("CloseAll closed %d, want %d", closed, n)
 	}
@@ -197,19 +196,7 @@ func TestParkedDirectionsRelayInPlace(t *testing.T) {
 		t.Skip("no epoll for parking")
 	}
 	const n = 20
-	conns := make([]net.Conn, n)
-	for i := range conns {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		conns[i] = c
-		roundTrip(t, c, "hello")
-	}
-	if !waitFor(func() bool { return p.relay.parker.count() == 2*n }) {
-		t.Fatalf("%d of %d idle directions parked", p.relay.parker.count(), 2*n)
-	}
+	conns := openParked(t, p, addr, n)
 	for round := 0; round < 3; round++ {
 		for _, c := range conns {
 			roundTrip(t, c, "event")
