@@ -1,7 +1,7 @@
 # Performance: `make bench` measures vipproxy against a direct connection,
 # HAProxy and nginx on loopback and prints one table (see docs/performance.md).
 # Not part of `make test`: it takes minutes and its numbers are not pass/fail.
-BENCH_APT := haproxy nginx libnginx-mod-stream util-linux procps
+BENCH_APT := haproxy nginx libnginx-mod-stream util-linux procps strace
 BENCH_SIZE_DIR := $(BIN)/bench-size
 # e.g. make bench BENCH_FLAGS='--reps 5 --pin split'
 BENCH_FLAGS ?=
