@@ -540,3 +540,48 @@ func TestSurvivesDescriptorExhaustion(t *testing.T) {
 		t.Errorf("no EMFILE backoff in the log")
 	}
 }
+
+// 8d. A socket-activated start under a reconnect storm: every client that
+// waited in the backlog while the daemon started, before any health check
+// had run, is served, and the backends share them (see balance's starting
+// backends).
+func TestSocketActivatedStartServesTheBacklog(t *testing.T) {
+	ssa := testutil.Tool(t, "systemd-socket-activate")
+	s := newSettings(t, backend(t, "a").Addr(), backend(t, "b").Addr(), backend(t, "c").Addr())
+	port := s.Port
+	const clients = 60
+	type answer struct {
+		who string
+		err error
+	}
+	answers := make(chan answer, clients)
+	c := mtlsClient(t, true)
+	for range clients {
+		go func() {
+			// The first connection makes systemd-socket-activate start
+			// the daemon; the others wait in the backlog meanwhile.
+			for i := 0; i < 250; i++ {
+				if conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+					conn.Close()
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			who, err := name(c, fmt.Sprintf("127.0.0.1:%d", port))
+			answers <- answer{who, err}
+		}()
+	}
+	startVIPProxy(t, s, nil, ssa, "--fdname=vip", "-l", fmt.Sprintf("127.0.0.1:%d", port))
+	seen := map[string]int{}
+	for range clients {
+		a := <-answers
+		if a.err != nil {
+			t.Errorf("a client that came while the daemon started failed: %v", a.err)
+			continue
+		}
+		seen[a.who]++
+	}
+	if len(seen) != 3 {
+		t.Errorf("%d clients at the start went to %v, want all three backends", clients, seen)
+	}
+}
