@@ -35,6 +35,17 @@ func roundTrip(t *testing.T, c net.Conn, msg string) {
 	}
 }
 
+// startParking is startProxy for a test of the parker; it skips the test
+// where the parker cannot run (no epoll).
+func startParking(t *testing.T, addrs ...string) (*Proxy, *balance.Pool, string) {
+	t.Helper()
+	p, pool, addr := startProxy(t, addrs...)
+	if p.relay.parker == nil {
+		t.Skip("no epoll for parking")
+	}
+	return p, pool, addr
+}
+
 // openParked opens n connections through p at addr, each with one round
 // trip to the echo backend, and waits until both directions of every one
 // are parked (idle). They are closed when the test ends.
@@ -42,13 +53,8 @@ func openParked(t *testing.T, p *Proxy, addr string, n int) []net.Conn {
 	t.Helper()
 	conns := make([]net.Conn, n)
 	for i := range conns {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		conns[i] = c
-		roundTrip(t, c, "hello")
+		conns[i] = dial(t, addr)
+		roundTrip(t, conns[i], "hello")
 	}
 	if !waitFor(func() bool { return p.relay.parker.count() == 2*n }) {
 		t.Fatalf("%d of %d idle directions parked after 10 s", p.relay.parker.count(), 2*n)
@@ -60,10 +66,7 @@ func openParked(t *testing.T, p *Proxy, addr string, n int) []net.Conn {
 // directions wait in the parker without a goroutine each, and wake up
 // when data arrives.
 func TestIdleConnectionsHoldNoGoroutines(t *testing.T) {
-	p, _, addr := startProxy(t, echoBackend(t))
-	if p.relay.parker == nil {
-		t.Skip("no epoll for parking")
-	}
+	p, _, addr := startParking(t, echoBackend(t))
 	const n = 40
 	before := runtime.NumGoroutine()
 	conns := openParked(t, p, addr, n)
@@ -98,10 +101,7 @@ func TestIdleConnectionsHoldNoGoroutines(t *testing.T) {
 // TestParkedConnectionsCanBeClosed: CloseAll (drain timeout, removed
 // backend) ends parked connections, so a drain finishes.
 func TestParkedConnectionsCanBeClosed(t *testing.T) {
-	p, pool, addr := startProxy(t, echoBackend(t))
-	if p.relay.parker == nil {
-		t.Skip("no epoll for parking")
-	}
+	p, pool, addr := startParking(t, echoBackend(t))
 	const n = 10
 	openParked(t, p, addr, n)
 	if closed := pool.Backends()[0].CloseAll(); closed != n {
@@ -116,15 +116,8 @@ func TestParkedConnectionsCanBeClosed(t *testing.T) {
 // never answers is replayed on another backend when that one goes down.
 func TestParkedUnansweredIsEvacuated(t *testing.T) {
 	silent := silentBackend(t)
-	p, pool, addr := startProxy(t, silent, echoBackend(t))
-	if p.relay.parker == nil {
-		t.Skip("no epoll for parking")
-	}
-	c, err := net.Dial("tcp", addr) // round-robin: the silent one first
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, pool, addr := startParking(t, silent, echoBackend(t))
+	c := dial(t, addr) // round-robin: the silent one first
 	c.Write([]byte("ping"))
 	if !waitFor(func() bool { return p.relay.parker.count() == 2 }) {
 		t.Fatalf("%d of 2 directions parked", p.relay.parker.count())
@@ -145,18 +138,11 @@ func TestParkedUnansweredIsEvacuated(t *testing.T) {
 // message every 0-600 ms) while their backend's connections are closed
 // all end, none is left open or parked.
 func TestParkWakeUnderClose(t *testing.T) {
-	p, pool, addr := startProxy(t, echoBackend(t))
-	if p.relay.parker == nil {
-		t.Skip("no epoll for parking")
-	}
+	p, pool, addr := startParking(t, echoBackend(t))
 	const n = 30
 	done := make(chan struct{}, n)
 	for i := 0; i < n; i++ {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := dial(t, addr)
 		go func() {
 			defer func() { done <- struct{}{} }()
 			buf := make([]byte, 1)
@@ -191,10 +177,7 @@ func TestParkWakeUnderClose(t *testing.T) {
 // directions stay parked; a message larger than the buffer, and the end
 // of the stream, still come through whole.
 func TestParkedDirectionsRelayInPlace(t *testing.T) {
-	p, _, addr := startProxy(t, echoBackend(t))
-	if p.relay.parker == nil {
-		t.Skip("no epoll for parking")
-	}
+	p, _, addr := startParking(t, echoBackend(t))
 	const n = 20
 	conns := openParked(t, p, addr, n)
 	for round := 0; round < 3; round++ {
@@ -235,15 +218,8 @@ func TestParkedFirstAnswerRelayedInPlace(t *testing.T) {
 		c.Write(buf[:n])
 		echo(c)
 	})
-	p, _, addr := startProxy(t, slow)
-	if p.relay.parker == nil {
-		t.Skip("no epoll for parking")
-	}
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, _, addr := startParking(t, slow)
+	c := dial(t, addr)
 	roundTrip(t, c, "hello") // answered after both directions parked
 	if got := p.relay.parker.count(); got != 2 {
 		t.Fatalf("%d of 2 directions parked right after the first answer, want both", got)
@@ -269,15 +245,8 @@ func TestParkedUnansweredBackendCloseIsReplayed(t *testing.T) {
 					c.(*net.TCPConn).SetLinger(0)
 				}
 			})
-			p, _, addr := startProxy(t, quitter, echoBackend(t)) // round-robin: the quitter first
-			if p.relay.parker == nil {
-				t.Skip("no epoll for parking")
-			}
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			_, _, addr := startParking(t, quitter, echoBackend(t)) // round-robin: the quitter first
+			c := dial(t, addr)
 			roundTrip(t, c, "ping")
 		})
 	}
