@@ -348,6 +348,19 @@ func keepAliveConn(t *testing.T, vip string) *tls.Conn {
 	return c
 }
 
+// knock connects to 127.0.0.1:port until a connection is accepted (tries
+// times, 20 ms apart) and closes it: systemd-socket-activate starts the
+// daemon at the first connection, which waits in the backlog meanwhile.
+func knock(port, tries int) {
+	for range tries {
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // 8a. Socket activation as systemd does it, with systemd-socket-activate.
 func TestSocketActivation(t *testing.T) {
 	ssa := testutil.Tool(t, "systemd-socket-activate")
@@ -357,12 +370,7 @@ func TestSocketActivation(t *testing.T) {
 	// which waits in the backlog meanwhile and must then be served.
 	early := make(chan error, 1)
 	go func() {
-		for i := 0; i < 100; i++ {
-			if _, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", s.Port)); err == nil {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		knock(s.Port, 100)
 		_, err := name(mtlsClient(t, true), fmt.Sprintf("127.0.0.1:%d", s.Port))
 		early <- err
 	}()
@@ -388,15 +396,7 @@ func TestSocketActivationMatchedByPort(t *testing.T) {
 	// systemd-socket-activate starts the daemon at the first connection;
 	// port, not s: s is reused below while this may still run.
 	port := s.Port
-	go func() {
-		for i := 0; i < 100; i++ {
-			if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-				c.Close()
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
+	go knock(port, 100)
 	p := startVIPProxy(t, s, nil, ssa, "--fdname=other", "-l", fmt.Sprintf("127.0.0.1:%d", s.Port))
 	p.waitState("b0", "up")
 	if n, err := name(mtlsClient(t, true), p.vip); err != nil || n != "a" {
@@ -560,13 +560,7 @@ func TestSocketActivatedStartServesTheBacklog(t *testing.T) {
 		go func() {
 			// The first connection makes systemd-socket-activate start
 			// the daemon; the others wait in the backlog meanwhile.
-			for i := 0; i < 250; i++ {
-				if conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-					conn.Close()
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			knock(port, 250)
 			who, err := name(c, fmt.Sprintf("127.0.0.1:%d", port))
 			answers <- answer{who, err}
 		}()
