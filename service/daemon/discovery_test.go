@@ -196,9 +196,7 @@ func TestDiscoveryKeepsTheSetOnBadAnswers(t *testing.T) {
 	p.waitSources(map[string]string{a0: "static", a1: "discovered", a2: "discovered+draining"})
 	c.publish(0, 1, 2)
 	p.waitSources(all)
-	// The line is written before the set changes, but reaches p.log
-	// through a pipe copied on another goroutine: wait for it.
-	p.waitFor(func() bool { return strings.Contains(p.log.String(), "returned") }, "a log line for the flap")
+	p.waitLog("returned") // the flap's line, logged before the set changed
 	// A reload that leaves [discovery] alone keeps the discovered backends.
 	s.Extra += "\n[log]\nlevel = \"debug\"\n"
 	p.rewrite(s.toml())

@@ -419,6 +419,7 @@ func startActivated(t *testing.T, s settings, f *os.File) *proc {
 	p.cmd.ExtraFiles = []*os.File{f}
 	p.start()
 	p.waitFor(func() bool { return p.status().Ready }, "ready")
+	p.waitLog("msg=serving") // logged before ready, copied in later
 	if !strings.Contains(p.log.String(), "activated=true") {
 		t.Fatalf("vipproxy did not take the passed socket:\n%s", p.log.String())
 	}

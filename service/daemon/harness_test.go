@@ -264,6 +264,14 @@ func (p *proc) waitFor(cond func() bool, what string) {
 	p.t.Fatalf("timed out waiting for %s", what)
 }
 
+// waitLog waits until the daemon's log has want: a line logged before a
+// state the test saw may still be on its way through the output pipe,
+// which another goroutine copies into p.log.
+func (p *proc) waitLog(want string) {
+	p.t.Helper()
+	p.waitFor(func() bool { return strings.Contains(p.log.String(), want) }, "the log line "+want)
+}
+
 // get fetches an admin path and returns the body; non-200 is an error.
 // Its 2 s timeout is Slowdown times longer when emulated: /metrics under
 // a flood in a TCG guest took longer (vm-tests/flood.py, 2026-12-01).
