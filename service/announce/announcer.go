@@ -29,6 +29,10 @@ type Announcer struct {
 	// Changed is told each time the announcement starts or stops, with why.
 	Changed func(announced bool, why string)
 	Log     *slog.Logger
+
+	// openErr is the last failure to open the link, said once (it is
+	// tried again at every check: the journal must not get two a second).
+	openErr string
 }
 
 // Run checks readiness every Interval until ctx ends, opening the link when
@@ -76,9 +80,14 @@ func (a *Announcer) step(link *Link, failed int, readyErr error) (*Link, int) {
 	}
 	l, err := Open(a.Interface, a.VIPs)
 	if err != nil {
-		a.Log.Error("cannot announce the VIP: the announce link failed", "interface", a.Interface, "err", err)
+		if err.Error() != a.openErr {
+			a.openErr = err.Error()
+			a.Log.Error("cannot announce the VIP: the announce link failed; trying again at every check", "interface", a.Interface, "err", err)
+			a.Changed(false, "the announce link failed: "+err.Error())
+		}
 		return nil, 0
 	}
+	a.openErr = ""
 	a.Log.Info("announcing the VIP: the proxy is ready", "interface", a.Interface, "vips", a.VIPs)
 	a.Changed(true, "ready")
 	return l, 0
