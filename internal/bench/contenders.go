@@ -112,9 +112,14 @@ listen = "127.0.0.1:%d"
 [timeouts]
 drain = "2s"
 
+# As HAProxy's maxconn: the idle figure holds 9,900 connections, more than
+# the cap the daemon derives from a 20,000-descriptor limit (8,700).
+[limits]
+max_connections = %d
+
 [log]
 level = "warn"
-`, port, adminPort)
+`, port, adminPort, maxConns)
 	for i, a := range backends {
 		fmt.Fprintf(&b, "\n[[backend]]\nname = \"b%d\"\naddress = %q\n", i+1, a)
 	}
