@@ -211,46 +211,61 @@ func (r *runner) storm(ctx context.Context, scenario, name string) error {
 		return err
 	}
 	defer wc.stop()
+	res, cpu, peakKB, err := sr.unleash(ctx, scenario, p, wc)
+	if err != nil {
+		return err
+	}
+	if res.Disrupted == 0 {
+		// e.g. the proxy sent no watch to backend 1 (its first check
+		// failed): the storm measured nothing.
+		return fmt.Errorf("no watch was cut (watches per backend %s)", shares(res.Shares))
+	}
+	r.recordStorm(scenario, name, res, cpu, peakKB, load)
+	return nil
+}
+
+// unleash marks the start, disrupts, and waits for every watch to work
+// again; it returns the client's result, the proxy's CPU during the storm
+// (a restarted proxy's from its start) and its peak RSS in KB.
+func (r *runner) unleash(ctx context.Context, scenario string, p *stormProxy, wc *watchClient) (watchResult, time.Duration, int64, error) {
 	var before procSample
 	if scenario != "at-once" {
 		if err := wc.established(); err != nil {
-			return err
+			return watchResult{}, 0, 0, err
 		}
 		before, _ = sampleTree(p.pid())
 		wc.send("mark")
 	}
 	peak := watchPeak(p)
-	if err := sr.disrupt(ctx, scenario, p); err != nil {
+	if err := r.disrupt(ctx, scenario, p); err != nil {
 		peak()
-		return err
+		return watchResult{}, 0, 0, err
 	}
-	if scenario != "at-once" {
-		if scenario == "kill-backend" {
-			wc.send("wait backend 1")
-		} else {
-			wc.send("wait all")
-		}
+	switch scenario {
+	case "kill-backend":
+		wc.send("wait backend 1")
+	case "restart", "restart-activated":
+		wc.send("wait all")
 	}
 	res, err := wc.result()
 	peakKB := peak()
 	if scenario == "kill-backend" {
 		// Back for the next storm, once this one is measured.
 		if err := r.startWatchBackend(ctx, 0); err != nil {
-			return fmt.Errorf("restart watch backend 1: %w", err)
+			return res, 0, 0, fmt.Errorf("restart watch backend 1: %w", err)
 		}
 	}
 	if err != nil {
-		return err
+		return res, 0, 0, err
 	}
 	after, err := sampleTree(p.pid())
 	if err != nil {
-		return err
+		return res, 0, 0, err
 	}
 	if strings.HasPrefix(scenario, "restart") {
 		before = procSample{} // a new process: all its CPU is the storm's
 	}
-	r.recordStorm(scenario, name, res, after.CPU-before.CPU, peakKB, load)
-	return nil
+	return res, after.CPU - before.CPU, peakKB, nil
 }
 
 // disrupt does what the scenario does to the running storm.
