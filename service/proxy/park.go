@@ -121,18 +121,18 @@ func (p *parker) loop(raw syscall.RawConn) {
 // the stream, an error, a write that would wait or a read that fills the
 // buffer (bulk) resume the direction on a goroutine of its own.
 func (p *parker) serve(d *direction) {
-	d.parkMu.Lock()
-	if !d.parked {
-		d.parkMu.Unlock()
+	d.pk.mu.Lock()
+	if !d.pk.parked {
+		d.pk.mu.Unlock()
 		return // unparked meanwhile (stopParking)
 	}
-	if d.relayable() && d.relayParked(p.buf) && p.rearm(d.srcFD) {
+	if d.relayable() && d.relayParked(p.buf) && p.rearm(d.pk.srcFD) {
 		p.relayed.Add(1)
-		d.parkMu.Unlock()
+		d.pk.mu.Unlock()
 		return
 	}
 	resume := d.unparkLocked()
-	d.parkMu.Unlock()
+	d.pk.mu.Unlock()
 	if resume {
 		go d.wake()
 	}
@@ -185,42 +185,55 @@ func (p *parker) count() int {
 	return len(p.parked)
 }
 
+// parkState is a direction's standing with the parker, under mu. While
+// the direction is parked it has no goroutine, and the parker, under mu,
+// may move a message and so touch the direction's n, out, buf and
+// useSplice; otherwise only the direction's goroutine does.
+type parkState struct {
+	mu      sync.Mutex
+	parked  bool   // in the parker, no goroutine
+	parks   uint32 // times parked or relayed in place: a drain tells idle from busy (session.IdleMark)
+	closing bool   // the source socket is being closed: do not park
+	srcFD   int32  // the source descriptor while parked
+	stash   error  // end of stream or error the parker read (flushParked)
+}
+
 // park hands the direction to the parker; false means it must go on
 // running (its sockets are being closed, or the kernel refused).
 func (d *direction) park() bool {
-	d.parkMu.Lock()
-	defer d.parkMu.Unlock()
-	if d.closing || d.r.parker == nil {
+	d.pk.mu.Lock()
+	defer d.pk.mu.Unlock()
+	if d.pk.closing || d.r.parker == nil {
 		return false
 	}
 	// Control holds the descriptor open: it cannot be closed (and its
 	// number reused) while it goes into the epoll.
 	ok := false
 	err := d.srcRaw.Control(func(fd uintptr) {
-		d.srcFD = int32(fd)
-		ok = d.r.parker.add(d.srcFD, d)
+		d.pk.srcFD = int32(fd)
+		ok = d.r.parker.add(d.pk.srcFD, d)
 	})
-	d.parked = ok && err == nil
-	if d.parked {
-		d.parks++
+	d.pk.parked = ok && err == nil
+	if d.pk.parked {
+		d.pk.parks++
 	}
-	return d.parked
+	return d.pk.parked
 }
 
 // unpark takes the direction out of the parker; true if it was parked,
 // and the caller must then resume it.
 func (d *direction) unpark() bool {
-	d.parkMu.Lock()
-	defer d.parkMu.Unlock()
+	d.pk.mu.Lock()
+	defer d.pk.mu.Unlock()
 	return d.unparkLocked()
 }
 
 func (d *direction) unparkLocked() bool {
-	if !d.parked {
+	if !d.pk.parked {
 		return false
 	}
-	d.parked = false
-	d.r.parker.remove(d.srcFD, d)
+	d.pk.parked = false
+	d.r.parker.remove(d.pk.srcFD, d)
 	return true
 }
 
@@ -231,10 +244,10 @@ func (d *direction) stopParking() {
 	if d == nil {
 		return
 	}
-	d.parkMu.Lock()
-	d.closing = true
+	d.pk.mu.Lock()
+	d.pk.closing = true
 	resume := d.unparkLocked()
-	d.parkMu.Unlock()
+	d.pk.mu.Unlock()
 	if resume {
 		go d.wake()
 	}
@@ -242,13 +255,13 @@ func (d *direction) stopParking() {
 
 // allowParking is called when the direction has a new source socket.
 func (d *direction) allowParking() {
-	d.parkMu.Lock()
-	d.closing = false
-	d.parkMu.Unlock()
+	d.pk.mu.Lock()
+	d.pk.closing = false
+	d.pk.mu.Unlock()
 }
 
 // relayable says the parker may pass the direction's next message on
-// (under parkMu): no client bytes to keep for a replay. The
+// (under pk.mu): no client bytes to keep for a replay. The
 // client→backend direction learns that the backend answered at its next
 // message (copyStep), which may come to the parker: it binds here then.
 // The backend→client direction may still wait for the backend's first
@@ -260,10 +273,10 @@ func (d *direction) relayable() bool {
 	return d.sessWrite == nil
 }
 
-// relayParked passes on, under parkMu and without waiting, what the
+// relayParked passes on, under pk.mu and without waiting, what the
 // parked direction's source holds; true if it did all of it and the
 // direction may stay parked. Otherwise the bytes it could not write wait
-// in d.out, and an end of stream or error it read in d.stash, for the
+// in d.out, and an end of stream or error it read in d.pk.stash, for the
 // direction's goroutine (flushParked).
 func (d *direction) relayParked(buf []byte) bool {
 	var n int
@@ -279,10 +292,10 @@ func (d *direction) relayParked(buf []byte) bool {
 		// again and replays elsewhere (after a reset, reads return EOF).
 		return false
 	case rerr != nil:
-		d.stash = rerr
+		d.pk.stash = rerr
 		return false
 	case n == 0:
-		d.stash = io.EOF
+		d.pk.stash = io.EOF
 		return false
 	}
 	if d.sessRead != nil {
@@ -292,7 +305,7 @@ func (d *direction) relayParked(buf []byte) bool {
 	out := buf[:n]
 	err := d.dstRaw.Control(func(fd uintptr) { out = writeNow(int(fd), out) })
 	d.account(n - len(out))
-	d.parks++ // bytes moved: a drain must not take the connection for idle
+	d.pk.parks++ // bytes moved: a drain must not take the connection for idle
 	if n == len(buf) {
 		d.useSplice = true // bulk: the goroutine splices the rest
 	}
@@ -320,8 +333,8 @@ func (d *direction) flushParked() error {
 		}
 		d.account(n)
 	}
-	err := d.stash
-	d.stash = nil
+	err := d.pk.stash
+	d.pk.stash = nil
 	return err
 }
 

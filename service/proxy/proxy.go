@@ -16,9 +16,9 @@
 // backend socket that failover replaces, which the direction reading it
 // closes itself. Each direction (relay.go) is run by one goroutine at a
 // time, or by none while parked: the parker (park.go) then owns its copy
-// state, under the direction's parkMu, and passes small messages on
+// state, under the direction's pk.mu, and passes small messages on
 // itself. The last direction to end closes both sockets and ends the
-// session (finish). Lock order: a direction's parkMu before its session's
+// session (finish). Lock order: a direction's pk.mu before its session's
 // mu, never the reverse.
 package proxy
 

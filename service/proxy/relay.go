@@ -137,16 +137,8 @@ type direction struct {
 	sess      *session
 	toBackend bool
 	mark      int64 // n when the idle check was armed
-	// Parking (park.go): parkMu guards parked, parks, closing, srcFD and
-	// stash. While the direction is parked it has no goroutine, and the
-	// parker, under parkMu, may move a message and so touch n, out, buf
-	// and useSplice; otherwise only the direction's goroutine does.
-	parkMu  sync.Mutex
-	parked  bool   // in the parker, no goroutine
-	stash   error  // end of stream or error the parker read (flushParked)
-	parks   uint32 // times parked, so a drain can tell idle from busy (session.IdleMark)
-	closing bool   // the source socket is being closed: do not park
-	srcFD   int32  // the source descriptor while parked
+	// pk is the direction's standing with the parker (park.go).
+	pk parkState
 }
 
 // ioOp selects the RawConn callback: one bound method value per

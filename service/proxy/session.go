@@ -173,7 +173,7 @@ func (s *session) failover() *net.TCPConn {
 	old := s.conn
 	s.bind(b, conn)
 	// Its reader is our caller, running: nothing parked to stop, and
-	// closeConn's stopParking would take parkMu under s.mu.
+	// closeConn's stopParking would take pk.mu under s.mu.
 	old.Close()
 	return conn
 }
@@ -197,10 +197,10 @@ func (s *session) IdleMark() (mark uint64, idle bool) {
 		if d == nil {
 			return 0, false // not relaying yet
 		}
-		d.parkMu.Lock()
-		parked := d.parked
-		parks[i] = d.parks
-		d.parkMu.Unlock()
+		d.pk.mu.Lock()
+		parked := d.pk.parked
+		parks[i] = d.pk.parks
+		d.pk.mu.Unlock()
 		if !parked {
 			return 0, false
 		}
