@@ -84,24 +84,30 @@ pki_setup() {
 	kubeconfig_admin >"$work/admin.kubeconfig"
 }
 # kubeconfig_admin: kubectl as the admin, through the VIP.
-kubeconfig_admin() {
+kubeconfig_admin() { kubeconfig vip "https://$vip:6443" admin "$pki/admin.crt" "$pki/admin.key"; }
+# kubeconfig NAME SERVER USER CERT KEY [SERVER_NAME]: a kubeconfig with one
+# cluster NAME at SERVER, verified by the test CA (as SERVER_NAME if given),
+# and one user with a client certificate.
+kubeconfig() {
+	local sni=
+	[ -z "${6:-}" ] || sni=$'\n    tls-server-name: '"$6"
 	cat <<YAML
 apiVersion: v1
 kind: Config
 clusters:
-- name: vip
+- name: $1
   cluster:
-    server: https://$vip:6443
+    server: $2$sni
     certificate-authority: $pki/ca.crt
 users:
-- name: admin
+- name: $3
   user:
-    client-certificate: $pki/admin.crt
-    client-key: $pki/admin.key
+    client-certificate: $4
+    client-key: $5
 contexts:
-- name: vip
-  context: {cluster: vip, user: admin}
-current-context: vip
+- name: $1
+  context: {cluster: $1, user: $3}
+current-context: $1
 YAML
 }
 ossl() { openssl "$@" >/dev/null 2>&1; }
@@ -224,6 +230,45 @@ vipproxy_stop() {
 	wait "$vipproxy_pid" 2>/dev/null || true
 	vipproxy_pid=
 }
+# discovery_config CHECK [LINE...]: a vipproxy config seeded with apiserver
+# 1 only, a health check of type CHECK, discovery as user vipproxy (state
+# in $swork), and each LINE added to the [discovery] table.
+discovery_config() {
+	cat <<TOML
+[vip]
+addresses = ["$vip"]
+port = 6443
+
+[[backend]]
+name = "seed"
+address = "192.0.2.1:6443"
+
+[health]
+type = "$1"
+interval = "500ms"
+timeout = "500ms"
+ca_file = "$pki/ca.crt"
+server_name = "kubernetes"
+
+[admin]
+listen = "$admin"
+
+[network]
+uplinks = ["eth1"]
+
+[discovery]
+enable = true
+ca_file = "$pki/ca.crt"
+cert_file = "$pki/vipproxy.crt"
+key_file = "$pki/vipproxy.key"
+state_dir = "$swork"
+TOML
+	shift
+	[ $# = 0 ] || printf '%s\n' "$@"
+}
+# as_vipproxy CURL_ARG...: the HTTP status user vipproxy gets (what the RBAC
+# of examples/rbac-discovery.yaml lets it read).
+as_vipproxy() { in_ns curl -s -o /dev/null -w '%{http_code}' --cacert "$pki/ca.crt" --cert "$pki/vipproxy.crt" --key "$pki/vipproxy.key" "$@"; }
 # vstatus: vipproxy's /status document.
 vstatus() { in_ns curl -sf "http://$admin/status"; }
 # backends_are "ADDR=SOURCE/STATE ...": the backends in /status, sorted.
@@ -239,14 +284,14 @@ conns() {
 		END { if (seen) print sum }'
 }
 
-# loop_start: GET /version through the VIP every 0.1 s as the admin until
-# loop_stop, which sets loop_ok and loop_failed.
-loop_start() {
+# request_loop CMD...: run CMD (one request) every 0.1 s in the background
+# until loop_stop, which sets loop_ok and loop_failed.
+request_loop() {
 	rm -f "$swork/loop.stop" "$swork/loop.result"
 	(
 		ok=0 failed=0
 		while [ ! -e "$swork/loop.stop" ] && [ ! -e "$work/stop" ]; do
-			if kc -o /dev/null --max-time 10 "https://$vip:6443/version"; then ok=$((ok + 1)); else failed=$((failed + 1)); fi
+			if "$@"; then ok=$((ok + 1)); else failed=$((failed + 1)); fi
 			sleep 0.1
 		done
 		echo "$ok $failed" >"$swork/loop.result"
@@ -254,6 +299,8 @@ loop_start() {
 	loop_pid=$!
 	pids+=($loop_pid)
 }
+# loop_start: GET /version through the VIP as the admin, in a request_loop.
+loop_start() { request_loop kc -o /dev/null --max-time 10 "https://$vip:6443/version"; }
 loop_stop() {
 	touch "$swork/loop.stop"
 	wait "$loop_pid"

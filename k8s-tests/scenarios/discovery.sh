@@ -4,41 +4,11 @@
 # is SIGKILLed and its lease expires, with a request loop running and no
 # failed request.
 scenario_discovery() {
-	as_vipproxy() { in_ns curl -s -o /dev/null -w '%{http_code}' --cacert "$pki/ca.crt" --cert "$pki/vipproxy.crt" --key "$pki/vipproxy.key" "$@"; }
 	[ "$(as_vipproxy "$slice_url")" = 200 ] || fail "user vipproxy cannot list the EndpointSlices"
 	[ "$(as_vipproxy https://192.0.2.1:6443/api/v1/namespaces/default/secrets)" = 403 ] || fail "user vipproxy can list secrets"
 	step "RBAC from examples/rbac-discovery.yaml: vipproxy may list EndpointSlices, not secrets"
 
-	cat >"$swork/vipproxy.toml" <<TOML
-[vip]
-addresses = ["$vip"]
-port = 6443
-
-[[backend]]
-name = "seed"
-address = "192.0.2.1:6443"
-
-[health]
-type = "https"
-interval = "500ms"
-timeout = "500ms"
-ca_file = "$pki/ca.crt"
-server_name = "kubernetes"
-
-[admin]
-listen = "$admin"
-
-[network]
-uplinks = ["eth1"]
-
-[discovery]
-enable = true
-ca_file = "$pki/ca.crt"
-cert_file = "$pki/vipproxy.crt"
-key_file = "$pki/vipproxy.key"
-grace = "3s"
-state_dir = "$swork"
-TOML
+	discovery_config https 'grace = "3s"' >"$swork/vipproxy.toml"
 	vipproxy_start "$swork/vipproxy.toml"
 	local t0 tk c1 c2 c3 c
 	t0=$(date +%s)

@@ -24,44 +24,15 @@ foreign_listed() { kc "https://192.0.2.1:6443/apis/discovery.k8s.io/v1/namespace
 
 scenario_foreign_slice() {
 	local labelled
-	as_vipproxy_code() { in_ns curl -s -o /dev/null -w '%{http_code}' --cacert "$pki/ca.crt" --cert "$pki/vipproxy.crt" --key "$pki/vipproxy.key" "$@"; }
 	foreign_slice_create kubernetes-foreign 192.0.2.66
 	labelled=$(foreign_listed)
 	[ "$labelled" = "192.0.2.1 192.0.2.2 192.0.2.3 192.0.2.66" ] || fail "the label selector lists $labelled"
 	step "a foreign slice with the apiservers' label: the label selector lists $labelled"
-	[ "$(as_vipproxy_code "https://192.0.2.1:6443/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes-foreign")" = 403 ] ||
+	[ "$(as_vipproxy "https://192.0.2.1:6443/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes-foreign")" = 403 ] ||
 		fail "user vipproxy may read the foreign slice"
 	step "RBAC: user vipproxy may not read it"
 
-	cat >"$swork/vipproxy.toml" <<TOML
-[vip]
-addresses = ["$vip"]
-port = 6443
-
-[[backend]]
-name = "seed"
-address = "192.0.2.1:6443"
-
-[health]
-type = "tls"
-interval = "500ms"
-timeout = "500ms"
-ca_file = "$pki/ca.crt"
-server_name = "kubernetes"
-
-[admin]
-listen = "$admin"
-
-[network]
-uplinks = ["eth1"]
-
-[discovery]
-enable = true
-ca_file = "$pki/ca.crt"
-cert_file = "$pki/vipproxy.crt"
-key_file = "$pki/vipproxy.key"
-state_dir = "$swork"
-TOML
+	discovery_config tls >"$swork/vipproxy.toml"
 	vipproxy_start "$swork/vipproxy.toml"
 	waitfor 60 "vipproxy to discover and check the three apiservers" backends_are \
 		"192.0.2.1:6443=static/up 192.0.2.2:6443=discovered/up 192.0.2.3:6443=discovered/up"

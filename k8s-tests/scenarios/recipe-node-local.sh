@@ -43,44 +43,13 @@ scenario_recipe_node_local() {
 # node_local_kubeconfig: the kubelet's kubeconfig as the docs write it for a
 # node-local node (its client certificate: the node's).
 node_local_kubeconfig() {
-	cat <<YAML
-apiVersion: v1
-kind: Config
-clusters:
-- name: local
-  cluster:
-    server: https://127.0.0.1:7445
-    tls-server-name: kubernetes
-    certificate-authority: $pki/ca.crt
-users:
-- name: kubelet
-  user:
-    client-certificate: $pki/kubelet.pem
-    client-key: $pki/kubelet.pem
-contexts:
-- name: local
-  context: {cluster: local, user: kubelet}
-current-context: local
-YAML
+	kubeconfig local https://127.0.0.1:7445 kubelet "$pki/kubelet.pem" "$pki/kubelet.pem" kubernetes
 }
 
 # node_local_loop_start: GET /version through 127.0.0.1:7445 every 0.1 s as
 # the kubelet (name checked: kubernetes) until loop_stop.
-node_local_loop_start() {
-	rm -f "$swork/loop.stop" "$swork/loop.result"
-	(
-		ok=0 failed=0
-		while [ ! -e "$swork/loop.stop" ] && [ ! -e "$work/stop" ]; do
-			if in_ns curl -sS --fail-with-body --max-time 10 --cacert "$pki/ca.crt" --cert "$pki/kubelet.pem" \
-				--connect-to kubernetes:7445:127.0.0.1:7445 -o /dev/null https://kubernetes:7445/version 2>>"$swork/loop.err"; then
-				ok=$((ok + 1))
-			else
-				failed=$((failed + 1))
-			fi
-			sleep 0.1
-		done
-		echo "$ok $failed" >"$swork/loop.result"
-	) &
-	loop_pid=$!
-	pids+=($loop_pid)
+node_local_loop_start() { request_loop node_local_get; }
+node_local_get() {
+	in_ns curl -sS --fail-with-body --max-time 10 --cacert "$pki/ca.crt" --cert "$pki/kubelet.pem" \
+		--connect-to kubernetes:7445:127.0.0.1:7445 -o /dev/null https://kubernetes:7445/version 2>>"$swork/loop.err"
 }
