@@ -108,6 +108,8 @@ type settings struct {
 	Interval  string // default 200ms (longer under qemu-user: testutil.CheckPeriod)
 	// DrainIdle is timeouts.drain_idle; default the config's default.
 	DrainIdle string
+	// Dial is timeouts.dial; default 1s.
+	Dial string
 	// Mode is vip.mode; default the config's default (vrrp).
 	Mode string
 	// ServerName is health.server_name (tls and https checks).
@@ -143,7 +145,11 @@ func (s settings) toml() string {
 			fmt.Fprintf(&b, "server_name = %q\n", s.ServerName)
 		}
 	}
-	fmt.Fprintf(&b, "\n[timeouts]\ndial = \"1s\"\ndrain = \"5s\"\n")
+	dial := s.Dial
+	if dial == "" {
+		dial = "1s"
+	}
+	fmt.Fprintf(&b, "\n[timeouts]\ndial = %q\ndrain = \"5s\"\n", dial)
 	if s.DrainIdle != "" {
 		fmt.Fprintf(&b, "drain_idle = %q\n", s.DrainIdle)
 	}
