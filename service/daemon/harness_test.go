@@ -322,6 +322,7 @@ type status struct {
 	OpenConnections int64           `json:"open_connections"`
 	ConfigError     string          `json:"config_error"`
 	Panic           bool            `json:"panic"`
+	Reloads         uint64          `json:"reloads"` // done, accepted or refused
 }
 
 func (p *proc) status() status {

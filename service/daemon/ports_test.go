@@ -253,8 +253,18 @@ func TestReadinessFollowsRequiredPorts(t *testing.T) {
 func TestReloadRemovesAndAddsPorts(t *testing.T) {
 	k := startK0sSetup(t)
 	p := k.p
+	// reloaded waits until the daemon reports the reload it was just
+	// sent: a removed or renumbered port must refuse from then on. Its
+	// port list changes a moment earlier, and a new number accepts (in the
+	// kernel's backlog) as soon as the reload binds it, before the old
+	// one closes.
+	reloaded := func(before uint64, what string) {
+		p.waitFor(func() bool { return p.status().Reloads > before }, what)
+	}
 	k.p.rewrite(k.config("api", "konnectivity"))
+	n := p.status().Reloads
 	p.signal(syscall.SIGHUP)
+	reloaded(n, "the join port removed")
 	p.waitFor(func() bool { return len(p.status().Ports) == 2 }, "the join port removed")
 	if c, err := net.Dial("tcp", k.vips["join"]); err == nil {
 		c.Close()
@@ -282,7 +292,9 @@ func TestReloadRemovesAndAddsPorts(t *testing.T) {
 	k.vipPorts["join"] = testutil.FreePort(t)
 	k.vips["join"] = fmt.Sprintf("127.0.0.1:%d", k.vipPorts["join"])
 	p.rewrite(k.config())
+	n = p.status().Reloads
 	p.signal(syscall.SIGHUP)
+	reloaded(n, "join renumbered")
 	p.waitFor(func() bool {
 		c, err := net.Dial("tcp", k.vips["join"])
 		if err == nil {
