@@ -103,6 +103,18 @@ date +%s.%N > /run/nexthop.back
 """
 
 
+# Debian's bird.service runs /usr/lib/bird/prepare-environment (mkdir,
+# chown ...) through the manager's PATH, which these NixOS-shaped nodes keep
+# to systemd's own tools (vm-tests/README.md); a Debian manager has
+# /usr/bin there. On NixOS the module's BIRD unit names its store paths.
+BIRD_PATH = [
+    "mkdir -p /run/systemd/system/bird.service.d",
+    "printf '[Service]\\nEnvironment=PATH=/usr/sbin:/usr/bin:/sbin:/bin\\n' > /run/systemd/system/bird.service.d/50-debian-path.conf",
+    "systemctl unmask bird.service",
+    "systemctl daemon-reload",
+]
+
+
 def write_file(node, path, text):
     node.succeed(f"mkdir -p $(dirname {path}) && rm -f {path} && cat > {path} <<'__EOF__'\n{text}\n__EOF__")
 
@@ -167,7 +179,7 @@ with subtest("router: BIRD with ECMP, the client behind it"):
         f"ip -n client addr add {CLIENT_IP}/24 dev eth0",
         "ip -n client link set eth0 up",
         f"ip -n client route add default via {CLIENT_GW}",
-        "systemctl unmask bird.service",
+        *BIRD_PATH,
         "systemctl start bird.service",
     )
 
@@ -189,7 +201,7 @@ with subtest("nodes: apiserver stand-in, vipproxy in bgp mode, BIRD from vipprox
             "systemctl start vipproxy.socket vipproxy.service",
             f"vipproxy bird --config {CONF} --out /etc/bird/vipproxy.conf",
             "echo 'include \"/etc/bird/vipproxy.conf\";' >> /etc/bird/bird.conf",
-            "systemctl unmask bird.service",
+            *BIRD_PATH,
             "systemctl start bird.service",
         )
     for m in CPS.values():
