@@ -264,17 +264,24 @@ with subtest("SIGKILL of vipproxy on cp1: withdrawn within the bound, no new con
         "printf '[Service]\\nRestart=no\\n' > /run/systemd/system/vipproxy.service.d/50-test-norestart.conf",
         "systemctl daemon-reload",
     )
+    # The guests' clocks are not one: the kill is timed on cp1's clock (and
+    # the withdrawal there, by the announcer's journal), the next hop's end
+    # on the router's. On the router's clock the kill fell between
+    # router_before and the driver's round trip after it.
+    t_a = time.monotonic()
     router_before = now(router)
     killed = float(cp1.succeed("date +%s.%N; systemctl kill --signal=KILL vipproxy.service").split()[0])
+    round_trip = time.monotonic() - t_a
     router.wait_until_succeeds("test -s /run/nexthop.gone", timeout=30)
     gone = float(router.succeed("cat /run/nexthop.gone"))
-    bound = gone - router_before
+    upper = gone - router_before
+    lower = max(0.0, upper - round_trip)
     withdrawn_log = cp1.succeed("journalctl -u vipproxy-announce.service -o short-unix --no-pager | grep 'VIP withdrawn' | tail -1").split()[0]
     on_node = float(withdrawn_log) - killed
-    print(f"RESULT SIGKILL to withdrawal: cp1's announcer withdrew {on_node:.2f} s after the kill (node clock); "
-          f"the router's kernel dropped cp1's next hop at most {bound:.2f} s after it (router clock, includes one driver round trip)")
-    assert bound <= WITHDRAW_BOUND + 1.0, f"withdrawal took up to {bound:.2f} s (bound {WITHDRAW_BOUND} s + a driver round trip)"
+    print(f"RESULT SIGKILL to withdrawal: cp1's announcer withdrew {on_node:.2f} s after the kill (cp1's clock); "
+          f"the router's kernel dropped cp1's next hop {lower:.2f}-{upper:.2f} s after the kill (router's clock; the range is the driver's round trip)")
     assert on_node <= WITHDRAW_BOUND, f"the announcer withdrew {on_node:.2f} s after the kill (bound {WITHDRAW_BOUND} s)"
+    assert lower <= WITHDRAW_BOUND, f"the router dropped the next hop at least {lower:.2f} s after the kill (bound {WITHDRAW_BOUND} s)"
     assert next_hops() == ["cp2", "cp3"], next_hops()
     router.sleep(15)
     after = [r for r in loop_rows() if r[0] > gone]
@@ -308,14 +315,17 @@ with subtest("restart: cp1 announced again, its next hop back"):
 
 with subtest("SIGKILL of vipproxy-announce itself: the link goes with it, BIRD withdraws, systemd restarts it"):
     router.succeed("rm -f /run/nexthop.gone /run/nexthop.back", f"{RUN} --unit=nexthop-watch2 bash /root/nexthop-watch.sh {IP['cp3']}")
+    t_a = time.monotonic()
     router_before = now(router)
     cp3.succeed("systemctl kill --signal=KILL vipproxy-announce.service")
+    round_trip = time.monotonic() - t_a
     router.wait_until_succeeds("test -s /run/nexthop.gone", timeout=30)
     gone = float(router.succeed("cat /run/nexthop.gone"))
     router.wait_until_succeeds("test -s /run/nexthop.back", timeout=60)
     back = float(router.succeed("cat /run/nexthop.back"))
-    print(f"RESULT SIGKILL of the announcer: cp3's next hop gone at most {gone - router_before:.2f} s after (router clock), back {back - gone:.1f} s later (Restart=always)")
-    assert gone - router_before <= WITHDRAW_BOUND + 1.0
+    upper = gone - router_before
+    print(f"RESULT SIGKILL of the announcer: cp3's next hop gone {max(0.0, upper - round_trip):.2f}-{upper:.2f} s after (router's clock), back {back - gone:.1f} s later (Restart=always)")
+    assert upper - round_trip <= WITHDRAW_BOUND
 
 with subtest("vipproxy doctor on a healthy bgp node: every check passes, bgp among them"):
     cp2.wait_until_succeeds("curl -sf http://127.0.0.1:6449/metrics | grep -qx 'vipproxy_bgp_announced 1'", timeout=60)
