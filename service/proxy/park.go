@@ -220,14 +220,8 @@ func (d *direction) park() bool {
 	return d.pk.parked
 }
 
-// unpark takes the direction out of the parker; true if it was parked,
-// and the caller must then resume it.
-func (d *direction) unpark() bool {
-	d.pk.mu.Lock()
-	defer d.pk.mu.Unlock()
-	return d.unparkLocked()
-}
-
+// unparkLocked takes the direction out of the parker (d.pk.mu held); true
+// if it was parked, and the caller must then resume it.
 func (d *direction) unparkLocked() bool {
 	if !d.pk.parked {
 		return false
