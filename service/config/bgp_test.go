@@ -9,16 +9,7 @@ import (
 // TestBGPKeysDocumented: every [bgp] key is set in examples/bgp.toml (the
 // reference example is a VRRP node, where [bgp] is refused).
 func TestBGPKeysDocumented(t *testing.T) {
-	const path = "../../examples/bgp.toml"
-	src := loadAndRead(t, path)
-	for _, key := range allKeys(reflect.TypeFor[Config](), "") {
-		if !strings.HasPrefix(key, "bgp.") {
-			continue
-		}
-		if keyLine(string(src), key) == 0 || !strings.Contains(string(src), lastPart(key)+" =") {
-			t.Errorf("%s does not set %s", path, key)
-		}
-	}
+	exampleSetsKeys(t, "../../examples/bgp.toml", func(key string) bool { return strings.HasPrefix(key, "bgp.") })
 }
 
 const bgpBase = `[vip]
