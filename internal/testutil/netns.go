@@ -3,9 +3,13 @@ package testutil
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -17,21 +21,45 @@ type NetNS struct{ Name string }
 // (not root, no iproute2, ip netns unusable).
 func NewNetNS(t testing.TB, prefix string) *NetNS {
 	t.Helper()
+	n, err := OpenNetNS(t, prefix)
+	if err != nil {
+		t.Skip(err)
+	}
+	return n
+}
+
+// OpenNetNS is NewNetNS for a test that goes on without the namespace:
+// the error says why there is none. When the test ends, whatever still
+// runs inside is killed and the namespace deleted.
+func OpenNetNS(t testing.TB, prefix string) (*NetNS, error) {
+	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
+		return nil, errors.New("needs root for network namespaces")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs ip (iproute2)")
+		return nil, errors.New("needs ip (iproute2)")
 	}
 	b := make([]byte, 4)
 	rand.Read(b)
 	n := &NetNS{Name: prefix + "-" + hex.EncodeToString(b)}
 	if out, err := exec.Command("ip", "netns", "add", n.Name).CombinedOutput(); err != nil {
-		t.Skipf("ip netns add unusable here: %v: %s", err, out)
+		return nil, fmt.Errorf("ip netns add unusable here: %v: %s", err, out)
 	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", n.Name).Run() })
+	t.Cleanup(n.delete)
 	n.IP(t, "link", "set", "lo", "up")
-	return n
+	return n, nil
+}
+
+// delete kills what still runs in the namespace, then deletes it.
+func (n *NetNS) delete() {
+	if out, err := exec.Command("ip", "netns", "pids", n.Name).Output(); err == nil {
+		for _, f := range strings.Fields(string(out)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+	exec.Command("ip", "netns", "del", n.Name).Run()
 }
 
 // IP runs `ip -n NAME args...` and fails the test on error.

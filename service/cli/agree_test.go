@@ -17,6 +17,7 @@ import (
 	"github.com/coreos/go-systemd/v22/unit"
 	"golang.org/x/sys/unix"
 
+	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/health"
@@ -242,18 +243,15 @@ func newKeepalivedChecker(t *testing.T) *keepalivedChecker {
 		t.Log("keepalived --config-test skipped: needs root and keepalived")
 		return kc
 	}
-	ns := fmt.Sprintf("vpagree-%d", os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Logf("keepalived --config-test skipped: ip netns add: %v: %s", err, out)
+	ns, err := testutil.OpenNetNS(t, "vpagree")
+	if err != nil {
+		t.Logf("keepalived --config-test skipped: %v", err)
 		return kc
 	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
 	for i, name := range []string{"eth0", "eth1", "eth0.100"} {
-		if out, err := exec.Command("ip", "-n", ns, "link", "add", name, "type", "veth", "peer", "name", fmt.Sprintf("peer%d", i)).CombinedOutput(); err != nil {
-			t.Fatalf("add %s: %v: %s", name, err, out)
-		}
+		ns.IP(t, "link", "add", name, "type", "veth", "peer", "name", fmt.Sprintf("peer%d", i))
 	}
-	kc.ns = ns
+	kc.ns = ns.Name
 	return kc
 }
 

@@ -261,37 +261,16 @@ func TestBackendBlackholed(t *testing.T) {
 			t.Skipf("%s not installed (make deps installs nftables)", tool)
 		}
 	}
-	ns := fmt.Sprintf("vipproxy-bh-%d-%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Skipf("cannot create a network namespace: %v: %s", err, out)
-	}
-	t.Cleanup(func() { deleteNetns(t, ns) })
-	if out, err := exec.Command("ip", "-n", ns, "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		t.Fatalf("loopback up in %s: %v: %s", ns, err, out)
-	}
-	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run=^TestBackendBlackholed$", "-test.v", "-test.count=1", "-test.timeout=2m")
-	cmd.Env = append(os.Environ(), netnsEnv+"="+ns)
+	ns := testutil.NewNetNS(t, "vipproxy-bh")
+	cmd := exec.Command("ip", "netns", "exec", ns.Name, os.Args[0], "-test.run=^TestBackendBlackholed$", "-test.v", "-test.count=1", "-test.timeout=2m")
+	cmd.Env = append(os.Environ(), netnsEnv+"="+ns.Name)
 	out, err := cmd.CombinedOutput()
-	t.Logf("inside network namespace %s:\n%s", ns, out)
+	t.Logf("inside network namespace %s:\n%s", ns.Name, out)
 	if err != nil {
 		t.Fatalf("the test inside the namespace failed: %v", err)
 	}
 	if strings.Contains(string(out), "--- SKIP") {
 		t.Skip("skipped inside the namespace")
-	}
-}
-
-// deleteNetns kills what still runs in the namespace (by pid) and deletes it.
-func deleteNetns(t *testing.T, ns string) {
-	if out, err := exec.Command("ip", "netns", "pids", ns).Output(); err == nil {
-		for _, f := range strings.Fields(string(out)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-	}
-	if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-		t.Errorf("delete network namespace %s: %v: %s", ns, err, out)
 	}
 }
 
