@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,10 +13,10 @@ import (
 	"github.com/vipproxy/vipproxy/service/config"
 )
 
+// parseConfig is a BGP node's lines plus an uplink and one backend.
 func parseConfig(t *testing.T, lines ...string) *config.Valid {
 	t.Helper()
-	base := []string{`[[backend]]`, `address = "192.0.2.21:6443"`, `[network]`, `uplinks = ["eth0"]`}
-	return testconfig.Parse(t, append(base, lines...)...)
+	return testconfig.WithBackend(t, "192.0.2.21:6443", append(slices.Clip(lines), `[network]`, `uplinks = ["eth0"]`)...)
 }
 
 var goldenCases = map[string][]string{

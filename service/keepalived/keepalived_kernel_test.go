@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/vipproxy/vipproxy/internal/testutil"
+	"github.com/vipproxy/vipproxy/internal/testutil/testconfig"
 )
 
 // mainConf includes the snippet as documented: keepalived.conf's
@@ -28,7 +29,7 @@ func TestGoldenPassesKeepalivedConfigTest(t *testing.T) {
 	ns.Veth(t, "eth1", "eth1p")
 	ns.Veth(t, "eth2", "eth2p")
 	for name, lines := range goldenCases {
-		cfg := parseConfig(t, lines...)
+		cfg := testconfig.WithBackend(t, "192.168.1.1:6443", lines...)
 		// keepalived disables a track script whose program does not exist,
 		// and /usr/bin/vipproxy is not installed here.
 		cfg.Keepalived.ProbeCommand = "/bin/true"

@@ -9,13 +9,7 @@ import (
 
 	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/internal/testutil/testconfig"
-	"github.com/vipproxy/vipproxy/service/config"
 )
-
-func parseConfig(t *testing.T, lines ...string) *config.Valid {
-	t.Helper()
-	return testconfig.Parse(t, append(lines, "[[backend]]", `address = "192.168.1.1:6443"`)...)
-}
 
 func selfExe(t *testing.T) string {
 	t.Helper()
@@ -39,7 +33,7 @@ var goldenCases = map[string][]string{
 func TestRenderGolden(t *testing.T) {
 	for name, lines := range goldenCases {
 		t.Run(name, func(t *testing.T) {
-			got := Render(parseConfig(t, lines...))
+			got := Render(testconfig.WithBackend(t, "192.168.1.1:6443", lines...))
 			// The default probe_command is this (test) binary's own path.
 			got = bytes.ReplaceAll(got, []byte(selfExe(t)+" probe"), []byte("SELF probe"))
 			testutil.Golden(t, filepath.Join("testdata/golden", name+".conf"), got)
@@ -61,7 +55,7 @@ func writeConf(t *testing.T, dir, name, text string) string {
 }
 
 func TestCheckConf(t *testing.T) {
-	cfg := parseConfig(t, `[vip]`, `addresses = ["192.168.1.100", "2001:db8:1::100"]`, `[network]`, `uplinks = ["eth1"]`)
+	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", `[vip]`, `addresses = ["192.168.1.100", "2001:db8:1::100"]`, `[network]`, `uplinks = ["eth1"]`)
 	rendered := Render(cfg)
 	cases := []struct {
 		name  string
@@ -109,7 +103,7 @@ func TestCheckConf(t *testing.T) {
 }
 
 func TestCheckConfMissingFile(t *testing.T) {
-	cfg := parseConfig(t, goldenCases["minimal"]...)
+	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
 	err := CheckConf(cfg, filepath.Join(t.TempDir(), "nope.conf"))
 	if err == nil || !strings.Contains(err.Error(), "nope.conf") {
 		t.Errorf("got %v, want an error naming the file", err)

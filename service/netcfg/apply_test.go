@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vipproxy/vipproxy/internal/testutil/testconfig"
 	"github.com/vipproxy/vipproxy/service/atomicfile"
 	"github.com/vipproxy/vipproxy/service/config"
 )
@@ -54,7 +55,7 @@ func hostIn(t *testing.T, cfg *config.Valid) (*testNS, *Host, *fakeNetworkd) {
 }
 
 func testConfig(t *testing.T) *config.Valid {
-	return parseConfig(t, `[vip]`, `addresses = ["10.0.0.100", "2001:db8:1::100"]`, `[network]`, `uplinks = ["up0"]`)
+	return testconfig.WithBackend(t, "192.0.2.1:6443", `[vip]`, `addresses = ["10.0.0.100", "2001:db8:1::100"]`, `[network]`, `uplinks = ["up0"]`)
 }
 
 func TestApplyIsIdempotent(t *testing.T) {

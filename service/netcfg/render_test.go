@@ -6,13 +6,7 @@ import (
 
 	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/internal/testutil/testconfig"
-	"github.com/vipproxy/vipproxy/service/config"
 )
-
-// parseConfig builds a config from TOML lines plus one backend.
-func parseConfig(t *testing.T, lines ...string) *config.Valid {
-	return testconfig.Parse(t, append(lines, "[[backend]]", `address = "192.0.2.1:6443"`)...)
-}
 
 var goldenCases = map[string][]string{
 	"ipv4":       {`[vip]`, `addresses = ["10.0.0.100"]`, `[network]`, `uplinks = ["eth0"]`},
@@ -30,7 +24,7 @@ var goldenCases = map[string][]string{
 func TestRenderGolden(t *testing.T) {
 	for name, lines := range goldenCases {
 		t.Run(name, func(t *testing.T) {
-			files := Render(parseConfig(t, lines...), "/")
+			files := Render(testconfig.WithBackend(t, "192.0.2.1:6443", lines...), "/")
 			for _, f := range files.List() {
 				testutil.Golden(t, filepath.Join("testdata/golden", name, f.Path), f.Data)
 			}

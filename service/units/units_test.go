@@ -30,7 +30,7 @@ port = 9443`
 // with [[port]] tables) after lines.
 func parse(t *testing.T, backend string, lines ...string) *config.Valid {
 	t.Helper()
-	return testconfig.Parse(t, append(lines, `[network]`, `uplinks = ["eth0"]`, `[[backend]]`, fmt.Sprintf("address = %q", backend))...)
+	return testconfig.WithBackend(t, backend, append(slices.Clip(lines), `[network]`, `uplinks = ["eth0"]`)...)
 }
 
 func TestSocketDropInGolden(t *testing.T) {

@@ -4,6 +4,8 @@
 package testconfig
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,4 +21,11 @@ func Parse(t testing.TB, lines ...string) *config.Valid {
 		t.Fatalf("parse config: %v", err)
 	}
 	return cfg
+}
+
+// WithBackend parses lines plus one [[backend]] at address (host:port, or
+// a host where lines have [[port]] tables), or fails the test.
+func WithBackend(t testing.TB, address string, lines ...string) *config.Valid {
+	t.Helper()
+	return Parse(t, append(slices.Clip(lines), "[[backend]]", fmt.Sprintf("address = %q", address))...)
 }
