@@ -1,6 +1,7 @@
 package balance
 
 import (
+	"maps"
 	"testing"
 
 	"github.com/vipproxy/vipproxy/service/config"
@@ -42,22 +43,23 @@ func countPicks(p *Pool, n int) map[string]int {
 	return got
 }
 
-func TestRoundRobinIsEven(t *testing.T) {
-	got := countPicks(newPool(t, config.RoundRobin), 300)
-	for _, name := range []string{"a", "b", "c"} {
-		if got[name] != 100 {
-			t.Errorf("backend %s got %d of 300 picks, want 100 (%v)", name, got[name], got)
-		}
+// wantPicks fails the test unless n picks land exactly as want says (a
+// name left out gets none; "<nil>" counts picks of no backend).
+func wantPicks(t *testing.T, p *Pool, n int, want map[string]int, what string) {
+	t.Helper()
+	if got := countPicks(p, n); !maps.Equal(got, want) {
+		t.Errorf("%s: %d picks %v, want %v", what, n, got, want)
 	}
+}
+
+func TestRoundRobinIsEven(t *testing.T) {
+	wantPicks(t, newPool(t, config.RoundRobin), 300, map[string]int{"a": 100, "b": 100, "c": 100}, "three unchecked")
 }
 
 func TestRoundRobinSpreadsADownBackendsShare(t *testing.T) {
 	p := newPool(t, config.RoundRobin)
 	apply(p, "b", CheckFailed)
-	got := countPicks(p, 300)
-	if got["a"] != 150 || got["c"] != 150 {
-		t.Errorf("with b down: %v, want a=150 c=150", got)
-	}
+	wantPicks(t, p, 300, map[string]int{"a": 150, "c": 150}, "b down")
 }
 
 func TestPickSkipsDownAndTried(t *testing.T) {
@@ -264,21 +266,12 @@ func TestSetAlgorithmWhilePicking(t *testing.T) {
 func TestStartingBackendsShareWithTheFirstUp(t *testing.T) {
 	p := newPool(t, config.RoundRobin)
 	apply(p, "c", CheckPassed)
-	got := countPicks(p, 300)
-	for _, name := range []string{"a", "b", "c"} {
-		if got[name] != 100 {
-			t.Errorf("c up, a and b not checked yet since the start: %v, want 100 each", got)
-		}
-	}
+	wantPicks(t, p, 300, map[string]int{"a": 100, "b": 100, "c": 100}, "c up, a and b not checked yet since the start")
 	// A failed dial ends that standing: the backend waits for its check.
 	p.DialFailed(p.Lookup("a"))
-	if got := countPicks(p, 300); got["a"] != 0 || got["b"] != 150 || got["c"] != 150 {
-		t.Errorf("a failed a dial before its first check: %v, want b=150 c=150", got)
-	}
+	wantPicks(t, p, 300, map[string]int{"b": 150, "c": 150}, "a failed a dial before its first check")
 	apply(p, "b", CheckFailed)
-	if got := countPicks(p, 30); got["c"] != 30 {
-		t.Errorf("b down: %v, want only c", got)
-	}
+	wantPicks(t, p, 30, map[string]int{"c": 30}, "b down")
 }
 
 // TestAddedBackendWaitsForItsCheck: a backend a reload or discovery adds
@@ -289,7 +282,5 @@ func TestAddedBackendWaitsForItsCheck(t *testing.T) {
 		apply(p, n, CheckPassed)
 	}
 	p.Update(append(threeBackends(), config.Backend{Name: "d", Address: "127.0.0.1:4"}))
-	if got := countPicks(p, 300); got["d"] != 0 {
-		t.Errorf("d added, not checked yet: %v, want no pick of d", got)
-	}
+	wantPicks(t, p, 300, map[string]int{"a": 100, "b": 100, "c": 100}, "d added, not checked yet")
 }

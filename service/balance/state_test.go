@@ -147,13 +147,9 @@ func TestUnknownNotPickedWhileKnownGood(t *testing.T) {
 	}
 	apply(p, "a", CheckPassed)
 	p.Update(append(threeBackends(), config.Backend{Name: "d", Address: "127.0.0.1:4"}))
-	if got := countPicks(p, 40); got["a"] != 40 {
-		t.Errorf("a up, the others unknown: picks %v, want all on a", got)
-	}
+	wantPicks(t, p, 40, map[string]int{"a": 40}, "a up, the others unknown")
 	apply(p, "a", DialFailed)
-	if got := countPicks(p, 40); got["a"] != 40 {
-		t.Errorf("a suspect, the others unknown: picks %v, want all on a", got)
-	}
+	wantPicks(t, p, 40, map[string]int{"a": 40}, "a suspect, the others unknown")
 }
 
 func TestPanicMode(t *testing.T) {
@@ -172,14 +168,9 @@ func TestPanicMode(t *testing.T) {
 	if !tr.Panic || !tr.PanicChanged {
 		t.Fatalf("two of three down at once: %+v, want panic mode entered", tr)
 	}
-	if got := countPicks(p, 30); got["c"] != 30 {
-		t.Errorf("panic, c still up: picks %v, want c first", got)
-	}
+	wantPicks(t, p, 30, map[string]int{"c": 30}, "panic, c still up: c first")
 	apply(p, "c", CheckFailed)
-	got := countPicks(p, 30)
-	if got["b"] != 15 || got["c"] != 15 {
-		t.Errorf("panic, all down: picks %v, want b and c (the last known good), not a", got)
-	}
+	wantPicks(t, p, 30, map[string]int{"b": 15, "c": 15}, "panic, all down: b and c (the last known good), not a")
 	apply(p, "a", CheckPassed)
 	if b := p.Pick(nil); b == nil || b.Name != "a" {
 		t.Errorf("panic: a recovering backend comes before the last known good; picked %v", b)
