@@ -158,25 +158,10 @@ func TestHalfCloseAfterAnswer(t *testing.T) {
 	p := startVIPProxy(t, newSettings(t, ln.Addr().String()), nil)
 	p.waitState("b0", "up")
 	const conns = 200
-	var failed atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < conns; i += 8 {
-				if err := halfCloseExchange(p.vip, i, received); err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	t.Logf("%d connections with the backend half-closing after its answer: %d failed", conns, failed.Load())
-	if n := failed.Load(); n > 0 {
-		t.Errorf("%d of %d half-close exchanges failed (first: %v)", n, conns, firstErr.Load())
+	failed, firstErr := forEach(conns, func(i int) error { return halfCloseExchange(p.vip, i, received) })
+	t.Logf("%d connections with the backend half-closing after its answer: %d failed", conns, failed)
+	if failed > 0 {
+		t.Errorf("%d of %d half-close exchanges failed (first: %v)", failed, conns, firstErr)
 	}
 }
 
@@ -524,17 +509,7 @@ func manyConns(t *testing.T) int {
 // passing data twice, then closed; the proxy's count returns to zero.
 func TestManyConnections(t *testing.T) {
 	n := manyConns(t)
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatal(err)
-	}
-	lim.Cur = lim.Max
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		t.Skipf("cannot raise the descriptor limit: %v", err)
-	}
-	if need := uint64(2*n + 150); lim.Max < need {
-		t.Skipf("descriptor limit %d: the proxy needs %d for %d connections", lim.Max, need, n)
-	}
+	raiseOwnNofile(t, 2*n+150) // the proxy, started by this process, needs two a connection
 	start := time.Now()
 	echo := startEcho(t, echoBinary(t), fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)))
 	s := newSettings(t, echo.addr)

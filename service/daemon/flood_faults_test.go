@@ -298,9 +298,10 @@ func markDowns(t *testing.T, log string) (downs, local int) {
 	return downs, local
 }
 
-// raiseOwnNofile lifts the test process's descriptor limit to at least
-// need (the in-process backends hold one per flood connection); root may
-// raise the hard limit too.
+// raiseOwnNofile lifts the test process's descriptor limit, which the
+// processes it starts inherit, to at least need (the flood's in-process
+// backends hold one per connection), or skips the test; root may raise
+// the hard limit too.
 func raiseOwnNofile(t *testing.T, need int) {
 	t.Helper()
 	var lim syscall.Rlimit
@@ -311,7 +312,7 @@ func raiseOwnNofile(t *testing.T, need int) {
 	lim.Max = lim.Cur
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		// Raising the hard limit needs CAP_SYS_RESOURCE (prlimit too).
-		t.Skipf("descriptor limit below the %d the flood needs: %v", need, err)
+		t.Skipf("descriptor limit below the %d the test needs: %v", need, err)
 	}
 }
 
