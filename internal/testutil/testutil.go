@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -160,7 +161,7 @@ func FreePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// built are the commands Command built, by their build arguments.
+// built are the programs Build built, by their build arguments.
 var built struct {
 	sync.Mutex
 	dir  string
@@ -168,16 +169,24 @@ var built struct {
 }
 
 // Command returns the command cmd/NAME of this module built once per test
-// binary (go build, with the extra build flags), or $VIPPROXY_BIN for
-// vipproxy when set (make passes bin/vipproxy). RemoveBuilt deletes them.
+// binary (Build, with the extra build flags), or $VIPPROXY_BIN for
+// vipproxy when set (make passes bin/vipproxy).
 func Command(t testing.TB, name string, flags ...string) string {
 	t.Helper()
 	if p := os.Getenv("VIPPROXY_BIN"); p != "" && name == "vipproxy" {
 		return p
 	}
+	return Build(t, "github.com/vipproxy/vipproxy/cmd/"+name, flags...)
+}
+
+// Build returns the program pkg (an import path, also one under a
+// testdata directory) built once per test binary with the extra build
+// flags (go build). RemoveBuilt deletes what it built.
+func Build(t testing.TB, pkg string, flags ...string) string {
+	t.Helper()
 	built.Lock()
 	defer built.Unlock()
-	key := fmt.Sprint(name, flags)
+	key := fmt.Sprint(pkg, flags)
 	if bin, ok := built.bins[key]; ok {
 		return bin
 	}
@@ -190,16 +199,16 @@ func Command(t testing.TB, name string, flags ...string) string {
 	}
 	// The file keeps the command's name: a process is known by it (doctor
 	// tells vipproxy holding its own port from another program).
-	bin := filepath.Join(built.dir, fmt.Sprint(len(built.bins)), name)
-	args := append(append([]string{"build"}, flags...), "-o", bin, "github.com/vipproxy/vipproxy/cmd/"+name)
+	bin := filepath.Join(built.dir, fmt.Sprint(len(built.bins)), path.Base(pkg))
+	args := append(append([]string{"build"}, flags...), "-o", bin, pkg)
 	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v: %s", name, err, out)
+		t.Fatalf("go build %s: %v: %s", pkg, err, out)
 	}
 	built.bins[key] = bin
 	return bin
 }
 
-// RemoveBuilt deletes what Command built; TestMain calls it after m.Run.
+// RemoveBuilt deletes what Build built; TestMain calls it after m.Run.
 func RemoveBuilt() {
 	built.Lock()
 	defer built.Unlock()

@@ -511,7 +511,7 @@ func TestManyConnections(t *testing.T) {
 	n := manyConns(t)
 	raiseOwnNofile(t, 2*n+150) // the proxy, started by this process, needs two a connection
 	start := time.Now()
-	echo := startEcho(t, echoBinary(t), fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)))
+	echo := startEcho(t, testutil.Build(t, echoPackage), fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)))
 	s := newSettings(t, echo.addr)
 	s.Interval = "1s"
 	// The derived cap keeps an eighth of the descriptors for pipes and

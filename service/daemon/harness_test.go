@@ -44,6 +44,7 @@ func setup(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
+	defer testutil.RemoveBuilt()
 	binDir = filepath.Join(dir, "bin")
 	if prebuilt := os.Getenv("VIPPROXY_TEST_BIN"); prebuilt != "" {
 		// A guest without Go (vm-tests/flood.py): the binaries built with

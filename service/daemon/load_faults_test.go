@@ -13,7 +13,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -264,17 +263,8 @@ func measureState(p *proc, name, want string, since time.Time) time.Duration {
 	return time.Since(since)
 }
 
-// echoBinary builds the raw TCP echo backend (testdata/echo) into dir.
-func echoBinary(t testing.TB) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "echo")
-	build := exec.Command("go", "build", "-o", out, "./testdata/echo")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build echo backend: %v\n%s", err, b)
-	}
-	return out
-}
+// echoPackage is the raw TCP echo backend (testdata/echo), for testutil.Build.
+const echoPackage = "github.com/vipproxy/vipproxy/service/daemon/testdata/echo"
 
 // echoProc is an echo backend process.
 type echoProc struct {

@@ -48,7 +48,7 @@ func TestSoak(t *testing.T) {
 	if err != nil || duration <= 0 {
 		t.Fatalf("%s=%q: want a duration such as 3m", soakEnv, v)
 	}
-	bin := echoBinary(t)
+	bin := testutil.Build(t, echoPackage)
 	var backends []*echoProc
 	var addrs []string
 	for i := 0; i < 3; i++ {
