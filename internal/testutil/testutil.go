@@ -293,3 +293,20 @@ func Tool(t testing.TB, name string) string {
 	}
 	return path
 }
+
+// CopyFile copies from to to with mode, or fails the test. to is replaced
+// in one step (written beside it, then renamed): a watcher of to never
+// reads half a file.
+func CopyFile(t testing.TB, from, to string, mode os.FileMode) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to+".tmp", data, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(to+".tmp", to); err != nil {
+		t.Fatal(err)
+	}
+}

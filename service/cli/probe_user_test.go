@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,7 +40,7 @@ func TestProbeAnswersKeepalivedsScriptUser(t *testing.T) {
 	if err := os.Mkdir(runDir, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	copyFile(t, vipproxyBin(t), bin, 0o755)
+	testutil.CopyFile(t, vipproxyBin(t), bin, 0o755)
 	path, logs, _ := startDaemon(t, adminConfig(testutil.FreePort(t), testutil.ServeAddr(t, testutil.Close), "", false), "RUNTIME_DIRECTORY="+runDir)
 
 	asNobody := func(socket string) (string, int) {
@@ -83,24 +82,5 @@ func TestProbeAnswersKeepalivedsScriptUser(t *testing.T) {
 		} else if info.Mode().Perm() != want {
 			t.Errorf("%s: mode %v, want %v", name, info.Mode().Perm(), want)
 		}
-	}
-}
-
-func copyFile(t *testing.T, from, to string, mode os.FileMode) {
-	t.Helper()
-	in, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
 	}
 }

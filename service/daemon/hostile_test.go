@@ -137,7 +137,7 @@ func TestSIGTERMEndsTheDaemonWhateverDiscoveryReads(t *testing.T) {
 	stateDir, certDir := t.TempDir(), t.TempDir()
 	mkfifo(t, filepath.Join(stateDir, "discovered.json"))
 	cert := filepath.Join(certDir, "client.pem")
-	copyFile(t, pki.ClientCert, cert)
+	testutil.CopyFile(t, pki.ClientCert, cert, 0o600)
 	s := newSettings(t, c.servers[0].Addr())
 	s.Extra = fmt.Sprintf("\n[discovery]\nenable = true\nallow_loopback = true\nca_file = %q\ncert_file = %q\nkey_file = %q\nserver_name = \"localhost\"\nresync = \"2s\"\n",
 		pki.CA, cert, pki.ClientKey)
@@ -153,17 +153,6 @@ func TestSIGTERMEndsTheDaemonWhateverDiscoveryReads(t *testing.T) {
 	p.waitExit("SIGTERM")
 	if took := time.Since(start); took > 6*time.Second {
 		t.Errorf("SIGTERM took %s to end the daemon; the drain timeout is 5 s", took.Round(time.Millisecond))
-	}
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	data, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(to, data, 0o600); err != nil {
-		t.Fatal(err)
 	}
 }
 
