@@ -166,29 +166,12 @@ func partsOf(data []byte, dir string) (parts, error) {
 	if err != nil {
 		return parts{}, err
 	}
-	current, err := doc.str(doc.root, "", "current-context")
-	if err != nil {
-		return parts{}, err
-	}
-	ctx, ctxPath, err := doc.named("contexts", "context", current)
-	if err != nil {
-		return parts{}, err
-	}
-	clusterName, err := doc.str(ctx, ctxPath, "cluster")
-	if err != nil {
-		return parts{}, err
-	}
-	userName, err := doc.str(ctx, ctxPath, "user")
-	if err != nil {
-		return parts{}, err
-	}
-	cluster, clusterPath, err := doc.named("clusters", "cluster", clusterName)
-	if err != nil {
-		return parts{}, err
-	}
-	user, userPath, err := doc.named("users", "user", userName)
-	if err != nil {
-		return parts{}, err
+	ctx, ctxPath := doc.named("contexts", "context", doc.str(doc.root, "", "current-context"))
+	clusterName, userName := doc.str(ctx, ctxPath, "cluster"), doc.str(ctx, ctxPath, "user")
+	cluster, clusterPath := doc.named("clusters", "cluster", clusterName)
+	user, userPath := doc.named("users", "user", userName)
+	if doc.err != nil {
+		return parts{}, doc.err
 	}
 	return doc.parts(cluster, clusterPath, user, userPath, dir)
 }
@@ -200,59 +183,36 @@ func (d *yamlDoc) parts(cluster map[string]any, clusterPath string, user map[str
 			return parts{}, d.errAt(userPath+"."+k, "users[].user.%s (credential plugins) is not supported: use a client certificate or a token", k)
 		}
 	}
-	var p parts
-	var err error
-	if p.serverName, err = d.str(cluster, clusterPath, "tls-server-name"); err != nil {
-		return parts{}, err
+	p := parts{
+		serverName: d.str(cluster, clusterPath, "tls-server-name"),
+		insecure:   d.boolean(cluster, clusterPath, "insecure-skip-tls-verify"),
+		ca:         d.dataOrFile(cluster, clusterPath, "certificate-authority-data", "certificate-authority", dir),
+		cert:       d.dataOrFile(user, userPath, "client-certificate-data", "client-certificate", dir),
+		key:        d.dataOrFile(user, userPath, "client-key-data", "client-key", dir),
 	}
-	if p.insecure, err = d.boolean(cluster, clusterPath, "insecure-skip-tls-verify"); err != nil {
-		return parts{}, err
-	}
-	for _, f := range []struct {
-		dst              *source
-		m                map[string]any
-		path, data, file string
-	}{
-		{&p.ca, cluster, clusterPath, "certificate-authority-data", "certificate-authority"},
-		{&p.cert, user, userPath, "client-certificate-data", "client-certificate"},
-		{&p.key, user, userPath, "client-key-data", "client-key"},
-	} {
-		if *f.dst, err = d.dataOrFile(f.m, f.path, f.data, f.file, dir); err != nil {
-			return parts{}, err
-		}
-	}
-	token, err := d.str(user, userPath, "token")
-	if err != nil {
-		return parts{}, err
-	}
-	tokenFile, err := d.str(user, userPath, "tokenFile")
-	if err != nil {
-		return parts{}, err
-	}
+	token, tokenFile := d.str(user, userPath, "token"), d.str(user, userPath, "tokenFile")
 	p.token = source{data: []byte(token)}
 	if tokenFile != "" && token == "" {
 		p.token = source{file: abs(dir, tokenFile)}
 	}
+	if d.err != nil {
+		return parts{}, d.err
+	}
 	return p, nil
 }
 
-func (d *yamlDoc) dataOrFile(m map[string]any, path, dataKey, fileKey, dir string) (source, error) {
-	data, err := d.str(m, path, dataKey)
-	if err != nil {
-		return source{}, err
-	}
-	if data != "" {
+func (d *yamlDoc) dataOrFile(m map[string]any, path, dataKey, fileKey, dir string) source {
+	if data := d.str(m, path, dataKey); data != "" {
 		raw, err := base64.StdEncoding.DecodeString(data)
 		if err != nil {
-			return source{}, d.errAt(path+"."+dataKey, "%s: not base64: %v", dataKey, err)
+			d.fail(d.errAt(path+"."+dataKey, "%s: not base64: %v", dataKey, err))
 		}
-		return source{data: raw}, nil
+		return source{data: raw}
 	}
-	file, err := d.str(m, path, fileKey)
-	if file == "" || err != nil {
-		return source{}, err
+	if file := d.str(m, path, fileKey); file != "" {
+		return source{file: abs(dir, file)}
 	}
-	return source{file: abs(dir, file)}, nil
+	return source{}
 }
 
 func abs(dir, f string) string {
@@ -266,10 +226,10 @@ func abs(dir, f string) string {
 // kubeconfig's way of naming clusters, users and contexts) and its path.
 // Two entries of one name are refused, as kubectl refuses them; an empty
 // name takes the only entry if there is one.
-func (d *yamlDoc) named(list, field, name string) (map[string]any, string, error) {
+func (d *yamlDoc) named(list, field, name string) (map[string]any, string) {
 	items, ok := d.root[list].([]any)
 	if !ok && d.root[list] != nil {
-		return nil, "", d.errAt(list, "%s is not a list", list)
+		return d.fail(d.errAt(list, "%s is not a list", list)), ""
 	}
 	found, at := -1, ""
 	seen := map[string]bool{}
@@ -277,14 +237,11 @@ func (d *yamlDoc) named(list, field, name string) (map[string]any, string, error
 		m, ok := it.(map[string]any)
 		itemPath := fmt.Sprintf("%s[%d]", list, i)
 		if !ok {
-			return nil, "", d.errAt(list, "%s[%d] is not a mapping", list, i)
+			return d.fail(d.errAt(list, "%s[%d] is not a mapping", list, i)), ""
 		}
-		n, err := d.str(m, itemPath, "name")
-		if err != nil {
-			return nil, "", err
-		}
+		n := d.str(m, itemPath, "name")
 		if seen[n] {
-			return nil, "", d.errAt(itemPath+".name", "%s: two entries named %q (kubectl refuses the file)", list, n)
+			return d.fail(d.errAt(itemPath+".name", "%s: two entries named %q (kubectl refuses the file)", list, n)), ""
 		}
 		seen[n] = true
 		if n == name || (name == "" && len(items) == 1) {
@@ -292,43 +249,51 @@ func (d *yamlDoc) named(list, field, name string) (map[string]any, string, error
 		}
 	}
 	if found < 0 {
-		return nil, "", fmt.Errorf("%s: no entry named %q (current-context and its references)", list, name)
+		return d.fail(fmt.Errorf("%s: no entry named %q (current-context and its references)", list, name)), ""
 	}
-	inner := items[found].(map[string]any)[field]
-	switch inner := inner.(type) {
+	switch inner := items[found].(map[string]any)[field].(type) {
 	case nil:
-		return map[string]any{}, at + "." + field, nil
+		return map[string]any{}, at + "." + field
 	case map[string]any:
-		return inner, at + "." + field, nil
+		return inner, at + "." + field
 	}
-	return nil, "", d.errAt(at+"."+field, "%s.%s is not a mapping", at, field)
+	return d.fail(d.errAt(at+"."+field, "%s.%s is not a mapping", at, field)), ""
 }
 
 // str reads a string: a missing key or null is "", anything else that is
 // not a string (a YAML boolean or number) is refused, as kubectl refuses it.
-func (d *yamlDoc) str(m map[string]any, path, key string) (string, error) {
+func (d *yamlDoc) str(m map[string]any, path, key string) string {
 	switch v := m[key].(type) {
 	case nil:
-		return "", nil
 	case string:
-		return v, nil
+		return v
 	default:
-		return "", d.errAt(path+"."+key, "%s is a YAML %s (%v), not a string, and kubectl refuses it: quote the value", key, typeName(v), v)
+		d.fail(d.errAt(path+"."+key, "%s is a YAML %s (%v), not a string, and kubectl refuses it: quote the value", key, typeName(v), v))
 	}
+	return ""
 }
 
 // boolean reads a boolean: only YAML's booleans (true, false, and YAML
 // 1.1's yes/no/on/off as kubectl's YAML library reads them); the string
 // "true" is refused, as kubectl refuses it.
-func (d *yamlDoc) boolean(m map[string]any, path, key string) (bool, error) {
+func (d *yamlDoc) boolean(m map[string]any, path, key string) bool {
 	switch v := m[key].(type) {
 	case nil:
-		return false, nil
 	case bool:
-		return v, nil
+		return v
 	default:
-		return false, d.errAt(path+"."+key, "%s is a YAML %s (%q), not a boolean, and kubectl refuses it: write true or false without quotes", key, typeName(v), fmt.Sprint(v))
+		d.fail(d.errAt(path+"."+key, "%s is a YAML %s (%q), not a boolean, and kubectl refuses it: write true or false without quotes", key, typeName(v), fmt.Sprint(v)))
 	}
+	return false
+}
+
+// fail keeps err if it is the first refusal (d.err) and returns the empty
+// mapping a failed read gives.
+func (d *yamlDoc) fail(err error) map[string]any {
+	if d.err == nil {
+		d.err = err
+	}
+	return nil
 }
 
 func typeName(v any) string {

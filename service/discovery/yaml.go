@@ -16,6 +16,10 @@ import (
 type yamlDoc struct {
 	root  map[string]any
 	lines map[string]int // path of a key ("users[1].user.token") -> its line
+	// err is the first refusal of a read (str, boolean, named,
+	// dataOrFile): the reads after it go on with zero values, and the
+	// caller reports err once it has read what it needs.
+	err error
 }
 
 // yamlNumber is a plain scalar that YAML reads as a number (or .inf,
