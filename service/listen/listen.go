@@ -162,7 +162,11 @@ func localPort(l net.Listener) uint16 {
 // freeBind listens on addr with IP_FREEBIND (IPV6_FREEBIND for IPv6), so
 // the address need not be configured on this host yet.
 func freeBind(ctx context.Context, addr netip.AddrPort) (net.Listener, error) {
-	lc := net.ListenConfig{Control: func(network, _ string, c syscall.RawConn) error {
+	// KeepAlive -1: Go's accept then sets no keepalive of its own on each
+	// socket (4 system calls a connection); the proxy sets the configured
+	// keepalive on the listener once, and Linux copies it to every socket
+	// the listener accepts.
+	lc := net.ListenConfig{KeepAlive: -1, Control: func(network, _ string, c syscall.RawConn) error {
 		var serr error
 		err := c.Control(func(fd uintptr) {
 			if addr.Addr().Is4() {

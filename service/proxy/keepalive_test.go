@@ -2,12 +2,13 @@ package proxy
 
 import (
 	"context"
-	"io"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
 	"os"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,61 +16,156 @@ import (
 
 	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/listen"
 )
 
 // Both sockets of a proxied connection send enough keepalive probes
 // before TCP_USER_TIMEOUT ends it: Linux ends an idle connection there
 // once one probe is unanswered, and with the defaults (15 s idle, 30 s
-// user timeout) probes 15 s apart made one lost probe fatal.
+// user timeout) probes 15 s apart made one lost probe fatal. This holds
+// on each kind of listener (Go's accept sets its own keepalive on one
+// with a zero ListenConfig, as systemd's via net.FileListener, and none
+// on service/listen's), for connections that waited in the backlog
+// before the proxy started, and for those after them.
 func TestKeepAliveProbesFitTheUserTimeout(t *testing.T) {
 	def := config.Default().Timeouts
+	for name, newListener := range map[string]func(*testing.T) net.Listener{"zero ListenConfig": zeroConfigListener, "service/listen": ownListener} {
+		t.Run(name, func(t *testing.T) {
+			backend := echoBackend(t)
+			ln := newListener(t)
+			queued := []net.Conn{dial(t, ln.Addr().String()), dial(t, ln.Addr().String())}
+			startKeepAliveProxy(t, ln, backend, def)
+			for i, c := range append(queued, dial(t, ln.Addr().String()), dial(t, ln.Addr().String())) {
+				roundTrip(t, c, "x")
+				if got := proxySockets(t, c, backend); len(got) != 2 {
+					t.Fatalf("connection %d: found %d of the proxy's 2 sockets", i, len(got))
+				} else {
+					for side, fd := range got {
+						checkProbesFit(t, fmt.Sprintf("connection %d, %s", i, side), fd, def.UserTimeout.Duration)
+					}
+				}
+			}
+		})
+	}
+}
+
+// The keepalive options are set on a service/listen listener once, and
+// every socket it accepts inherits them: none are set again on each
+// accepted socket (before, 4 setsockopt calls a connection; Go's accept
+// sets no keepalive of its own there). Shown with a probe interval
+// changed on the listener behind the proxy's back, which the next
+// connections carry.
+func TestAcceptedSocketsInheritTheListenersOptions(t *testing.T) {
+	def := config.Default().Timeouts
 	backend := echoBackend(t)
-	pool, err := balance.NewPool(config.RoundRobin, []config.Backend{{Name: "b", Address: backend}}, nil)
+	ln := ownListener(t)
+	queued := dial(t, ln.Addr().String()) // in the backlog before Start
+	startKeepAliveProxy(t, ln, backend, def)
+	for _, c := range []net.Conn{queued, dial(t, ln.Addr().String())} {
+		roundTrip(t, c, "x") // the first socket after the backlog tells what to set
+	}
+	const marker = 7 // seconds, no interval keepAliveConfig would choose
+	raw, err := ln.(syscall.Conn).SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := New(pool, Options{DialTimeout: time.Second, DialAttempts: 1, KeepAlive: def.KeepAlive.Duration,
-		UserTimeout: def.UserTimeout.Duration, AcceptBackoffMax: 100 * time.Millisecond}, testCounters(), slog.New(slog.DiscardHandler))
-	// Plain TCP, as the daemon listens (service/listen) and systemd hands
-	// over: Go's default MPTCP listener refuses TCP_USER_TIMEOUT.
+	raw.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, marker) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		c := dial(t, ln.Addr().String())
+		roundTrip(t, c, "x")
+		fd, ok := proxySockets(t, c, backend)["client side"]
+		if !ok {
+			t.Fatalf("connection %d: the proxy's client-side socket not found", i)
+		}
+		if got := sockopt(t, fd, unix.TCP_KEEPINTVL); got != marker {
+			t.Errorf("connection %d: keepalive interval %d s, want the listener's %d s: set again on the accepted socket", i, got, marker)
+		}
+	}
+}
+
+// zeroConfigListener listens as a listener from systemd behaves: Go's
+// accept sets its keepalive defaults on every socket. Plain TCP, as
+// systemd hands over: Go's default MPTCP refuses TCP_USER_TIMEOUT.
+func zeroConfigListener(t *testing.T) net.Listener {
 	var lc net.ListenConfig
 	lc.SetMultipathTCP(false)
 	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// ownListener listens as the daemon does without systemd.
+func ownListener(t *testing.T) net.Listener {
+	ls, err := listen.OpenPort(context.Background(), []netip.Addr{netip.MustParseAddr("127.0.0.1")}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ls[0].Close() })
+	return ls[0]
+}
+
+func startKeepAliveProxy(t *testing.T, ln net.Listener, backend string, def config.Timeouts) {
+	pool, err := balance.NewPool(config.RoundRobin, []config.Backend{{Name: "b", Address: backend}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New(pool, Options{DialTimeout: time.Second, DialAttempts: 1, KeepAlive: def.KeepAlive.Duration,
+		UserTimeout: def.UserTimeout.Duration, AcceptBackoffMax: 100 * time.Millisecond}, testCounters(), slog.New(slog.DiscardHandler))
 	if err := p.Start([]net.Listener{ln}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.StopAccepting(); p.Close() })
-	c := dial(t, ln.Addr().String())
-	if _, err := c.Write([]byte("x")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
-		t.Fatal(err)
-	}
-	// The proxy's two sockets: the one it accepted (its peer is our
-	// client) and the one it dialed (its peer is the backend).
-	sides := map[string]string{c.LocalAddr().String(): "client side", backend: "backend side"}
-	found := 0
-	for fd, peer := range ownTCPSockets(t) {
-		side, ok := sides[peer]
-		if !ok {
-			continue
-		}
-		found++
-		idle, intvl, user := sockopt(t, fd, unix.TCP_KEEPIDLE), sockopt(t, fd, unix.TCP_KEEPINTVL), sockopt(t, fd, unix.TCP_USER_TIMEOUT)
-		// Probes go out at idle, idle+interval, ... while short of the
-		// user timeout; there the first unanswered one ends the connection.
-		probes := (user/1000 - idle + intvl - 1) / intvl
-		t.Logf("%s: keepalive idle %d s, interval %d s, user timeout %d ms: %d probes", side, idle, intvl, user, probes)
-		if user != int(def.UserTimeout.Milliseconds()) || probes < 4 {
-			t.Errorf("%s: %d probes before the %d ms user timeout, want 4 (idle %d s, interval %d s)", side, probes, user, idle, intvl)
+}
+
+// proxySockets finds the proxy's two sockets of client connection c: the
+// one it accepted (its peer is c) and the one it dialed to the backend
+// (its local address is not c's, its peer the backend); by side.
+func proxySockets(t *testing.T, c net.Conn, backend string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	socks := ownTCPSockets(t)
+	for fd, peer := range socks {
+		// Matched by both ends: another test's proxy may still hold a
+		// socket whose peer had c's port before.
+		if peer == c.LocalAddr().String() && localAddr(fd) == c.RemoteAddr().String() {
+			out["client side"] = fd
 		}
 	}
-	if found != 2 {
-		t.Fatalf("found %d of the proxy's 2 sockets", found)
+	// The dialed socket: the backend's peer of the same connection is
+	// not visible from here, so take the newest socket whose peer is
+	// the backend (each connection dials one; descriptors are reused
+	// lowest first, so take the one not yet seen).
+	for fd, peer := range socks {
+		if peer == backend && fd > out["backend side"] {
+			out["backend side"] = fd
+		}
+	}
+	if out["backend side"] == 0 {
+		delete(out, "backend side")
+	}
+	return out
+}
+
+// checkProbesFit checks that probes go out at idle, idle+interval, ...
+// at least four times before the user timeout (there the first
+// unanswered one ends the connection).
+func checkProbesFit(t *testing.T, side string, fd int, user time.Duration) {
+	t.Helper()
+	idle, intvl, ut := sockopt(t, fd, unix.TCP_KEEPIDLE), sockopt(t, fd, unix.TCP_KEEPINTVL), sockopt(t, fd, unix.TCP_USER_TIMEOUT)
+	on, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probes := (ut/1000 - idle + intvl - 1) / intvl
+	t.Logf("%s: keepalive %d, idle %d s, interval %d s, user timeout %d ms: %d probes", side, on, idle, intvl, ut, probes)
+	if on != 1 || ut != int(user.Milliseconds()) || probes < 4 {
+		t.Errorf("%s: keepalive %d, %d probes before the %d ms user timeout, want on and 4 (idle %d s, interval %d s)", side, on, probes, ut, idle, intvl)
 	}
 }
 
@@ -93,6 +189,15 @@ func ownTCPSockets(t *testing.T) map[int]string {
 		}
 	}
 	return out
+}
+
+// localAddr is a socket's own address, or "".
+func localAddr(fd int) string {
+	sa, err := unix.Getsockname(fd)
+	if in, ok := sa.(*unix.SockaddrInet4); ok && err == nil {
+		return netip.AddrPortFrom(netip.AddrFrom4(in.Addr), uint16(in.Port)).String()
+	}
+	return ""
 }
 
 func sockopt(t *testing.T, fd, opt int) int {

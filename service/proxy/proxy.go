@@ -24,7 +24,6 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -137,24 +136,6 @@ func (p *Proxy) SetOptions(o Options) {
 	p.opts.Store(&o)
 }
 
-// keepAliveConfig is the keepalive of both sides of a connection. Linux
-// ends an idle connection at TCP_USER_TIMEOUT as soon as one probe is
-// unanswered (tcp_keepalive_timer), so with probes one idle time apart
-// (15 s, user timeout 30 s) a single lost probe or ACK cut an idle
-// connection: 3,000 idle connections through the daemon on a busy
-// loopback, which drops packets in bursts when thousands of probes fire
-// at once, lost 2,681 in 64 s (service/daemon TestFloodKeepsConnections
-// held longer). Probes are spaced so that four fit before the user
-// timeout (whole seconds: the kernel counts in seconds); a user timeout
-// not above the idle time leaves room for one probe only, as configured.
-func keepAliveConfig(idle, user time.Duration) net.KeepAliveConfig {
-	interval := idle
-	if idle > 0 && user > idle {
-		interval = min(idle, max(((user-idle)/4).Truncate(time.Second), time.Second))
-	}
-	return net.KeepAliveConfig{Enable: true, Idle: idle, Interval: interval, Count: 3}
-}
-
 // Open is the number of client connections currently open.
 func (p *Proxy) Open() int64 { return p.open.Load() }
 
@@ -163,25 +144,24 @@ func (p *Proxy) Open() int64 { return p.open.Load() }
 // accept errors such as EMFILE pause its loop instead of ending it.
 func (p *Proxy) Start(listeners []net.Listener) error {
 	opts := p.opts.Load()
+	var fixers []*acceptFixer
 	for _, ln := range listeners {
 		if a, ok := ln.Addr().(*net.TCPAddr); ok {
 			ap := a.AddrPort()
 			p.own = append(p.own, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
 		}
-		if err := setUserTimeout(ln, opts.UserTimeout); err != nil {
-			p.log.Warn("cannot set TCP_USER_TIMEOUT on listener; accepted connections use the kernel default", "listener", ln.Addr(), "err", err)
-		}
 		p.listeners = append(p.listeners, &countingListener{listen.NewBackoff(ln, opts.AcceptBackoffMax, p.acceptError), p})
+		fixers = append(fixers, p.newAcceptFixer(ln))
 	}
-	for _, ln := range p.listeners {
-		go p.acceptLoop(ln)
+	for i, ln := range p.listeners {
+		go p.acceptLoop(ln, fixers[i])
 	}
 	return nil
 }
 
 // acceptLoop accepts until the listener fails or is closed; the first
 // loop to end closes Stopped.
-func (p *Proxy) acceptLoop(ln net.Listener) {
+func (p *Proxy) acceptLoop(ln net.Listener, fixer *acceptFixer) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -193,6 +173,7 @@ func (p *Proxy) acceptLoop(ln net.Listener) {
 			})
 			return
 		}
+		fixer.apply(c, p.opts.Load())
 		p.HandleConn(c)
 	}
 }
@@ -300,9 +281,6 @@ func (p *Proxy) setup(c net.Conn) {
 	if p.debug() {
 		p.log.Debug("connection", "client", client.RemoteAddr(), "backend", b.Name, "local", backend.LocalAddr())
 	}
-	// Go set its own default on accept (15 s idle and interval): the
-	// interval must fit the user timeout (keepAliveConfig).
-	client.SetKeepAliveConfig(opts.dialer.KeepAliveConfig)
 	s := p.newSession(opts, client, b, backend)
 	// Relay on goroutines of the session's own: this worker goes back to
 	// setting up connections.
@@ -404,7 +382,7 @@ func (p *Proxy) refuseLoop(b *balance.Backend) {
 	}
 }
 
-// userTimeout sets TCP_USER_TIMEOUT on a socket; 0 leaves the default.
+// userTimeout sets TCP_USER_TIMEOUT on a dialed socket; 0 leaves the default.
 func userTimeout(c syscall.RawConn, d time.Duration) error {
 	if d <= 0 {
 		return nil
@@ -416,20 +394,6 @@ func userTimeout(c syscall.RawConn, d time.Duration) error {
 		return err
 	}
 	return serr
-}
-
-// setUserTimeout sets TCP_USER_TIMEOUT on a listener: Linux copies it to
-// every accepted socket, so the accept path needs no extra system call.
-func setUserTimeout(ln net.Listener, d time.Duration) error {
-	sc, ok := ln.(syscall.Conn)
-	if !ok {
-		return errors.New("listener has no file descriptor")
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return err
-	}
-	return userTimeout(raw, d)
 }
 
 var _ io.Closer = (*net.TCPConn)(nil)
