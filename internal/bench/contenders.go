@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/vipproxy/vipproxy/internal/activation"
 )
 
 // contender is one way of getting from the client to the three backends.
@@ -216,7 +218,7 @@ func (r *runner) startVipproxy(ctx context.Context, c *contender, port int, bin 
 	c.cmd = r.pinned(r.proxyCPU, bin, "serve", "--config", cfg)
 	c.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sockPath)
 	if r.activation != nil {
-		activate(c.cmd, r.activation)
+		activation.Pass(c.cmd, r.activation, listenName)
 	}
 	if r.opt.CPUProfileDir != "" {
 		prof := filepath.Join(r.opt.CPUProfileDir, fmt.Sprintf("%s-%d.cpu.pprof", c.name, port))
@@ -255,17 +257,6 @@ func (r *runner) stopContender(c *contender) {
 	default:
 		r.procs.kill(c.cmd)
 	}
-}
-
-// activate hands the listening socket ln to cmd as systemd's socket
-// activation does: as fd 3, with LISTEN_FDS=1, LISTEN_FDNAMES=vip and
-// LISTEN_PID set to the pid of the program itself (a shell sets it to its
-// own $$, then execs the command in place, as nice and taskset do too).
-func activate(cmd *exec.Cmd, ln *os.File) {
-	argv := append([]string{"sh", "-c", `LISTEN_PID=$$ exec "$@"`, "sh"}, cmd.Args...)
-	cmd.Path, cmd.Args, cmd.Err = "/bin/sh", argv, nil
-	cmd.ExtraFiles = []*os.File{ln}
-	cmd.Env = append(cmd.Env, "LISTEN_FDS=1", "LISTEN_FDNAMES="+listenName)
 }
 
 // listenName is vipproxy.socket's FileDescriptorName= (listen.NameVIP).

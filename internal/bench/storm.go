@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vipproxy/vipproxy/internal/activation"
 	"github.com/vipproxy/vipproxy/internal/testpki"
 )
 
@@ -194,7 +195,7 @@ func (r *runner) storm(ctx context.Context, scenario, name string) error {
 	p := &stormProxy{name: name, port: ports[0]}
 	sr := *r
 	if scenario == "restart-activated" {
-		f, err := activationSocket(ctx, p.port)
+		f, err := activation.Socket(ctx, p.port)
 		if err != nil {
 			return err
 		}
@@ -278,20 +279,6 @@ func (r *runner) disrupt(ctx context.Context, scenario string, p *stormProxy) er
 		return r.launch(ctx, p, false)
 	}
 	return nil
-}
-
-// activationSocket listens on port as systemd would for vipproxy.socket
-// (plain TCP, backlog SOMAXCONN) and returns the socket to pass on; the
-// bench's own copy stays open for the whole storm.
-func activationSocket(ctx context.Context, port int) (*os.File, error) {
-	var lc net.ListenConfig
-	lc.SetMultipathTCP(false)
-	ln, err := lc.Listen(ctx, "tcp4", fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
-		return nil, fmt.Errorf("activation socket: %w", err)
-	}
-	defer ln.Close() // the file is a duplicate that keeps the socket
-	return ln.(*net.TCPListener).File()
 }
 
 // watchPeak samples the proxy's RSS every 50 ms until the returned

@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vipproxy/vipproxy/internal/activation"
 	"github.com/vipproxy/vipproxy/internal/standin"
 	"github.com/vipproxy/vipproxy/internal/testutil"
 )
@@ -352,35 +353,14 @@ func TestAllBackendsDownThenOneBack(t *testing.T) {
 		slowest.Round(time.Millisecond), dialTimeout, served.Round(time.Millisecond), checkInterval, checkRise)
 }
 
-// listenerFile opens the VIP socket the way systemd does for socket
-// activation and returns it as a file to pass on; the test keeps it open,
-// like systemd, across daemon restarts.
-func listenerFile(t *testing.T, port int) *os.File {
-	t.Helper()
-	// Plain TCP, as systemd makes it (Go's listeners default to MPTCP).
-	var lc net.ListenConfig
-	lc.SetMultipathTCP(false)
-	ln, err := lc.Listen(context.Background(), "tcp4", fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := ln.(*net.TCPListener).File()
-	ln.Close() // the duplicate in f keeps the socket listening
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return f
-}
-
 // startActivated starts vipproxy with f as its socket-activated VIP
 // listener (LISTEN_FDS=1, LISTEN_FDNAMES=vip, LISTEN_PID = its own pid).
 func startActivated(t *testing.T, s settings, f *os.File) *proc {
 	t.Helper()
 	p := newProc(t, s)
-	p.cmd = exec.Command("/bin/sh", "-c", `export LISTEN_PID=$$; exec "$0" "$@"`, filepath.Join(binDir, "vipproxy"), "serve", "--config", p.cfgPath)
-	p.cmd.Env = append(os.Environ(), "LISTEN_FDS=1", "LISTEN_FDNAMES=vip")
-	p.cmd.ExtraFiles = []*os.File{f}
+	p.cmd = exec.Command(filepath.Join(binDir, "vipproxy"), "serve", "--config", p.cfgPath)
+	p.cmd.Env = os.Environ()
+	activation.Pass(p.cmd, f, "vip")
 	p.start()
 	p.waitFor(func() bool { return p.status().Ready }, "ready")
 	p.waitLog("msg=serving") // logged before ready, copied in later
@@ -403,7 +383,12 @@ func (p *proc) stop() {
 // may be refused or fail; the log says how long new connections waited.
 func TestRestartKeepsListener(t *testing.T) {
 	s := newSettings(t, apiservers(t, 2)...)
-	f := listenerFile(t, s.Port)
+	// The listener systemd would keep across the restarts.
+	f, err := activation.Socket(context.Background(), s.Port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
 	first := startActivated(t, s, f)
 	l := startClientLoad(t, 4, mtlsRequest(t, first.vip))
 	time.Sleep(500 * time.Millisecond)
