@@ -8,12 +8,14 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/listen"
@@ -31,19 +33,31 @@ func TestKeepAliveProbesFitTheUserTimeout(t *testing.T) {
 	def := config.Default().Timeouts
 	for name, newListener := range map[string]func(*testing.T) net.Listener{"zero ListenConfig": zeroConfigListener, "service/listen": ownListener} {
 		t.Run(name, func(t *testing.T) {
-			backend := echoBackend(t)
+			backend, dialed := recordingBackend(t)
 			ln := newListener(t)
-			queued := []net.Conn{dial(t, ln.Addr().String()), dial(t, ln.Addr().String())}
+			conns := []net.Conn{dial(t, ln.Addr().String()), dial(t, ln.Addr().String())} // queued before Start
 			startKeepAliveProxy(t, ln, backend, def)
-			for i, c := range append(queued, dial(t, ln.Addr().String()), dial(t, ln.Addr().String())) {
+			conns = append(conns, dial(t, ln.Addr().String()), dial(t, ln.Addr().String()))
+			for _, c := range conns {
 				roundTrip(t, c, "x")
-				if got := proxySockets(t, c, backend); len(got) != 2 {
-					t.Fatalf("connection %d: found %d of the proxy's 2 sockets", i, len(got))
-				} else {
-					for side, fd := range got {
-						checkProbesFit(t, fmt.Sprintf("connection %d, %s", i, side), fd, def.UserTimeout.Duration)
-					}
+			}
+			socks := ownTCPSockets(t)
+			for i, c := range conns {
+				fd, ok := clientSide(socks, c)
+				if !ok {
+					t.Fatalf("connection %d: the proxy's client-side socket not found", i)
 				}
+				checkProbesFit(t, fmt.Sprintf("connection %d, client side", i), fd, def.UserTimeout.Duration)
+			}
+			found := 0
+			for fd, peer := range socks {
+				if peer == backend && dialed.has(localAddr(fd)) {
+					found++
+					checkProbesFit(t, fmt.Sprintf("backend side %s", localAddr(fd)), fd, def.UserTimeout.Duration)
+				}
+			}
+			if found != len(conns) {
+				t.Fatalf("found %d of the proxy's %d backend-side sockets", found, len(conns))
 			}
 		})
 	}
@@ -76,7 +90,7 @@ func TestAcceptedSocketsInheritTheListenersOptions(t *testing.T) {
 	for i := range 3 {
 		c := dial(t, ln.Addr().String())
 		roundTrip(t, c, "x")
-		fd, ok := proxySockets(t, c, backend)["client side"]
+		fd, ok := clientSide(ownTCPSockets(t), c)
 		if !ok {
 			t.Fatalf("connection %d: the proxy's client-side socket not found", i)
 		}
@@ -123,33 +137,45 @@ func startKeepAliveProxy(t *testing.T, ln net.Listener, backend string, def conf
 	t.Cleanup(func() { p.StopAccepting(); p.Close() })
 }
 
-// proxySockets finds the proxy's two sockets of client connection c: the
-// one it accepted (its peer is c) and the one it dialed to the backend
-// (its local address is not c's, its peer the backend); by side.
-func proxySockets(t *testing.T, c net.Conn, backend string) map[string]int {
-	t.Helper()
-	out := map[string]int{}
-	socks := ownTCPSockets(t)
+// clientSide finds the proxy's socket that accepted client connection c
+// among socks (descriptor to peer). It is matched by both ends: another
+// test's proxy may still hold a socket whose peer had c's port before.
+func clientSide(socks map[int]string, c net.Conn) (int, bool) {
 	for fd, peer := range socks {
-		// Matched by both ends: another test's proxy may still hold a
-		// socket whose peer had c's port before.
 		if peer == c.LocalAddr().String() && localAddr(fd) == c.RemoteAddr().String() {
-			out["client side"] = fd
+			return fd, true
 		}
 	}
-	// The dialed socket: the backend's peer of the same connection is
-	// not visible from here, so take the newest socket whose peer is
-	// the backend (each connection dials one; descriptors are reused
-	// lowest first, so take the one not yet seen).
-	for fd, peer := range socks {
-		if peer == backend && fd > out["backend side"] {
-			out["backend side"] = fd
-		}
-	}
-	if out["backend side"] == 0 {
-		delete(out, "backend side")
-	}
-	return out
+	return 0, false
+}
+
+// addrSet is a set of addresses, safe for concurrent use.
+type addrSet struct {
+	mu  sync.Mutex
+	set map[string]bool
+}
+
+func (s *addrSet) add(a string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.set[a] = true
+}
+
+func (s *addrSet) has(a string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.set[a]
+}
+
+// recordingBackend is an echo backend that records where each connection
+// came from: the proxy's backend-side sockets.
+func recordingBackend(t *testing.T) (string, *addrSet) {
+	dialed := &addrSet{set: map[string]bool{}}
+	addr := testutil.ServeAddr(t, func(c net.Conn) {
+		dialed.add(c.RemoteAddr().String())
+		echo(c)
+	})
+	return addr, dialed
 }
 
 // checkProbesFit checks that probes go out at idle, idle+interval, ...
