@@ -185,7 +185,7 @@ func TestParkedDirectionsRelayInPlace(t *testing.T) {
 			roundTrip(t, c, "event")
 		}
 		// Without relaying in place each message took its directions out
-		// of the parker for 250-500 ms.
+		// of the parker for one to two parkAfter periods.
 		if got := p.relay.parker.count(); got != 2*n {
 			t.Fatalf("round %d: %d of %d directions parked right after their messages, want all", round, got, 2*n)
 		}

@@ -289,6 +289,12 @@ func TestIdleConnectionsHoldNoPipes(t *testing.T) {
 	if lent := pools.lent.Load(); lent != 0 {
 		t.Errorf("%d idle connections hold %d pipes, want 0", n, lent)
 	}
+	// Until it parks, an idle direction borrows a pipe for a moment at
+	// each idle check (a splice that says EAGAIN): it would take one of
+	// those the drain below counts on.
+	if p.relay.parker != nil && !waitFor(func() bool { return p.relay.parker.count() == 2*n }) {
+		t.Fatalf("%d of %d idle directions parked", p.relay.parker.count(), 2*n)
+	}
 	if open := countPipes(t); open != 0 {
 		before := open
 		pools.drain()
