@@ -26,8 +26,11 @@ VM_APT_amd64 := qemu-system-x86
 VM_APT_arm64 := qemu-system-arm qemu-user-static
 VM_APT_riscv64 := qemu-system-misc opensbi qemu-user-static
 APT_PACKAGES += $(foreach a,$(VM_ARCHS),$(VM_APT_$(a))) debootstrap e2fsprogs iproute2 cpio kmod xz-utils zstd python3 ca-certificates pyflakes3 util-linux
-# The NixOS driver's globals the scripts may use (pyflakes must know them).
-VM_PYFLAKES_BUILTINS := start_all,subtest,machines,driver,client,cp1,cp2,cp3,router
+# What the scripts may use without defining it (pyflakes must know it): the
+# NixOS driver's globals and the names vm-tests/prelude.py defines (it runs
+# before each script).
+VM_PRELUDE_NAMES := $(shell sed -n -E 's/^([A-Z_]+) =.*/\1/p; s/^def ([a-z_]+).*/\1/p' vm-tests/prelude.py | paste -sd, -)
+VM_PYFLAKES_BUILTINS := start_all,subtest,machines,driver,client,cp1,cp2,cp3,router,$(VM_PRELUDE_NAMES)
 
 # CI (make test): smoke and scenario on every architecture of VM_ARCHS, so a
 # green run means each was proven. The images are built in the background

@@ -14,13 +14,7 @@ PORT = 6443
 CPS = {"cp1": cp1, "cp2": cp2, "cp3": cp3}
 IP = {"cp1": "192.168.1.1", "cp2": "192.168.1.2", "cp3": "192.168.1.3", "router": "192.168.1.4"}
 CLIENT_NET, CLIENT_GW, CLIENT_IP = "198.51.100.0/24", "198.51.100.1", "198.51.100.2"
-CONF = "/etc/vipproxy/vipproxy.toml"
-PKI = "/etc/vipproxy/pki"
-CURL = f"curl -sS --cacert {PKI}/ca.pem --cert {PKI}/client.pem --key {PKI}/client-key.pem"
 URL = f"https://{VIP4}:{PORT}"
-# Transient units get the manager's PATH, which on NixOS has no general
-# tools: pass the shell's own on (vm-tests/lint.py checks it).
-RUN = "systemd-run --setenv=PATH=$PATH --collect"
 # The documented bound (docs/bgp.md): vipproxy announce withdraws after 2
 # failed checks 500 ms apart, BIRD at once; 3 s leaves room for a starved
 # TCG guest.
@@ -43,12 +37,7 @@ timeout = "2s"
 dial = "1s"
 drain = "5s"
 
-[network]
-interface = "dummyvip0"
-uplinks = ["eth1"]
-networkd_dir = "/run/systemd/network"
-sysctl_file = "/run/sysctl.d/60-vipproxy.conf"
-socket_dropin = "/run/systemd/system/vipproxy.socket.d/50-listen.conf"
+{NETWORK_UNDER_RUN}
 
 [bgp]
 local_as = 65001
@@ -115,16 +104,6 @@ BIRD_PATH = [
 ]
 
 
-def write_file(node, path, text):
-    node.succeed(f"mkdir -p $(dirname {path}) && rm -f {path} && cat > {path} <<'__EOF__'\n{text}\n__EOF__")
-
-
-def copy_dir(src, dst_nodes, path):
-    blob = src.succeed(f"tar -C {path} -cz . | base64 -w0").strip()
-    for node in dst_nodes:
-        node.succeed(f"mkdir -p {path} && echo {blob} | base64 -d | tar -C {path} -xz")
-
-
 def next_hops():
     """The nodes the router's kernel sends the VIP to."""
     out = router.succeed(f"ip route show {VIP4}")
@@ -132,15 +111,8 @@ def next_hops():
 
 
 def client_requests(count):
-    """count requests from the client netns, each a new connection with a
-    full handshake; returns how often each node answered."""
-    urls = " ".join([f"{URL}/name"] * count)
-    out = router.succeed(
-        f"ip netns exec client {CURL} --fail-early --no-sessionid -H 'Connection: close' -w '\\n' --max-time 15 {urls}",
-        timeout=300,
-    )
-    names = [l.strip() for l in out.splitlines() if l.strip()]
-    assert len(names) == count, f"{len(names)} of {count} requests answered: {names}"
+    """count requests from the client netns; how often each node answered."""
+    names = netns_requests(router, "client", URL, count)
     return {n: names.count(n) for n in sorted(set(names))}
 
 
@@ -235,19 +207,9 @@ with subtest("no node answers ARP for the VIP on the uplink"):
 with subtest("a pod on cp2 reaches the VIP (hairpin), served by its own node"):
     cp2.succeed(
         "sysctl -qw net.ipv4.ip_forward=1",
-        "ip netns add ptp",
-        "ip link add vptp type veth peer name eth0 netns ptp",
-        "ip link set vptp up",
-        "ip -n ptp link set lo up",
-        "ip -n ptp addr add 10.244.2.10/32 dev eth0",
-        "ip -n ptp link set eth0 up",
-        f"ip -n ptp route add {IP['cp2']} dev eth0 scope link",
-        f"ip -n ptp route add default via {IP['cp2']} dev eth0",
-        "ip route add 10.244.2.10/32 dev vptp",
+        *ptp_pod(2, IP["cp2"]),
     )
-    urls = " ".join([f"{URL}/name"] * 10)
-    out = cp2.succeed(f"ip netns exec ptp {CURL} --fail-early --no-sessionid -H 'Connection: close' -w '\\n' --max-time 15 {urls}", timeout=120)
-    names = [l.strip() for l in out.splitlines() if l.strip()]
+    names = netns_requests(cp2, "ptp", URL, 10)
     assert names == ["cp2"] * 10, f"pod requests: {names}"
     print("RESULT hairpin: 10/10 requests from a ptp pod on cp2 answered by cp2's own vipproxy")
 

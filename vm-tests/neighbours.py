@@ -25,10 +25,6 @@ VIP4 = "192.168.1.100"
 VIP6 = "2001:db8:1::100"
 NODE = "192.168.1.1"  # the only node is number 1
 PEER = "192.168.1.3"  # a gateway that need not exist: routes are only looked at
-CONF = "/etc/vipproxy/vipproxy.toml"
-PKI = "/etc/vipproxy/pki"
-CURL = f"curl -sS --cacert {PKI}/ca.pem --cert {PKI}/client.pem --key {PKI}/client-key.pem"
-RUN = "systemd-run --setenv=PATH=$PATH --collect"
 BACKENDS = {"cp1a": 7443, "cp1b": 8443}
 UNITS = "vipproxy-network.service vipproxy.socket vipproxy.service"
 
@@ -77,20 +73,6 @@ NEIGHBOURS = [
 # Every rule and route of both families, minus vipproxy's own link.
 STATE = "{ ip rule; ip -6 rule; ip route show table all; ip -6 route show table all; } | grep -v dummyvip0 | sort"
 
-# reqloop URL LOG: one mTLS request every 0.3 s; a line per request:
-#   <start epoch> <curl exit> <http code> <apiserver name>
-REQLOOP = r"""#!/bin/bash
-url=$1 log=$2
-while :; do
-    t=$(date +%s.%N)
-    code=$(CURL --connect-timeout 20 --max-time 40 -o /run/reqloop.body -w '%{http_code}' "$url/name" 2>/dev/null)
-    rc=$?
-    echo "$t $rc ${code:-000} $(cat /run/reqloop.body 2>/dev/null)" >> "$log"
-    rm -f /run/reqloop.body
-    sleep 0.3
-done
-"""
-
 # watch N URL: one watch stream, reconnected when it ends; /run/watchN.log
 # gets "<epoch> connect" per connection and "<epoch> end <curl exit>" per end.
 WATCH = r"""#!/bin/bash
@@ -102,10 +84,6 @@ while :; do
     sleep 0.5
 done
 """
-
-
-def put(path, text, mode="0644"):
-    cp1.succeed(f"cat > {path} <<'EOF'\n{text}\nEOF", f"chmod {mode} {path}")
 
 
 def state():
@@ -142,9 +120,9 @@ def vip_on_dummy():
 
 def load_start():
     cp1.succeed("rm -f /run/req.log /run/watch*.log")
-    put("/root/reqloop.sh", REQLOOP.replace("CURL", CURL))
-    put("/root/watch.sh", WATCH.replace("CURL", CURL))
-    cp1.succeed(f"{RUN} --unit=reqloop bash /root/reqloop.sh https://{VIP4}:6443 /run/req.log")
+    write_reqloop(cp1)  # long timeouts: a request waits in the backlog while the daemon restarts
+    write_file(cp1, "/root/watch.sh", WATCH.replace("CURL", CURL))
+    cp1.succeed(f"{RUN} --unit=reqloop bash /root/reqloop.sh https://{VIP4}:6443 /run/req.log 20 40 0.3")
     for i in (1, 2, 3):
         cp1.succeed(f"{RUN} --unit=watch{i} bash /root/watch.sh {i} https://{VIP4}:6443")
     cp1.wait_until_succeeds("grep -q ' 0 200 ' /run/req.log", timeout=60)
@@ -209,7 +187,7 @@ with subtest("an ifupdown node: eth1 from /etc/network/interfaces, networkd not 
         "rm -f /etc/systemd/network/10-eth1.network",
         "ip addr flush dev eth1",
     )
-    put("/etc/network/interfaces", INTERFACES)
+    write_file(cp1, "/etc/network/interfaces", INTERFACES)
     cp1.succeed(
         "rm -f /etc/systemd/system/networking.service",  # the image masks it
         "systemctl daemon-reload",
@@ -234,7 +212,7 @@ with subtest("stand-in apiservers, config, units written"):
             f" --cert {PKI}/server.pem --key {PKI}/server-key.pem --client-ca {PKI}/ca.pem"
         )
         cp1.wait_for_open_port(port, addr=NODE, timeout=90)
-    put(CONF, CONFIG)
+    write_file(cp1, CONF, CONFIG)
     cp1.succeed(f"vipproxy check --config {CONF}", f"vipproxy units write --config {CONF}", "systemctl daemon-reload")
 
 with subtest("1a. start vipproxy-network (it starts networkd): rules and routes unchanged"):

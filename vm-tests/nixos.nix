@@ -103,7 +103,9 @@ let
       # Lint (pyflakes) stays on; the scripts are plain Python shared with
       # the Debian harness and are not written for mypy.
       skipTypeCheck = true;
-      testScript = builtins.readFile (./. + "/${file}");
+      # prelude.py first: what every script shares (the Debian driver runs
+      # it before each script too).
+      testScript = builtins.readFile ./prelude.py + builtins.readFile (./. + "/${file}");
     };
 
   sharedTests = lib.mapAttrs' (file: _: {

@@ -15,14 +15,7 @@ PORT = 6443
 CPS = {"cp1": cp1, "cp2": cp2, "cp3": cp3}
 IP = {"client": "192.168.1.1", "cp1": "192.168.1.2", "cp2": "192.168.1.3", "cp3": "192.168.1.4"}
 PRIORITY = {"cp1": 150, "cp2": 120, "cp3": 90}
-CONF = "/etc/vipproxy/vipproxy.toml"
-PKI = "/etc/vipproxy/pki"
-CURL = f"curl -sS --cacert {PKI}/ca.pem --cert {PKI}/client.pem --key {PKI}/client-key.pem"
 MAC_RE = re.compile(r"(?:[0-9a-f]{2}:){5}[0-9a-f]{2}", re.I)
-# Transient units get the manager's PATH, which on NixOS has no general
-# tools (systemd.globalEnvironment reaches generated units only): pass the
-# shell's own on (vm-tests/lint.py checks that every transient unit gets it).
-RUN = "systemd-run --setenv=PATH=$PATH --collect"
 # The endpoints each stand-in publishes in its `kubernetes` EndpointSlice
 # (step 10): one host:port a line, followed by vipproxy-apiserver.
 ENDPOINTS = "/run/apiserver-endpoints"
@@ -49,12 +42,7 @@ def vipproxy_config(node, backends):
         'dial = "1s"',
         'drain = "5s"',
         "",
-        "[network]",
-        'interface = "dummyvip0"',
-        'uplinks = ["eth1"]',
-        'networkd_dir = "/run/systemd/network"',
-        'sysctl_file = "/run/sysctl.d/60-vipproxy.conf"',
-        'socket_dropin = "/run/systemd/system/vipproxy.socket.d/50-listen.conf"',
+        *NETWORK_UNDER_RUN.splitlines(),
         "",
         "[keepalived]",
         'interface = "eth1"',
@@ -66,17 +54,6 @@ def vipproxy_config(node, backends):
     for name in backends:
         lines += ["[[backend]]", f'name = "{name}"', f'address = "{IP[name]}:{PORT}"', ""]
     return "\n".join(lines)
-
-
-def write_file(node, path, text):
-    node.succeed(f"mkdir -p $(dirname {path}) && rm -f {path} && cat > {path} <<'__EOF__'\n{text}\n__EOF__")
-
-
-def copy_dir(src, dst_nodes, path):
-    """Copy a small directory between nodes through the driver."""
-    blob = src.succeed(f"tar -C {path} -cz . | base64 -w0").strip()
-    for node in dst_nodes:
-        node.succeed(f"mkdir -p {path} && echo {blob} | base64 -d | tar -C {path} -xz")
 
 
 def macs_answering(ip, count=3):
@@ -124,16 +101,8 @@ def add_pods(node, name):
         "sysctl -qw net.ipv4.ip_forward=1",
         "ip route replace default via 192.168.1.1 dev eth1 metric 4000",
         # ptp-style: the pod's only way out is the node's own address.
-        "ip netns add ptp",
-        "ip link add vptp type veth peer name eth0 netns ptp",
-        "ip link set vptp up",
-        "ip -n ptp link set lo up",
-        f"ip -n ptp addr add 10.244.{n}.10/32 dev eth0",
+        *ptp_pod(n, IP[name]),
         f"ip -n ptp -6 addr add fd00:244:{n}::10/128 dev eth0 nodad",
-        "ip -n ptp link set eth0 up",
-        f"ip -n ptp route add {IP[name]} dev eth0 scope link",
-        f"ip -n ptp route add default via {IP[name]} dev eth0",
-        f"ip route add 10.244.{n}.10/32 dev vptp",
         "ip addr add fe80::1/64 dev vptp nodad",
         "ip -n ptp -6 route add default via fe80::1 dev eth0",
         f"ip -6 route add fd00:244:{n}::10/128 dev vptp",
@@ -149,36 +118,6 @@ def add_pods(node, name):
         "ip -n calico route add default via 169.254.1.1 dev eth0",
         f"ip route add 10.244.{n}.20/32 dev vcali",
     )
-
-
-def pod_requests(node, pod, url, count):
-    """count mTLS requests from a pod, each on a new connection with a full
-    handshake (Connection: close, no TLS session reuse), by one curl: a
-    process per request costs more than the request under TCG. Returns the
-    apiserver names that answered."""
-    urls = " ".join([f"{url}/name"] * count)
-    out = node.succeed(
-        f"ip netns exec {pod} {CURL} --fail-early --no-sessionid -H 'Connection: close' -w '\\n' --max-time 15 {urls}",
-        timeout=300,
-    )
-    names = [l.strip() for l in out.splitlines() if l.strip()]
-    assert len(names) == count, f"{node.name}/{pod}: {len(names)} of {count} requests answered: {names}"
-    return set(names)
-
-
-REQLOOP = r"""#!/bin/bash
-# reqloop URL LOG CONNECT_TIMEOUT MAX_TIME: one mTLS request every 0.5 s; a line per request:
-#   <start epoch> <curl exit> <http code> <apiserver name>
-url=$1 log=$2 ct=$3 mt=$4
-while :; do
-    t=$(date +%s.%N)
-    code=$(CURL --connect-timeout "$ct" --max-time "$mt" -o /run/reqloop.body -w '%{http_code}' "$url/name" 2>/dev/null)
-    rc=$?
-    echo "$t $rc ${code:-000} $(cat /run/reqloop.body 2>/dev/null)" >> "$log"
-    rm -f /run/reqloop.body
-    sleep 0.5
-done
-"""
 
 
 WATCHES = r"""#!/bin/bash
@@ -197,8 +136,8 @@ def loop_start(url, log, connect_timeout=3, max_time=6, unit="reqloop"):
     """Requests from the client in a transient unit. Short timeouts measure
     failover; long ones let a request wait in the socket's backlog while the
     daemon restarts (what a real client does)."""
-    write_file(client, "/root/reqloop.sh", REQLOOP.replace("CURL", CURL).replace("/run/reqloop.body", f"/run/{unit}.body"))
-    client.succeed(f"rm -f {log}", f"{RUN} --unit={unit} bash /root/reqloop.sh {url} {log} {connect_timeout} {max_time}")
+    write_reqloop(client)
+    client.succeed(f"rm -f {log}", f"{RUN} --unit={unit} bash /root/reqloop.sh {url} {log} {connect_timeout} {max_time} 0.5")
     client.wait_until_succeeds(f"grep -q ' 0 200 ' {log}", timeout=90)  # setup, not a measured figure: a starved TCG host is slow
 
 
@@ -309,7 +248,7 @@ with subtest("3. hairpin: ptp and calico pods on master and backup, 30 mTLS requ
         add_pods(CPS[name], name)
     for name in ["cp1", "cp2"]:
         for pod in ["ptp", "calico"]:
-            seen = pod_requests(CPS[name], pod, f"https://{VIP4}:{PORT}", 30)
+            seen = set(netns_requests(CPS[name], pod, f"https://{VIP4}:{PORT}", 30))
             print(f"RESULT hairpin {name}/{pod}: 30/30 ok, answered by {sorted(seen)}")
             assert seen == set(CPS), f"{name}/{pod}: expected all of {sorted(CPS)}, got {sorted(seen)}"
 
@@ -318,7 +257,7 @@ with subtest("4. negative control: all.arp_ignore=1 breaks the ptp pod"):
     cp2.fail(f"ip netns exec ptp {CURL} --connect-timeout 3 --max-time 4 https://{VIP4}:{PORT}/name")
     print("RESULT negative control: with all.arp_ignore=1 the ptp pod cannot reach the VIP")
     cp2.succeed("sysctl -qw net.ipv4.conf.all.arp_ignore=0", "ip -n ptp neigh flush all")
-    pod_requests(cp2, "ptp", f"https://{VIP4}:{PORT}", 3)
+    netns_requests(cp2, "ptp", f"https://{VIP4}:{PORT}", 3)
 
 with subtest("5. VRRP failover: master powered off, one MAC answers, requests resume"):
     loop_start(f"https://{VIP4}:{PORT}", "/root/failover.log")
@@ -392,7 +331,7 @@ with subtest("8. IPv6 VIP: reachable from client and pods, one node answers NDP"
     answering = {m.lower() for m in MAC_RE.findall(out)}
     print(f"RESULT IPv6: {len(answering)} MAC answers neighbour discovery for {VIP6}")
     assert answering == {MAC["cp2"]}, f"expected only cp2's MAC for {VIP6}, got {answering}"
-    seen = pod_requests(cp2, "ptp", f"https://[{VIP6}]:{PORT}", 10)
+    seen = set(netns_requests(cp2, "ptp", f"https://[{VIP6}]:{PORT}", 10))
     print(f"RESULT IPv6 hairpin cp2/ptp: 10/10 ok, answered by {sorted(seen)}")
 
 with subtest("9. the local apiserver on *:6443: named with the fix (socket, daemon log and STATUS=, doctor); the recipe fixes it"):

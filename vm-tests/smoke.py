@@ -8,13 +8,7 @@
 VIP4 = "192.168.1.100"
 VIP6 = "2001:db8:1::100"
 NODE = "192.168.1.1"  # the only node is number 1
-CONF = "/etc/vipproxy/vipproxy.toml"
-PKI = "/etc/vipproxy/pki"
-CURL = f"curl -sS --max-time 20 --cacert {PKI}/ca.pem --cert {PKI}/client.pem --key {PKI}/client-key.pem"
 BACKENDS = {"apiserver-a": 7443, "apiserver-b": 8443}
-# Transient units get the manager's PATH, which on NixOS has no general
-# tools: pass the shell's own on (vm-tests/lint.py checks it).
-RUN = "systemd-run --setenv=PATH=$PATH --collect"
 
 CONFIG = f"""
 [vip]
@@ -29,17 +23,11 @@ ca_file = "{PKI}/ca.pem"
 cert_file = "{PKI}/client.pem"
 key_file = "{PKI}/client-key.pem"
 
-[network]
-interface = "dummyvip0"
-uplinks = ["eth1"]
-networkd_dir = "/run/systemd/network"
-sysctl_file = "/run/sysctl.d/60-vipproxy.conf"
-socket_dropin = "/run/systemd/system/vipproxy.socket.d/50-listen.conf"
-""" + "".join(f'\n[[backend]]\nname = "{n}"\naddress = "{NODE}:{p}"\n' for n, p in BACKENDS.items())
+{NETWORK_UNDER_RUN}""" + "".join(f'\n[[backend]]\nname = "{n}"\naddress = "{NODE}:{p}"\n' for n, p in BACKENDS.items())
 
 
 def requests(prefix, url, count):
-    out = cp1.succeed(f"for i in $(seq {count}); do {prefix} {CURL} {url}/name || exit 1; echo; done", timeout=300)
+    out = cp1.succeed(f"for i in $(seq {count}); do {prefix} {CURL} --max-time 20 {url}/name || exit 1; echo; done", timeout=300)
     names = [l.strip() for l in out.splitlines() if l.strip()]
     assert len(names) == count, f"{len(names)} of {count} requests answered: {names}"
     return set(names)
@@ -64,11 +52,11 @@ with subtest("stand-in apiservers with mTLS on the node IP"):
             f" --cert {PKI}/server.pem --key {PKI}/server-key.pem --client-ca {PKI}/ca.pem"
         )
         cp1.wait_for_open_port(port, addr=NODE, timeout=90)
-    cp1.succeed(f"{CURL} https://{NODE}:7443/readyz")
+    cp1.succeed(f"{CURL} --max-time 20 https://{NODE}:7443/readyz")
     cp1.fail(f"curl -sS --max-time 5 --cacert {PKI}/ca.pem https://{NODE}:7443/readyz")  # no client cert
 
 with subtest("vipproxy network apply: networkd dummy link, VIP, uplink sysctls"):
-    cp1.succeed("cat > " + CONF + " <<'EOF'\n" + CONFIG + "\nEOF")
+    write_file(cp1, CONF, CONFIG)
     cp1.succeed(f"vipproxy check --config {CONF}")
     cp1.succeed(f"vipproxy network apply --config {CONF}")
     cp1.succeed(f"vipproxy network check --config {CONF}")

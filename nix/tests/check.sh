@@ -237,11 +237,24 @@ check_units() {
 }
 
 check_pyflakes() {
-	local scripts=(vm-tests/*.py)
-	# The NixOS test driver's globals and the node names the scripts use.
-	PYFLAKES_BUILTINS="start_all,subtest,machines,vlans,driver,log,retry,serial_stdout_off,serial_stdout_on,polling_condition,Machine,client,cp1,cp2,cp3,router" \
-		pyflakes3 "${scripts[@]}"
-	echo "pyflakes: ${#scripts[@]} VM test scripts clean"
+	local prelude=vm-tests/prelude.py scripts=() s out rc=0
+	local skip
+	skip=$(wc -l <"$prelude")
+	for s in vm-tests/*.py; do
+		[ "$s" = "$prelude" ] || scripts+=("$s")
+	done
+	# Each script as nixos.nix hands it to runNixOSTest, which lints it:
+	# prelude.py, then the script. The NixOS test driver's globals and the
+	# node names the scripts use are builtins; a finding names the
+	# script's own line.
+	for s in "${scripts[@]}"; do
+		if ! out=$(cat "$prelude" "$s" | PYFLAKES_BUILTINS="start_all,subtest,machines,vlans,driver,log,retry,serial_stdout_off,serial_stdout_on,polling_condition,Machine,client,cp1,cp2,cp3,router" pyflakes3 2>&1); then
+			awk -v f="$s" -v n="$skip" 'BEGIN { FS = ":" } { line = $2 - n; sub(/^[^:]*:[^:]*:/, ""); print f ":" line ":" $0 }' <<<"$out" >&2
+			rc=1
+		fi
+	done
+	[ $rc = 0 ] || return 1
+	echo "pyflakes: ${#scripts[@]} VM test scripts clean, each after $prelude"
 }
 
 check_flake() {

@@ -461,11 +461,19 @@ class Driver:
         self.command_log.close()
 
 
+# What every script shares, run before it in its globals (nixos.nix puts
+# it in front of each testScript).
+PRELUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "prelude.py")
+
+
 def run_script(driver, path):
     """Run one scenario script with the driver's globals; True if it passed."""
+    prelude = compile(open(PRELUDE).read(), PRELUDE, "exec")
     code = compile(open(path).read(), path, "exec")
     try:
-        exec(code, driver.globals())
+        scope = driver.globals()
+        exec(prelude, scope)
+        exec(code, scope)
     except Exception as e:  # the script failed: report it, never crash the summary
         import traceback
         traceback.print_exc(file=sys.stdout)
