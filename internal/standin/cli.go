@@ -65,6 +65,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	anonymous := fs.Bool("anonymous-auth", true, "false: as kube-apiserver --anonymous-auth=false (k3s, RKE2): a client certificate is optional in the handshake and a request without one gets 401")
 	fs.StringVar(&opts.FailFile, "fail-file", "", "/readyz returns 500 while this file exists")
 	fs.StringVar(&opts.ReadyFile, "ready-file", "", "/readyz returns 500 while this file does not exist")
+	fs.DurationVar(&opts.HeaderTimeout, "header-timeout", 0, "how long a client may take for its TLS handshake and request header (default 60s)")
 	fs.DurationVar(&opts.WatchInterval, "watch-interval", 0, "time between /watch lines (default 200ms)")
 	fs.StringVar(&endpointsFile, "endpoints-file", "", "serve the kubernetes EndpointSlices with these endpoints, one host:port a line, read again when the file changes")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")

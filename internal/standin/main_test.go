@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -169,4 +170,24 @@ func startCommand(t *testing.T, files *testpki.Files, args ...string) (addr stri
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	return addr, cmd, logs
+}
+
+// TestCommandHeaderTimeout: --header-timeout closes a connection that
+// never starts its handshake after that time, not after the 60 s default
+// (vm-tests/flood.py raises it to hold the flood's raw connections).
+func TestCommandHeaderTimeout(t *testing.T) {
+	files := pkitest.New(t)
+	addr, _, logs := startCommand(t, files, "--header-timeout", "300ms")
+	waitStatus(t, client(t, files), "https://"+addr+"/readyz", 200)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	c.SetReadDeadline(start.Add(10 * time.Second))
+	_, err = c.Read(make([]byte, 1))
+	if took := time.Since(start); err == nil || took > 5*time.Second {
+		t.Fatalf("a silent connection was not closed after --header-timeout 300ms: read %v after %v\n%s", err, took, logs.String())
+	}
 }
