@@ -2,7 +2,7 @@
 # Run scenario scripts on Debian VMs: build (or reuse) the image, stage this
 # checkout's binaries and units, boot the script's nodes in a private network
 # namespace, print a summary per script.
-# usage: run.sh ARCH SCRIPT.py...      (env: VM_WORK=cache dir, VM_MEMORY=MiB)
+# usage: run.sh ARCH SCRIPT.py...      (env: VM_WORK=cache dir, VM_MEMORY=MiB, VM_SMP=vCPUs)
 set -euo pipefail
 ARCH=${1:?usage: run.sh ARCH SCRIPT.py...}
 shift
@@ -20,7 +20,7 @@ rc=0
 for script in "$@"; do
 	name=$(basename "$script" .py)
 	python3 "$HERE/driver/run.py" --arch "$ARCH" --image "$IMAGE" --opt "$WORK/$ARCH-run/opt.ext4" \
-		--memory "${VM_MEMORY:-384}" --run-dir "$WORK/$ARCH-run/$name" "$script" || rc=1
+		--memory "${VM_MEMORY:-384}" --smp "${VM_SMP:-1}" --run-dir "$WORK/$ARCH-run/$name" "$script" || rc=1
 done
 echo "run.sh: $ARCH: image ${t_image} s, total $((SECONDS - t0)) s, exit $rc"
 exit $rc

@@ -45,6 +45,7 @@ def main():
     p.add_argument("--opt", help="ext4 image mounted at /opt/vipproxy (made by stage.sh)")
     p.add_argument("--run-dir", required=True)
     p.add_argument("--memory", type=int, default=384)
+    p.add_argument("--smp", type=int, default=1, help="vCPUs per VM (multi-threaded TCG)")
     p.add_argument("script")
     a = p.parse_args()
 
@@ -61,7 +62,7 @@ def main():
 
     driver = vmtest.Driver(vmtest.Arch(a.arch, os.path.abspath(a.image)), os.path.abspath(a.run_dir),
                            nodes_of(a.script), opt_image=a.opt and os.path.abspath(a.opt),
-                           memory_mib=a.memory)
+                           memory_mib=a.memory, smp=a.smp)
     ok, error = False, "interrupted"
     try:
         ok, error = vmtest.run_script(driver, a.script)

@@ -110,7 +110,8 @@ class Machine:
         ])
         mac = f"52:54:00:12:01:{self.number:02x}"
         cmd = d.arch.qemu() + [
-            "-accel", "tcg", "-smp", "1", "-m", str(d.memory_mib),
+            # Several vCPUs run on as many host threads (multi-threaded TCG).
+            "-accel", "tcg,thread=multi" if d.smp > 1 else "tcg", "-smp", str(d.smp), "-m", str(d.memory_mib),
             "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
             "-kernel", os.path.join(img, "kernel"), "-initrd", os.path.join(img, "initrd"),
             "-append", append,
@@ -337,11 +338,12 @@ def _probe_port(addr, port):
 class Driver:
     """Owns the VMs, the bridge, the log and the summary of one run."""
 
-    def __init__(self, arch, run_dir, nodes, opt_image=None, memory_mib=384):
+    def __init__(self, arch, run_dir, nodes, opt_image=None, memory_mib=384, smp=1):
         self.arch = arch
         self.run_dir = run_dir
         self.opt_image = opt_image
         self.memory_mib = memory_mib
+        self.smp = smp
         self.t0 = time.monotonic()
         self.steps = []  # (name, status, seconds, error)
         self.results = []  # lines the script printed starting with "RESULT"
