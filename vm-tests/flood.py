@@ -115,6 +115,11 @@ try:
             " /opt/vipproxy/tests/daemon.test -test.run '^TestFloodKeepsConnections$' -test.v -test.count=1 -test.timeout 40m 2>&1",
             timeout=2700,
         )
+        # Where frames were dropped: the guest's NIC and TCP counters, and
+        # this host's side of its tap (frames qemu did not take in time).
+        _, guest = cp1.execute("ip -s link show eth1; nstat -az TcpRetransSegs TcpExtTCPTimeouts TcpExtListenOverflows TcpExtListenDrops TcpExtTCPSynRetrans")
+        host = subprocess.run(["ip", "-s", "link", "show", cp1.tap], capture_output=True, text=True).stdout
+        print(f"guest:\n{guest}\nhost's {cp1.tap}:\n{host}")
         # The summary comes first: a failure's daemon log follows it and is long.
         print(out if len(out) < 8000 else out[:3000] + "\n[...]\n" + out[-4000:])
         m = re.search(r"nofile (\d+), .*connection cap .*", out)

@@ -66,10 +66,14 @@ func TestFloodKeepsConnections(t *testing.T) {
 	p := startVIPProxy(t, threeHTTPS(t), nil, prlimit, fmt.Sprintf("--nofile=%d:%d", r.nofile, r.nofile), "--")
 	mc := mtlsClient(t, true)
 	watches := openWatches(t, p, mc, 6)
+	// Wall-clock marks, to place the daemon's log lines in the run.
+	mark := func(what string) { t.Logf("%s %s", time.Now().UTC().Format("15:04:05.000"), what) }
 
+	mark("flood starts")
 	conns, refused := floodVIP(t, p.vip, flood)
 	r.held, r.refused = len(conns), refused
 	r.proxied = proxiedWhenSettled(t, p, conns, len(watches))
+	mark("flood settled, hold starts")
 	// New clients keep coming while the flood holds: each one accepted
 	// takes the descriptor that the last refused one gave back.
 	stopChurn := churn(p.vip)
@@ -79,10 +83,12 @@ func TestFloodKeepsConnections(t *testing.T) {
 	r.churned = stopChurn()
 	r.figures = readFloodFigures(t, p)
 	r.proxiedAfter = stillOpen(conns)
+	mark("hold ends, the flood's clients close")
 	for _, c := range conns {
 		c.Close()
 	}
 	p.waitFor(func() bool { n, err := name(mc, p.vip); return err == nil && n != "" }, "serving after the flood")
+	mark("served after the flood")
 	r.cut, r.watches = countCut(watches), len(watches)
 	r.downs, r.localDowns = markDowns(t, p.log.String())
 	r.check(t)
