@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -73,9 +74,12 @@ func TestAcceptedSocketsInheritTheListenersOptions(t *testing.T) {
 	def := config.Default().Timeouts
 	backend := echoBackend(t)
 	ln := ownListener(t)
-	queued := dial(t, ln.Addr().String()) // in the backlog before Start
+	var first []net.Conn
+	if backlogCountable(t, ln) {
+		first = append(first, dial(t, ln.Addr().String())) // in the backlog before Start
+	}
 	startKeepAliveProxy(t, ln, backend, def)
-	for _, c := range []net.Conn{queued, dial(t, ln.Addr().String())} {
+	for _, c := range append(first, dial(t, ln.Addr().String())) {
 		roundTrip(t, c, "x") // the first socket after the backlog tells what to set
 	}
 	const marker = 7 // seconds, no interval keepAliveConfig would choose
@@ -98,6 +102,37 @@ func TestAcceptedSocketsInheritTheListenersOptions(t *testing.T) {
 			t.Errorf("connection %d: keepalive interval %d s, want the listener's %d s: set again on the accepted socket", i, got, marker)
 		}
 	}
+}
+
+// backlogCountable reports whether the kernel gives ln's TCP_INFO in
+// full: acceptFixer counts the sockets queued before it set the options
+// from its tcpi_unacked. qemu-user (7.2, make test-multiarch) answers
+// that getsockopt with 4 bytes, so tcpi_unacked reads 0 with connections
+// queued (measured 2026-12-01: length 4 under qemu-aarch64-static, and
+// natively unacked 2 for two queued connections). The fixer then takes a
+// queued socket, which lacks every option, for the probe and sets every
+// option on each socket: right, but not the fewest calls this test
+// counts, so there it leaves the backlog out.
+func backlogCountable(t *testing.T, ln net.Listener) bool {
+	raw, err := ln.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	raw.Control(func(fd uintptr) {
+		var buf [unix.SizeofTCPInfo]byte
+		size := uint32(len(buf))
+		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.IPPROTO_TCP, unix.TCP_INFO,
+			uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&size)), 0)
+		if errno == 0 {
+			n = int(size)
+		}
+	})
+	if full := int(unsafe.Offsetof(unix.TCPInfo{}.Unacked)) + 4; n < full {
+		t.Logf("TCP_INFO of a listener: %d bytes, tcpi_unacked needs %d (qemu-user?): no connection queued before Start", n, full)
+		return false
+	}
+	return true
 }
 
 // zeroConfigListener listens as a listener from systemd behaves: Go's
