@@ -18,7 +18,10 @@ TEST_TARGETS :=
 # images, mk/40-vm.mk; the kube-apiserver, mk/80-k8s.mk), niced, so they use
 # what the tests in front leave of the CPUs: the test that needs one waits
 # for it itself (a lock), and any still running when make test ends, passed
-# or failed, is stopped (its process group).
+# or failed, is stopped (its process group). The filter that prefixes its
+# lines runs in that group too, not as a child of make: a make stopped
+# while its recipe's children were still ending waited for a filter that
+# waited for make's own output to end (mk/make_test.go).
 TEST_BACKGROUND :=
 
 .PHONY: all build test deps demo clean
@@ -43,7 +46,7 @@ test: deps
 	@set -e; bg=; trap 'for p in $$bg; do kill -TERM -- -$$p 2>/dev/null || true; done; wait' EXIT; \
 	for b in $(TEST_BACKGROUND); do \
 		echo "=== make $$b (background)"; \
-		setsid nice -n 10 $(MAKE) --no-print-directory $$b > >(sed -u "s/^/[$$b] /") 2>&1 & bg="$$bg $$!"; \
+		setsid bash -c 'nice -n 10 $(MAKE) --no-print-directory "$$0" 2>&1 | sed -u "s/^/[$$0] /"' $$b & bg="$$bg $$!"; \
 	done; \
 	for t in $(TEST_TARGETS); do \
 		echo "=== make $$t"; s=$$SECONDS; $(MAKE) --no-print-directory $$t; \
