@@ -156,8 +156,16 @@ func (f *acceptFixer) learn(opts *Options) {
 	f.probing = true
 }
 
-// apply gives c, just accepted, the options it lacks under opts.
+// apply gives c, just accepted, the options it lacks under opts. In the
+// common case (nothing to set) it makes no system call and no allocation.
 func (f *acceptFixer) apply(c net.Conn, opts *Options) {
+	if f.learnt != opts {
+		f.learn(opts)
+		f.cloned++ // c itself was accepted before the listener had them
+	}
+	if f.cloned == 0 && !f.probing && len(f.fix) == 0 {
+		return
+	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return
@@ -165,10 +173,6 @@ func (f *acceptFixer) apply(c net.Conn, opts *Options) {
 	raw, err := sc.SyscallConn()
 	if err != nil {
 		return
-	}
-	if f.learnt != opts {
-		f.learn(opts)
-		f.cloned++ // c itself was accepted before the listener had them
 	}
 	set := f.fix
 	switch {
