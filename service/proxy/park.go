@@ -34,9 +34,9 @@ var errParked = errors.New("direction parked")
 // parker holds idle directions without a goroutine each: an idle
 // connection costs two sockets and a little heap, not two goroutine
 // stacks. A parked direction's source socket sits in a private epoll
-// (level-triggered, one-shot); that epoll's own descriptor is waited on
-// through Go's poller, so no thread blocks on it, and one goroutine
-// serves every parked direction.
+// (parkEvents); that epoll's own descriptor is waited on through Go's
+// poller, so no thread blocks on it, and one goroutine serves every
+// parked direction.
 //
 // Closing a socket silently takes it out of an epoll, so a socket some
 // direction reads is closed through closeConn (session.go), which first
@@ -54,7 +54,19 @@ type parker struct {
 	// relayed counts the messages passed on in place, without waking
 	// their direction (tests).
 	relayed atomic.Uint64
+	// calls counts the parker's epoll_wait and epoll_ctl calls (tests).
+	calls atomic.Uint64
 }
+
+// parkEvents is how a parked socket is watched: edge-triggered, so that
+// a message relayed in place needs no re-arm (an epoll_ctl per message
+// with a one-shot entry: 6 % of the proxy's CPU in the at-once storm's
+// profile). Edge-triggered is enough because the parker keeps a socket
+// only after a read that drained it (shorter than its buffer, or EAGAIN),
+// and each later arrival raises a new event; whatever else it read
+// (the end of the stream, bulk, a write that must wait) takes the socket
+// out of the epoll.
+const parkEvents = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET
 
 // newParker starts the parker's goroutine; it ends when close is called.
 func newParker() (*parker, error) {
@@ -84,16 +96,25 @@ func (p *parker) close() {
 	p.file.Close()
 }
 
-// loop resumes parked directions whose socket turned readable (data, end
-// of stream or an error).
+// loop serves parked directions whose socket turned readable (data, end
+// of stream or an error). It serves them inside the callback of one
+// RawConn.Read that never returns true: a new event always reaches Go's
+// poller (the inner epoll wakes its waiters on every one), and a readiness
+// already reported stays pending there between rounds, so a round costs
+// one epoll_wait of ours. A fresh RawConn.Read per round forgets that
+// readiness and needed a second, empty epoll_wait before each wait.
 func (p *parker) loop(raw syscall.RawConn) {
 	events := make([]unix.EpollEvent, 128)
-	var ready []*direction
-	for {
-		err := raw.Read(func(fd uintptr) bool {
-			n, _ := unix.EpollWait(int(fd), events, 0)
+	ready := make([]*direction, 0, len(events))
+	raw.Read(func(fd uintptr) bool {
+		for {
+			n, err := unix.EpollWait(int(fd), events, 0)
+			p.calls.Add(1)
+			if err == unix.EINTR {
+				continue
+			}
 			if n <= 0 {
-				return false // nothing ready (or EINTR): wait again
+				return false // nothing ready: wait in Go's poller
 			}
 			p.mu.Lock()
 			for _, ev := range events[:n] {
@@ -102,24 +123,23 @@ func (p *parker) loop(raw syscall.RawConn) {
 				}
 			}
 			p.mu.Unlock()
-			return true
-		})
-		if err != nil {
-			return // closed
+			for i, d := range ready {
+				p.serve(d)
+				ready[i] = nil
+			}
+			ready = ready[:0]
+			if n < len(events) {
+				return false // drained when we looked
+			}
 		}
-		for i, d := range ready {
-			p.serve(d)
-			ready[i] = nil
-		}
-		ready = ready[:0]
-	}
+	})
+	// Read returned: the parker's epoll was closed.
 }
 
 // serve handles a parked direction whose source turned readable. A small
 // message on a bound session (a watch event, a lease renewal: most of a
 // control plane's traffic) is passed on right here and the direction
-// stays parked: a read, a write and a re-arm of its one-shot entry, as an
-// event loop does. Waking it instead cost an epoll_ctl out of the parker,
+// stays parked: a read and a write, as an event loop does. Waking it instead cost an epoll_ctl out of the parker,
 // a goroutine, Go's poller and a timer, and an epoll_ctl back one to two
 // parkAfter periods later, for every message (in the storm bench's
 // profile, half of the proxy's CPU with 2,000 watches getting an event
@@ -132,7 +152,7 @@ func (p *parker) serve(d *direction) {
 		d.pk.mu.Unlock()
 		return // unparked meanwhile (stopParking)
 	}
-	if d.relayable() && d.relayParked(p.buf) && p.rearm(d.pk.srcFD) {
+	if d.relayable() && d.relayParked(p.buf) {
 		p.relayed.Add(1)
 		d.pk.mu.Unlock()
 		return
@@ -144,18 +164,6 @@ func (p *parker) serve(d *direction) {
 	}
 }
 
-// rearm watches fd again after serve passed its message on (the entry is
-// one-shot, level-triggered: data that came meanwhile fires at once).
-func (p *parker) rearm(fd int32) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return false
-	}
-	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: fd}
-	return unix.EpollCtl(p.epfd, unix.EPOLL_CTL_MOD, int(fd), &ev) == nil
-}
-
 // add watches fd for d; false if the kernel refused (d then keeps running).
 func (p *parker) add(fd int32, d *direction) bool {
 	p.mu.Lock()
@@ -164,7 +172,8 @@ func (p *parker) add(fd int32, d *direction) bool {
 		return false
 	}
 	p.parked[fd] = d
-	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: fd}
+	ev := unix.EpollEvent{Events: parkEvents, Fd: fd}
+	p.calls.Add(1)
 	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev); err != nil {
 		delete(p.parked, fd)
 		return false
@@ -180,6 +189,7 @@ func (p *parker) remove(fd int32, d *direction) {
 		delete(p.parked, fd)
 	}
 	if !p.closed {
+		p.calls.Add(1)
 		unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
 	}
 }

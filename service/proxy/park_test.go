@@ -255,3 +255,30 @@ func TestParkedUnansweredBackendCloseIsReplayed(t *testing.T) {
 		})
 	}
 }
+
+// TestParkerRelaysWithOneEpollCallPerMessage: a message that the parker
+// passes on costs it one epoll_wait and no epoll_ctl (edge-triggered
+// entries need no re-arm, and readiness is kept between rounds). With
+// one-shot entries and a fresh wait per round it cost three calls: a
+// wait, a re-arm and an empty wait.
+func TestParkerRelaysWithOneEpollCallPerMessage(t *testing.T) {
+	p, _, addr := startParking(t, echoBackend(t))
+	conns := openParked(t, p, addr, 2)
+	pk := p.relay.parker
+	const rounds = 20
+	callsBefore, relayedBefore := pk.calls.Load(), pk.relayed.Load()
+	for i := 0; i < rounds; i++ {
+		roundTrip(t, conns[i%2], "event")
+	}
+	// Two messages per round trip, counted after their writes.
+	if !waitFor(func() bool { return pk.relayed.Load()-relayedBefore >= 2*rounds }) {
+		t.Fatalf("parker relayed %d of %d messages in place", pk.relayed.Load()-relayedBefore, 2*rounds)
+	}
+	relayed, calls := pk.relayed.Load()-relayedBefore, pk.calls.Load()-callsBefore
+	if calls > relayed {
+		t.Errorf("parker made %d epoll calls for %d messages relayed in place, want at most one each", calls, relayed)
+	}
+	if got := pk.count(); got != 4 {
+		t.Errorf("%d of 4 directions parked after the messages, want all", got)
+	}
+}
