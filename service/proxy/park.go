@@ -105,7 +105,7 @@ func (p *parker) close() {
 // readiness and needed a second, empty epoll_wait before each wait.
 func (p *parker) loop(raw syscall.RawConn) {
 	events := make([]unix.EpollEvent, 128)
-	ready := make([]*direction, 0, len(events))
+	ready := make([]readied, 0, len(events))
 	raw.Read(func(fd uintptr) bool {
 		for {
 			n, err := unix.EpollWait(int(fd), events, 0)
@@ -119,13 +119,13 @@ func (p *parker) loop(raw syscall.RawConn) {
 			p.mu.Lock()
 			for _, ev := range events[:n] {
 				if d := p.parked[ev.Fd]; d != nil {
-					ready = append(ready, d)
+					ready = append(ready, readied{d, ev.Events})
 				}
 			}
 			p.mu.Unlock()
-			for i, d := range ready {
-				p.serve(d)
-				ready[i] = nil
+			for i, r := range ready {
+				p.serve(r.d, r.events)
+				ready[i] = readied{}
 			}
 			ready = ready[:0]
 			if n < len(events) {
@@ -136,23 +136,35 @@ func (p *parker) loop(raw syscall.RawConn) {
 	// Read returned: the parker's epoll was closed.
 }
 
+// readied is a parked direction with the events epoll reported for it.
+type readied struct {
+	d      *direction
+	events uint32
+}
+
+// endEvents say the peer's FIN (or a reset, an error) is in: more than
+// a read may take. Edge-triggered, that end raises no new event once it
+// came with the data, so a read that passes the data on must not leave
+// the direction parked: its goroutine reads to the end.
+const endEvents = unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
+
 // serve handles a parked direction whose source turned readable. A small
 // message on a bound session (a watch event, a lease renewal: most of a
 // control plane's traffic) is passed on right here and the direction
-// stays parked: a read and a write, as an event loop does. Waking it instead cost an epoll_ctl out of the parker,
-// a goroutine, Go's poller and a timer, and an epoll_ctl back one to two
-// parkAfter periods later, for every message (in the storm bench's
-// profile, half of the proxy's CPU with 2,000 watches getting an event
-// every 2 s). The end of
-// the stream, an error, a write that would wait or a read that fills the
+// stays parked: a read and a write, as an event loop does. Waking it
+// instead cost an epoll_ctl out of the parker, a goroutine, Go's poller
+// and a timer, and an epoll_ctl back one to two parkAfter periods later,
+// for every message (in the storm bench's profile, half of the proxy's
+// CPU with 2,000 watches getting an event every 2 s). The end of the
+// stream, an error, a write that would wait or a read that fills the
 // buffer (bulk) resume the direction on a goroutine of its own.
-func (p *parker) serve(d *direction) {
+func (p *parker) serve(d *direction, events uint32) {
 	d.pk.mu.Lock()
 	if !d.pk.parked {
 		d.pk.mu.Unlock()
 		return // unparked meanwhile (stopParking)
 	}
-	if d.relayable() && d.relayParked(p.buf) {
+	if events&endEvents == 0 && d.relayable() && d.relayParked(p.buf) {
 		p.relayed.Add(1)
 		d.pk.mu.Unlock()
 		return

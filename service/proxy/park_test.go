@@ -282,3 +282,36 @@ func TestParkerRelaysWithOneEpollCallPerMessage(t *testing.T) {
 		t.Errorf("%d of 4 directions parked after the messages, want all", got)
 	}
 }
+
+// TestParkedEndWithLastMessage: a last message and the end of the stream
+// that reach a parked direction together both get through. Edge-triggered,
+// the end raises no event of its own once the message's read is done:
+// passing the message on in place and staying parked left the client
+// waiting for an end that had come.
+func TestParkedEndWithLastMessage(t *testing.T) {
+	lastWords := testutil.ServeAddr(t, func(c net.Conn) {
+		defer c.Close()
+		buf := make([]byte, 64)
+		for {
+			n, err := c.Read(buf)
+			if err != nil {
+				return
+			}
+			if string(buf[:n]) == "bye" {
+				c.Write([]byte("last")) // the close right after: its FIN comes with it
+				return
+			}
+			c.Write(buf[:n])
+		}
+	})
+	p, _, addr := startParking(t, lastWords)
+	const n = 10
+	conns := openParked(t, p, addr, n)
+	for i, c := range conns {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.Write([]byte("bye"))
+		if b, err := io.ReadAll(c); err != nil || string(b) != "last" {
+			t.Fatalf("connection %d: %q, %v; want the last message, then the end", i, b, err)
+		}
+	}
+}
