@@ -13,10 +13,11 @@ bench: bench-deps build bench-size bench-go
 
 # The reconnect storms alone (issue 22): 5,000 TLS watches through each
 # proxy, one backend SIGKILLed, the proxy restarted (also socket-activated),
-# all connecting at once. The proxy on cpu 1, clients and backends on cpu 0.
+# all connecting at once (also with no proxy at all: direct, the host's own
+# time). The proxy on cpu 1, clients and backends on cpu 0.
 STORM_FLAGS ?=
 bench-storm: bench-deps build
-	$(BIN)/vipproxy-bench --vipproxy $(BIN)/vipproxy --figures storm --contenders vipproxy,haproxy,nginx \
+	$(BIN)/vipproxy-bench --vipproxy $(BIN)/vipproxy --figures storm --contenders direct,vipproxy,haproxy,nginx \
 		--pin split --out $(BIN)/bench-storm.md $(STORM_FLAGS)
 
 bench-deps:

@@ -196,7 +196,7 @@ func watchClientMain(ctx context.Context, args []string, stdin io.Reader, stdout
 	fs.SetOutput(stderr)
 	var spec watchSpec
 	pkiDir := fs.String("pki", "", "directory of the test PKI (internal/testpki)")
-	fs.StringVar(&spec.Target, "target", "", "the proxy's address")
+	targets := fs.String("target", "", "the proxy's address (or addresses, comma-separated, used round-robin)")
 	fs.IntVar(&spec.Clients, "clients", 100, "watches to hold")
 	fs.IntVar(&spec.Sources, "sources", 8, "loopback source addresses to use (127.0.0.1..N)")
 	fs.DurationVar(&spec.Period, "period", 2*time.Second, "the backends' time between events")
@@ -205,7 +205,8 @@ func watchClientMain(ctx context.Context, args []string, stdin io.Reader, stdout
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if spec.Target == "" || spec.Clients < 1 || spec.Period <= 0 || spec.Wait <= 0 || spec.Wait > 10*time.Minute || spec.Sources < 1 || spec.Sources > 250 {
+	spec.Targets = splitList(*targets)
+	if len(spec.Targets) == 0 || spec.Clients < 1 || spec.Period <= 0 || spec.Wait <= 0 || spec.Wait > 10*time.Minute || spec.Sources < 1 || spec.Sources > 250 {
 		fmt.Fprintln(stderr, "vipproxy-bench watch: --target, --clients >= 1, --period > 0, --wait up to 10m, --sources 1..250")
 		return 2
 	}

@@ -42,14 +42,18 @@ var stormTitles = map[string]string{
 // watchPeriod is the backends' time between events.
 const watchPeriod = 2 * time.Second
 
-// stormContender says whether a contender takes part in the storms: the
-// proxies (the bench's own baselines have no health checks to compare).
-func stormContender(name string, activated bool) bool {
+// stormContender says whether a contender takes part in a storm: the
+// proxies, and direct (the watches connect to the backends themselves)
+// in the at-once storm only, where it shows what the clients and
+// backends take without any proxy: the handshakes' own time on this host.
+func stormContender(name, scenario string) bool {
 	switch name {
-	case "direct", "floor", "naive":
+	case "direct":
+		return scenario == "at-once"
+	case "floor", "naive":
 		return false
 	case "haproxy", "nginx":
-		return !activated
+		return scenario != "restart-activated"
 	}
 	return true // vipproxy and --alt builds
 }
@@ -68,7 +72,7 @@ func (r *runner) storms(ctx context.Context, cs []*contender) error {
 		}
 		for range r.opt.StormReps {
 			for _, c := range cs {
-				if !stormContender(c.name, scenario == "restart-activated") {
+				if !stormContender(c.name, scenario) {
 					continue
 				}
 				if err := st.storm(ctx, scenario, c.name); err != nil {
@@ -165,6 +169,10 @@ func (r *runner) launch(ctx context.Context, p *stormProxy, wait bool) error {
 	c.targets = []string{listen}
 	var err error
 	switch p.name {
+	case "direct":
+		c.targets = r.backends
+		p.cur.Store(c)
+		return nil
 	case "haproxy":
 		err = r.startHAProxy(c, listen)
 	case "nginx":
@@ -256,8 +264,8 @@ func (r *runner) unleash(ctx context.Context, scenario string, p *stormProxy, wc
 			return res, 0, 0, fmt.Errorf("restart watch backend 1: %w", err)
 		}
 	}
-	if err != nil {
-		return res, 0, 0, err
+	if err != nil || p.pid() == 0 {
+		return res, 0, 0, err // direct: no proxy to measure
 	}
 	after, err := sampleTree(p.pid())
 	if err != nil {
@@ -320,7 +328,7 @@ type watchClient struct {
 
 func (r *runner) startWatchClient(ctx context.Context, p *stormProxy, atOnce bool) (*watchClient, error) {
 	wait := 90 * time.Second
-	args := []string{"watch", "--target", fmt.Sprintf("127.0.0.1:%d", p.port), "--clients", strconv.Itoa(r.opt.StormClients),
+	args := []string{"watch", "--target", strings.Join(p.cur.Load().targets, ","), "--clients", strconv.Itoa(r.opt.StormClients),
 		"--pki", filepath.Join(r.dir, "pki"), "--period", watchPeriod.String(), "--wait", wait.String()}
 	if atOnce {
 		args = append(args, "--at-once")
@@ -422,8 +430,10 @@ func (r *runner) recordStorm(scenario, name string, res watchResult, cpu time.Du
 	add("max", res.MaxMs)
 	add("failed", float64(res.Failed))
 	add("lost", float64(res.Lost))
-	add("cpu", cpu.Seconds())
-	add("rss", float64(peakKB)/1024)
+	if name != "direct" {
+		add("cpu", cpu.Seconds())
+		add("rss", float64(peakKB)/1024)
+	}
 	r.res.text(k+"back", name, fmt.Sprintf("%d/%d", res.Recovered, res.Disrupted))
 	r.res.text(k+"share", name, shares(res.Shares))
 	r.res.text(k+"load", name, load)

@@ -45,7 +45,7 @@ func TestWatchStormClientSeesTheCutAndTheReturn(t *testing.T) {
 	stdinR, stdin := io.Pipe()
 	stdoutR, stdout := io.Pipe()
 	done := make(chan error, 1)
-	spec := watchSpec{Target: addr, Clients: 20, Sources: 1, Period: period, Wait: 20 * time.Second}
+	spec := watchSpec{Targets: []string{addr}, Clients: 20, Sources: 1, Period: period, Wait: 20 * time.Second}
 	go func() { done <- runWatchClient(ctx, spec, cli, stdinR, stdout) }()
 	defer func() {
 		stdin.Close()
@@ -76,5 +76,47 @@ func TestWatchStormClientSeesTheCutAndTheReturn(t *testing.T) {
 	}
 	if res.Lost < 20 || res.Failed < 1 || res.MaxMs < float64((2*period).Milliseconds()) {
 		t.Errorf("no backend for %s: %+v, want events missed by each watch, failed attempts and a return after the gap", 2*period, res)
+	}
+}
+
+// TestWatchStormClientSpreadsOverTargets: given several targets (the
+// backends themselves, for the direct baseline of the at-once storm),
+// the watches go to each in turn, so that every backend serves its share.
+func TestWatchStormClientSpreadsOverTargets(t *testing.T) {
+	srv, cli := pkitest.TLS(t, pkitest.New(t))
+	cli.ServerName = "127.0.0.1"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const period = 200 * time.Millisecond
+	var targets []string
+	for id := 1; id <= 2; id++ {
+		ln := listenLoopback(t)
+		addr := ln.Addr().String()
+		ln.Close()
+		b := &watchBackend{id: id, tls: srv, period: period, epoch: time.Now()}
+		done := make(chan error, 1)
+		bctx, stop := context.WithCancel(ctx)
+		go func() { done <- b.run(bctx, addr) }()
+		defer func() { stop(); <-done }()
+		if err := waitListening(ctx, addr, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, addr)
+	}
+	stdinR, stdin := io.Pipe()
+	defer stdin.Close()
+	stdoutR, stdout := io.Pipe()
+	spec := watchSpec{Targets: targets, Clients: 10, Sources: 1, Period: period, AtOnce: true, Wait: 20 * time.Second}
+	go runWatchClient(ctx, spec, cli, stdinR, stdout)
+	lines := bufio.NewScanner(stdoutR)
+	if !lines.Scan() {
+		t.Fatal("no result")
+	}
+	var res watchResult
+	if err := json.Unmarshal(lines.Bytes(), &res); err != nil {
+		t.Fatalf("result %q: %v", lines.Text(), err)
+	}
+	if res.Recovered != 10 || len(res.Shares) < 2 || res.Shares[0] != 5 || res.Shares[1] != 5 {
+		t.Errorf("10 watches over 2 targets: %+v, want all working, 5 on each", res)
 	}
 }

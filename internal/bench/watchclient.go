@@ -15,9 +15,11 @@ import (
 	"time"
 )
 
-// watchSpec is one storm client process: Clients watches through Target.
+// watchSpec is one storm client process: Clients watches through
+// Targets, used round-robin (the proxy, or the backends themselves for
+// the direct baseline).
 type watchSpec struct {
-	Target  string
+	Targets []string
 	Clients int
 	Sources int           // loopback source addresses 127.0.0.1..N
 	Period  time.Duration // the backends' event period (stall detection)
@@ -256,7 +258,7 @@ func (s *stormClient) dial(ctx context.Context) (net.Conn, error) {
 		d.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+n%uint64(s.spec.Sources)))}
 		d.Control = bindNoPort
 	}
-	return d.DialContext(ctx, "tcp", s.spec.Target)
+	return d.DialContext(ctx, "tcp", s.spec.Targets[n%uint64(len(s.spec.Targets))])
 }
 
 // events reads events until the watch ends or stays silent for three
