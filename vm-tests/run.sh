@@ -16,11 +16,23 @@ IMAGE=$(readlink -f "$WORK/$ARCH")
 "$HERE/initrd.sh" "$IMAGE"
 t_image=$((SECONDS - t0))
 "$HERE/stage.sh" "$ARCH" "$WORK/$ARCH-run/opt.ext4"
-rc=0
+# Each script's output is also kept in ARCH-run/NAME.out, and the names of
+# the scripts that failed in ARCH-run/failed: make test's recap (ci.sh)
+# repeats their end, so that the tail of a CI log says what failed.
+rc=0 results=
+: >"$WORK/$ARCH-run/failed"
 for script in "$@"; do
 	name=$(basename "$script" .py)
-	python3 "$HERE/driver/run.py" --arch "$ARCH" --image "$IMAGE" --opt "$WORK/$ARCH-run/opt.ext4" \
-		--memory "${VM_MEMORY:-384}" --smp "${VM_SMP:-1}" --run-dir "$WORK/$ARCH-run/$name" "$script" || rc=1
+	t_script=$SECONDS
+	if python3 "$HERE/driver/run.py" --arch "$ARCH" --image "$IMAGE" --opt "$WORK/$ARCH-run/opt.ext4" \
+		--memory "${VM_MEMORY:-384}" --smp "${VM_SMP:-1}" --run-dir "$WORK/$ARCH-run/$name" "$script" \
+		2>&1 | tee "$WORK/$ARCH-run/$name.out"; then
+		verdict=PASS
+	else
+		verdict=FAIL rc=1
+		echo "$name" >>"$WORK/$ARCH-run/failed"
+	fi
+	results="$results${results:+, }$name $verdict $((SECONDS - t_script)) s"
 done
-echo "run.sh: $ARCH: image ${t_image} s, total $((SECONDS - t0)) s, exit $rc"
+echo "run.sh: $ARCH: $results; image ${t_image} s, total $((SECONDS - t0)) s, exit $rc"
 exit $rc
