@@ -132,6 +132,14 @@ wait
 """
 
 
+# The request loops of the steps that assert "no request fails" (not how
+# fast one resumes) give each request this long: under TCG, on a CI machine
+# running two VM lanes, the client's curl alone has taken over 6 s (a
+# request before any fault timed out at 6 s, 2026-12-02), and the in-flight
+# window at a fault is as long as a request may last.
+PATIENT = {"connect_timeout": 10, "max_time": 20}
+
+
 def loop_start(url, log, connect_timeout=3, max_time=6, unit="reqloop"):
     """Requests from the client in a transient unit. Short timeouts measure
     failover; long ones let a request wait in the socket's backlog while the
@@ -265,7 +273,7 @@ with subtest("5. VRRP failover: master powered off, one MAC answers, requests re
     cp1.crash()
     del CPS["cp1"]
     cp2.wait_until_succeeds(f"ip -4 addr show dev eth1 | grep -qw {VIP4}", timeout=30)
-    client.wait_until_succeeds(f"test $(awk '$1 > {t_crash} && $2 == 0' /root/failover.log | wc -l) -ge 5", timeout=60)
+    client.wait_until_succeeds(f"test $(awk '$1 > {t_crash} && $2 == 0' /root/failover.log | wc -l) -ge 5", timeout=180)
     rows = loop_stop("/root/failover.log")
     after = [r for r in rows if r[0] > t_crash]
     first_ok = min(r[0] for r in after if r[1] == 0 and r[2] == "200")
@@ -279,7 +287,7 @@ with subtest("5. VRRP failover: master powered off, one MAC answers, requests re
     assert resume <= 10, f"requests resumed only after {resume:.1f} s"  # expected <= 5 s; TCG on a busy host is slower
 
 with subtest("6. apiserver failure under load: no failed request, marked down and up"):
-    loop_start(f"https://{VIP4}:{PORT}", "/root/apiserver.log")
+    loop_start(f"https://{VIP4}:{PORT}", "/root/apiserver.log", **PATIENT)
     t_before = now(client)
     cp3.succeed("systemctl stop apiserver")
     t_after = now(client)
@@ -292,14 +300,14 @@ with subtest("6. apiserver failure under load: no failed request, marked down an
     # An L4 proxy can retry a connection only before it carries data: a
     # request in flight at the very moment of the kill may be cut. Every
     # request started after the kill must succeed.
-    inflight = [r for r in failed(rows) if t_before - 3 <= r[0] <= t_after]
+    inflight = [r for r in failed(rows) if t_before - PATIENT["max_time"] <= r[0] <= t_after]
     bad = [r for r in failed(rows) if r not in inflight]
     print(f"RESULT apiserver failure: {len(rows)} requests, {len(bad)} failed, {len(inflight)} cut in flight at the kill")
     assert not bad, f"failed requests: {bad[:5]}"
     assert {"cp3"} <= {r[3] for r in rows if r[0] > t_after}, "cp3 not used again after its restart"
 
 with subtest("7. restart and reload under load: no refused connection"):
-    loop_start(f"https://{VIP4}:{PORT}", "/root/restart.log", connect_timeout=15, max_time=20)
+    loop_start(f"https://{VIP4}:{PORT}", "/root/restart.log", **PATIENT)
     faults = vrrp_faults(cp2)
     cp2.succeed("systemctl restart vipproxy.service")
     cp2.wait_for_unit("vipproxy.service", timeout=60)
@@ -311,7 +319,9 @@ with subtest("7. restart and reload under load: no refused connection"):
         "curl -sf http://127.0.0.1:6449/metrics | grep -q '^vipproxy_reloads_total{result=\"ok\"} 1$'", timeout=30
     )
     t_reload = now(client)
-    client.wait_until_succeeds(f"test $(awk '$1 > {t_reload} && $2 == 0' /root/restart.log | wc -l) -ge 6", timeout=60)
+    # Six requests after the reload, whatever their result (the asserts
+    # below judge them): a bound for a slow host, not a measured figure.
+    client.wait_until_succeeds(f"test $(awk '$1 > {t_reload}' /root/restart.log | wc -l) -ge 6", timeout=240)
     rows = loop_stop("/root/restart.log")
     bad = failed(rows)
     refused = [r for r in rows if r[1] == 7]
@@ -512,8 +522,8 @@ with subtest("11. k0s ports: 6443, 8132 and 9443 on the VIP, a socket unit each;
         names = client.succeed(f"{CURL} --no-sessionid -H 'Connection: close' -w '\\n' --max-time 15 " + " ".join([f"https://{VIP4}:{number}/name"] * 6))
         seen = {l.strip() for l in names.splitlines() if l.strip()}
         assert seen == {f"{n}-{port}" if port != "api" else n for n in CPS}, f"port {port} answered by {seen}"
-    loop_start(f"https://{VIP4}:{PORT}", "/root/k0s-api.log", unit="reqloop-api")
-    loop_start(f"https://{VIP4}:8132", "/root/k0s-konn.log", unit="reqloop-konn")
+    loop_start(f"https://{VIP4}:{PORT}", "/root/k0s-api.log", unit="reqloop-api", **PATIENT)
+    loop_start(f"https://{VIP4}:8132", "/root/k0s-konn.log", unit="reqloop-konn", **PATIENT)
     t_stop = now(client)
     cp2.succeed("systemctl stop standin-konnectivity")
     t_stopped = now(client)
@@ -522,7 +532,10 @@ with subtest("11. k0s ports: 6443, 8132 and 9443 on the VIP, a socket unit each;
         assert time.monotonic() < deadline, f"cp2 not down in konnectivity's pool within 60 s: {port_states(master_node, 'konnectivity')}"
         master_node.sleep(0.5)
     t_down = now(client)
-    client.sleep(6)  # requests on both ports after the mark-down
+    # Requests on both ports after the mark-down (two each; a bound for a
+    # slow host, not a measured figure).
+    for log in ["/root/k0s-api.log", "/root/k0s-konn.log"]:
+        client.wait_until_succeeds(f"test $(awk '$1 > {t_down}' {log} | wc -l) -ge 2", timeout=120)
     api_rows = loop_stop("/root/k0s-api.log", unit="reqloop-api")
     konn_rows = loop_stop("/root/k0s-konn.log", unit="reqloop-konn")
     assert port_states(master_node, "api")["cp2"] == "up", "cp2 left the API pool with its konnectivity"
@@ -530,9 +543,9 @@ with subtest("11. k0s ports: 6443, 8132 and 9443 on the VIP, a socket unit each;
     # As in step 6: an L4 proxy can retry a connection only before it
     # carries data, so a konnectivity request cp2 was serving when its
     # server stopped may be cut (the stand-in closes its connections). A
-    # request starts at most max_time (6 s) before the stop; every request
+    # request starts at most max_time before the stop; every request
     # started after it must succeed, and the API loop must not notice.
-    inflight = [r for r in failed(konn_rows) if t_stop - 6 <= r[0] <= t_stopped]
+    inflight = [r for r in failed(konn_rows) if t_stop - PATIENT["max_time"] <= r[0] <= t_stopped]
     bad = failed(api_rows) + [r for r in failed(konn_rows) if r not in inflight]
     konn_after = {r[3] for r in konn_rows if r[0] > t_down}
     api_after = {r[3] for r in api_rows if r[0] > t_down}
