@@ -11,7 +11,7 @@
 # script's output (run.sh keeps it), so that a CI log's tail says what failed.
 # env: VM_CI_WORK (images and runs), VM_SCRIPTS, VM_CI_AMD64_EXTRA (amd64's
 # extra scripts), VM_LOCKED (the lock wrapper, may be empty), GO, VM_CI_RUN
-# (what runs one architecture: run.sh; mk/vmci_test.go puts a stand-in there
+# (what runs one architecture: run.sh; mk/make_test.go puts a stand-in there
 # that keeps run.sh's files: ARCH-run/NAME.out and ARCH-run/failed).
 # Exit 0 only if every architecture passed.
 set -uo pipefail
