@@ -224,6 +224,16 @@ type parkState struct {
 	closing bool   // the source socket is being closed: do not park
 	srcFD   int32  // the source descriptor while parked
 	stash   error  // end of stream or error the parker read (flushParked)
+
+	// relayParked's read and write go through RawConn.Control with one
+	// callback bound per direction (ctl, at its first message) and their
+	// arguments and results here: with a closure each, a relayed message
+	// cost five heap allocations.
+	ctl     func(uintptr)
+	writing bool   // ctl writes io (else reads into it)
+	io      []byte // the bytes to read into or to write; a write leaves the rest
+	n       int    // what the read returned
+	err     error
 }
 
 // park hands the direction to the parker; false means it must go on
@@ -301,9 +311,14 @@ func (d *direction) relayable() bool {
 // in d.out, and an end of stream or error it read in d.pk.stash, for the
 // direction's goroutine (flushParked).
 func (d *direction) relayParked(buf []byte) bool {
-	var n int
-	var rerr error
-	if err := d.srcRaw.Control(func(fd uintptr) { n, rerr = readNow(int(fd), buf) }); err != nil {
+	if d.pk.ctl == nil {
+		d.pk.ctl = d.parkIO
+	}
+	d.pk.writing, d.pk.io = false, buf
+	err := d.srcRaw.Control(d.pk.ctl)
+	n, rerr := d.pk.n, d.pk.err
+	d.pk.io, d.pk.err = nil, nil
+	if err != nil {
 		return false // closed under us: the goroutine sees it
 	}
 	switch {
@@ -324,8 +339,10 @@ func (d *direction) relayParked(buf []byte) bool {
 		d.sessRead.markAnswered()
 		d.sessRead = nil
 	}
-	out := buf[:n]
-	err := d.dstRaw.Control(func(fd uintptr) { out = writeNow(int(fd), out) })
+	d.pk.writing, d.pk.io = true, buf[:n]
+	err = d.dstRaw.Control(d.pk.ctl)
+	out := d.pk.io
+	d.pk.io = nil
 	d.account(n - len(out))
 	d.pk.parks++ // bytes moved: a drain must not take the connection for idle
 	if n == len(buf) {
@@ -336,6 +353,16 @@ func (d *direction) relayParked(buf []byte) bool {
 		d.out = (*d.buf)[:copy(*d.buf, out)]
 	}
 	return err == nil && len(out) == 0 && n < len(buf)
+}
+
+// parkIO is the RawConn.Control callback of relayParked (d.pk.ctl): one
+// non-blocking read into d.pk.io, or a write of d.pk.io without waiting.
+func (d *direction) parkIO(fd uintptr) {
+	if d.pk.writing {
+		d.pk.io = writeNow(int(fd), d.pk.io)
+		return
+	}
+	d.pk.n, d.pk.err = readNow(int(fd), d.pk.io)
 }
 
 // flushParked finishes, on the direction's goroutine, what relayParked
