@@ -120,9 +120,10 @@ def vip_on_dummy():
 
 def load_start():
     cp1.succeed("rm -f /run/req.log /run/watch*.log")
-    write_reqloop(cp1)  # long timeouts: a request waits in the backlog while the daemon restarts
+    write_reqloop(cp1)
     write_file(cp1, "/root/watch.sh", WATCH.replace("CURL", CURL))
-    cp1.succeed(f"{RUN} --unit=reqloop bash /root/reqloop.sh https://{VIP4}:6443 /run/req.log 20 40 0.3")
+    ct, mt = BACKLOG_WAIT["connect_timeout"], BACKLOG_WAIT["max_time"]
+    cp1.succeed(f"{RUN} --unit=reqloop bash /root/reqloop.sh https://{VIP4}:6443 /run/req.log {ct} {mt} 0.3")
     for i in (1, 2, 3):
         cp1.succeed(f"{RUN} --unit=watch{i} bash /root/watch.sh {i} https://{VIP4}:6443")
     cp1.wait_until_succeeds("grep -q ' 0 200 ' /run/req.log", timeout=60)

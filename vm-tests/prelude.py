@@ -24,6 +24,15 @@ socket_dropin = "/run/systemd/system/vipproxy.socket.d/50-listen.conf"
 # reqloop URL LOG CONNECT_TIMEOUT MAX_TIME PAUSE: one mTLS request every
 # PAUSE s, each on a new connection; a line per request:
 #   <start epoch> <curl exit> <http code> <apiserver name>
+# The request loops that must ride out a daemon restart in the socket's
+# backlog. curl's connect timeout covers the TLS handshake, which waits for
+# the new process: on a loaded TCG host the restart (the old process's
+# drain, ExecStartPre, the new start) took 22 s, and a request with a 20 s
+# connect timeout failed (neighbours.py in a two-lane vm-test-ci,
+# 2026-12-02); on a real node it takes under a second.
+BACKLOG_WAIT = {"connect_timeout": 60, "max_time": 90}
+
+
 REQLOOP = r"""#!/bin/bash
 url=$1 log=$2 ct=$3 mt=$4 pause=$5
 body=$log.body
