@@ -50,11 +50,16 @@ func OpenNetNS(t testing.TB, prefix string) (*NetNS, error) {
 	return n, nil
 }
 
-// delete kills what still runs in the namespace, then deletes it.
+// delete kills what still runs in the namespace, then deletes it. This
+// process is never among them: `ip netns pids` names a process by its
+// main thread's namespace, and a goroutine locked to that thread may have
+// left it in the namespace (Go keeps the main thread when a goroutine
+// exits locked to it). Killing it here ended service/announce's test
+// binary with "signal: killed" and no result (fresh .ci/run, 2026-12-02).
 func (n *NetNS) delete() {
 	if out, err := exec.Command("ip", "netns", "pids", n.Name).Output(); err == nil {
 		for _, f := range strings.Fields(string(out)) {
-			if pid, err := strconv.Atoi(f); err == nil {
+			if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
 				syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}

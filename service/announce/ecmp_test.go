@@ -157,10 +157,23 @@ func clientLoop(t *testing.T, ns *testutil.NetNS, stop <-chan struct{}) func() [
 	go func() {
 		defer close(done)
 		defer h.Close()
-		runtime.LockOSThread() // never unlocked: the thread, in ns, ends with the goroutine
+		// The thread goes back to its namespace before the goroutine ends:
+		// one left in ns may be the main thread, which Go keeps, and then
+		// the whole test process counts as in ns (testutil.NetNS.delete).
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			return
+		}
+		defer orig.Close()
 		if err := netns.Set(h); err != nil {
 			return
 		}
+		defer func() {
+			if netns.Set(orig) == nil {
+				runtime.UnlockOSThread()
+			}
+		}()
 		for i := 0; i < 100000; i++ {
 			select {
 			case <-stop:
