@@ -21,7 +21,9 @@ TEST_TARGETS :=
 # or failed, is stopped (its process group). The filter that prefixes its
 # lines runs in that group too, not as a child of make: a make stopped
 # while its recipe's children were still ending waited for a filter that
-# waited for make's own output to end (mk/make_test.go).
+# waited for make's own output to end; and the group's leader waits (its
+# TERM trapped) for that make, which waits for its recipes, so that
+# `make test` ends only after all of them did (mk/make_test.go).
 TEST_BACKGROUND :=
 
 .PHONY: all build test deps demo clean
@@ -46,7 +48,7 @@ test: deps
 	@set -e; bg=; trap 'for p in $$bg; do kill -TERM -- -$$p 2>/dev/null || true; done; wait' EXIT; \
 	for b in $(TEST_BACKGROUND); do \
 		echo "=== make $$b (background)"; \
-		setsid bash -c 'nice -n 10 $(MAKE) --no-print-directory "$$0" 2>&1 | sed -u "s/^/[$$0] /"' $$b & bg="$$bg $$!"; \
+		setsid bash -c 'trap : TERM; nice -n 10 $(MAKE) --no-print-directory "$$0" 2>&1 | sed -u "s/^/[$$0] /"' $$b & bg="$$bg $$!"; \
 	done; \
 	for t in $(TEST_TARGETS); do \
 		echo "=== make $$t"; s=$$SECONDS; $(MAKE) --no-print-directory $$t; \

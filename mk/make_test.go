@@ -21,7 +21,11 @@ import (
 // started itself (`> >(sed ...)`) caught the TERM, then waited for that
 // filter, which waited for make's own output to end: `make test` never
 // returned (2026-12-01: a fresh .ci/run hung 25 minutes after
-// test-multiarch failed, with vm-images-ci's make in do_wait).
+// test-multiarch failed, with vm-images-ci's make in do_wait). And a
+// recipe that takes time to end on TERM (here 3 s, then 2 s of its own
+// trap) has ended when make test returns: the group's leader died at
+// once and make test ended while the recipe still ran (CI, 2026-12-02:
+// "the background target still runs after make test ended").
 func TestFailedTestStopsTheBackground(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("no make")
@@ -30,7 +34,8 @@ func TestFailedTestStopsTheBackground(t *testing.T) {
 	pidFile := filepath.Join(dir, "background.pid")
 	extra := filepath.Join(dir, "extra.mk")
 	rules := "mk-test-fail:\n\t@sleep 1; echo failing; exit 1\n" +
-		"mk-test-background:\n\t@echo $$$$ > " + pidFile + "; echo preparing; bash -c 'trap \"exit 143\" TERM; (trap \"\" TERM; sleep 3)'; sleep 120; echo prepared\n"
+		"mk-test-background:\n\t@echo $$$$ > " + pidFile + "; trap 'sleep 2; exit 143' TERM; echo preparing; " +
+		"bash -c 'trap \"exit 143\" TERM; (trap \"\" TERM; sleep 3)'; sleep 120 & wait; echo prepared\n"
 	if err := os.WriteFile(extra, []byte(rules), 0o644); err != nil {
 		t.Fatal(err)
 	}
