@@ -56,9 +56,10 @@ type Options struct {
 
 // Server is one stand-in apiserver.
 type Server struct {
-	opts  Options
-	log   *slog.Logger
-	ready atomic.Bool
+	opts        Options
+	log         *slog.Logger
+	ready       atomic.Bool
+	readyzDelay atomic.Int64 // nanoseconds, SetReadyzDelay
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -139,6 +140,13 @@ func (s *Server) SetReady(ready bool) {
 	if s.ready.Swap(ready) != ready {
 		s.log.Info("readyz switched", "ready", ready)
 	}
+}
+
+// SetReadyzDelay makes /readyz answer only after d (0: at once), while
+// everything else is served as before: an apiserver too loaded to answer
+// its health check within the checker's timeout.
+func (s *Server) SetReadyzDelay(d time.Duration) {
+	s.readyzDelay.Store(int64(d))
 }
 
 // Ready reports whether /readyz answers 200 right now.
@@ -233,7 +241,14 @@ func (s *Server) handler() http.Handler {
 	return s.authenticated(mux)
 }
 
-func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if d := time.Duration(s.readyzDelay.Load()); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+			return
+		}
+	}
 	if !s.Ready() {
 		http.Error(w, "not ready", http.StatusInternalServerError)
 		return

@@ -174,6 +174,44 @@ func TestStreamToDownBackendIsClosed(t *testing.T) {
 	streams["b"].close()
 }
 
+// 5b. At start-up every first check times out (a loaded host) while the
+// backends serve: a stream sent to a down backend as the last resort is
+// kept while no backend is up (it had nowhere else to go), and taken off
+// it once another backend comes up.
+func TestLastResortStreamKeptUntilAnotherIsUp(t *testing.T) {
+	slow := map[string]*standin.Server{"a": backend(t, "a"), "b": backend(t, "b")}
+	for _, srv := range slow {
+		srv.SetReadyzDelay(time.Hour)
+	}
+	s := newSettings(t, slow["a"].Addr(), slow["b"].Addr())
+	s.Check, s.Interval = "https", "1500ms" // the check timeout too
+	p := startVIPProxy(t, s, nil)
+	w := openWatch(t, mtlsClient(t, true), p.vip)
+	defer w.close()
+	if st0, st1 := p.state("b0"), p.state("b1"); st0 != "unknown" || st1 != "unknown" {
+		t.Fatalf("the stream opened after the first checks ended (b0 %s, b1 %s): this test shows nothing", st0, st1)
+	}
+	p.waitState("b0", "down")
+	p.waitState("b1", "down")
+	select {
+	case <-w.ended:
+		t.Fatalf("the stream to %s was closed while no backend was up", w.backend)
+	case <-time.After(3 * time.Second): // two check intervals after both went down
+	}
+
+	other, otherName := slow["b"], "b1"
+	if w.backend == "b" {
+		other, otherName = slow["a"], "b0"
+	}
+	other.SetReadyzDelay(0)
+	p.waitState(otherName, "up")
+	select {
+	case <-w.ended:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the stream to down backend %s still open 5 s after %s came up", w.backend, otherName)
+	}
+}
+
 type watchStream struct {
 	backend string
 	lines   atomic.Int64

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/vipproxy/vipproxy/service/admin"
@@ -39,13 +40,17 @@ type portServer struct {
 	sources map[string]discovery.Source
 	// Under d.setMu: the drains discovery started.
 	drainedByDiscovery map[string]bool
+	// Under evacMu: down backends whose evacuation waits for a backend
+	// that takes new connections (evacuate).
+	evacMu       sync.Mutex
+	evacAwaitsUp map[*balance.Backend]bool
 }
 
 // newPortServer builds port p's pool, checker and proxy over the backends
 // list (as config.Backend: host or host:port, see config.Port.BackendAddress).
 // Nothing runs until start.
 func (d *Daemon) newPortServer(cfg *config.Valid, p config.Port, list []config.Backend, prober health.Prober, maxConns int) (*portServer, error) {
-	ps := &portServer{d: d, name: p.Name, cfg: p, drainedByDiscovery: map[string]bool{}}
+	ps := &portServer{d: d, name: p.Name, cfg: p, drainedByDiscovery: map[string]bool{}, evacAwaitsUp: map[*balance.Backend]bool{}}
 	d.metrics.AddPort(p.Name)
 	pool, err := balance.NewPool(cfg.Balance.Algorithm, ps.addressed(list), ps.backendMetrics)
 	if err != nil {
@@ -137,6 +142,9 @@ func (ps *portServer) onHealth(r health.Result) {
 	if tr.Changed() && tr.To == balance.Down && tr.From != balance.Recovering && !tr.Panic {
 		ps.evacuateLater(b)
 	}
+	if tr.Changed() && tr.To.Healthy() {
+		ps.evacuateAwaiting()
+	}
 	if tr.Changed() || tr.PanicChanged {
 		ps.d.notifier.Status(ps.d.statusLine())
 	}
@@ -149,15 +157,42 @@ func (ps *portServer) onHealth(r health.Result) {
 // that all of them did.
 func (ps *portServer) evacuateLater(b *balance.Backend) {
 	grace := ps.port().Health.Interval.Duration
-	time.AfterFunc(grace, func() {
-		if on, _ := ps.pool.Panic(); on || b.State() != balance.Down || !ps.d.closeOnDown() {
-			return
-		}
-		if n := b.EvacuateAll(); n > 0 {
-			ps.d.log.Warn("took connections off a down backend: unanswered ones replayed elsewhere, the others closed so clients reconnect",
-				"port", ps.name, "backend", b.Name, "connections", n)
-		}
-	})
+	time.AfterFunc(grace, func() { ps.evacuate(b) })
+}
+
+// evacuate takes the connections off b if it is still down and another
+// backend takes new connections. With none to go to it waits for one
+// (evacuateAwaiting): cutting them would only lose them. That happens at
+// start-up when every first check fails (a slow host), and connections
+// went to a down backend as the last resort: a VM's first connection was
+// closed this way while its backend answered it.
+func (ps *portServer) evacuate(b *balance.Backend) {
+	if on, _ := ps.pool.Panic(); on || b.State() != balance.Down || !ps.d.closeOnDown() || ps.pool.Lookup(b.Name) != b {
+		return
+	}
+	if !ps.anyServing() {
+		ps.evacMu.Lock()
+		ps.evacAwaitsUp[b] = true
+		ps.evacMu.Unlock()
+		return
+	}
+	if n := b.EvacuateAll(); n > 0 {
+		ps.d.log.Warn("took connections off a down backend: unanswered ones replayed elsewhere, the others closed so clients reconnect",
+			"port", ps.name, "backend", b.Name, "connections", n)
+	}
+}
+
+// evacuateAwaiting evacuates the down backends that waited for one that
+// takes new connections (a backend just came up): a frozen backend's
+// connections are still taken off it.
+func (ps *portServer) evacuateAwaiting() {
+	ps.evacMu.Lock()
+	awaiting := ps.evacAwaitsUp
+	ps.evacAwaitsUp = map[*balance.Backend]bool{}
+	ps.evacMu.Unlock()
+	for b := range awaiting {
+		ps.evacuate(b)
+	}
 }
 
 // backendMetrics makes a new backend's series, its state starting as the
