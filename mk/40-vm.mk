@@ -47,14 +47,14 @@ VM_PYFLAKES_BUILTINS := start_all,subtest,machines,driver,client,cp1,cp2,cp3,rou
 # networkd, upgrades under load with 0 failed and 0 refused (~4 min).
 VM_CI_AMD64_EXTRA ?= vm-tests/quickstart.py vm-tests/nixos-twin.py vm-tests/neighbours.py
 
-# One lane by default: every architecture one after another. VM_CI_LANES=2
-# runs the first architecture of VM_ARCHS (amd64, with its extra scripts)
-# beside the others (vm-tests/ci.sh says why), ~10 min shorter, but in the
-# fresh run of 2026-12-02 04:06 arm64's smoke failed beside amd64's and the
-# riscv64 image build: the daemon's first health checks at socket
-# activation timed out (2 s) under TCG, and the first connection, sent to a
-# backend still marked down, was closed by its evacuation (docs/testing.md).
-VM_CI_LANES ?= 1
+# Two lanes by default (vm-tests/ci.sh): the first architecture of VM_ARCHS
+# (amd64, with its extra scripts) beside the others, one after another. A
+# run under TCG keeps about one of the two cores busy, so one lane left a
+# core idle for 40 minutes of a fresh run. VM_CI_LANES=1 runs every
+# architecture in turn. Two lanes were not the default before 2026-12-02:
+# arm64's smoke lost its first connection beside amd64's run, a daemon
+# fault since fixed (TestLastResortStreamKeptUntilAnotherIsUp).
+VM_CI_LANES ?= 2
 VM_CI_LANE_ARGS = $(if $(filter 1,$(VM_CI_LANES)),"$(VM_ARCHS)","$(firstword $(VM_ARCHS))" "$(wordlist 2,99,$(VM_ARCHS))")
 
 .PHONY: vm-test-ci vm-images-ci vm-archs-known vm-test-all vm-images

@@ -4,9 +4,8 @@
 #   ci.sh "amd64" "arm64 riscv64"
 # Lanes are safe to run together: each run has its own network namespace
 # (driver/run.py) and its own directory (VM_CI_WORK/ARCH-run), so they share
-# only the CPU. On 2 cores they gained little (2026-12-02: each TCG run took
-# about twice as long beside another), so make test uses one lane unless
-# VM_CI_LANES=2 (mk/40-vm.mk). Measured times: vm-tests/README.md.
+# only the CPU, which one lane left half idle. make test runs two lanes
+# unless VM_CI_LANES=1 (mk/40-vm.mk). Measured times: vm-tests/README.md.
 # Every line of a run is prefixed with its architecture. At the end, a recap
 # names each architecture's verdict and repeats the end of every failed
 # script's output (run.sh keeps it), so that a CI log's tail says what failed.
