@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/vipproxy/vipproxy/internal/standin"
 	"github.com/vipproxy/vipproxy/internal/testutil"
+	"github.com/vipproxy/vipproxy/service/keepalived"
 )
 
 // floodNofile is the daemon's descriptor limit in the flood case: low by
@@ -79,7 +81,7 @@ func TestFloodKeepsConnections(t *testing.T) {
 	stopChurn := churn(p.vip)
 	// Hold the flood for 10 check intervals (fall is 2), probing /readyz
 	// as keepalived would.
-	r.notReady = probeReadyz(p.admin, floodProbes)
+	r.notReady = probeReadyz(t, p.admin, floodProbes)
 	r.churned = stopChurn()
 	r.figures = readFloodFigures(t, p)
 	r.proxiedAfter = stillOpen(conns)
@@ -284,16 +286,34 @@ func openWatches(t *testing.T, p *proc, c *http.Client, n int) []*watchStream {
 }
 
 // probeReadyz asks /readyz n times, 100 ms apart (a fifth of a check
-// interval, Slowdown times longer when emulated), and counts the answers
-// that were not 200.
-func probeReadyz(admin string, n int) (notReady int) {
-	for range n {
-		if !readyz(admin) {
+// interval, Slowdown times longer when emulated), each as keepalived's
+// probe would (its timeout), and counts the answers that were not 200;
+// the test logs why each failed.
+func probeReadyz(t *testing.T, admin string, n int) (notReady int) {
+	c := &http.Client{Timeout: testutil.Scaled(keepalived.ProbeTimeout), Transport: &http.Transport{DisableKeepAlives: true}}
+	for i := range n {
+		if err := readyzAnswer(c, admin); err != nil {
 			notReady++
+			t.Logf("/readyz probe %d of %d: %v", i+1, n, err)
 		}
 		time.Sleep(testutil.Scaled(100 * time.Millisecond))
 	}
 	return notReady
+}
+
+// readyzAnswer is nil if /readyz answered 200, else why not.
+func readyzAnswer(c *http.Client, admin string) error {
+	start := time.Now()
+	resp, err := c.Get("http://" + admin + "/readyz")
+	if err != nil {
+		return fmt.Errorf("no answer after %v: %w", time.Since(start).Round(time.Millisecond), err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s after %v: %s", resp.Status, time.Since(start).Round(time.Millisecond), strings.TrimSpace(string(body)))
+	}
+	return nil
 }
 
 // countCut counts the watches that ended.
@@ -402,18 +422,6 @@ func churn(vip string) (stop func() int) {
 		wg.Wait()
 		return total
 	}
-}
-
-// readyz asks /readyz on a new connection, as keepalived's probe does,
-// allowing a second (Slowdown times longer when emulated).
-func readyz(admin string) bool {
-	c := &http.Client{Timeout: testutil.Scaled(time.Second), Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := c.Get("http://" + admin + "/readyz")
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
 }
 
 // Every backend failing its checks at the same moment is more likely a
