@@ -170,16 +170,29 @@ func (ps *portServer) evacuate(b *balance.Backend) {
 	if on, _ := ps.pool.Panic(); on || b.State() != balance.Down || !ps.d.closeOnDown() || ps.pool.Lookup(b.Name) != b {
 		return
 	}
-	if !ps.anyServing() {
-		ps.evacMu.Lock()
-		ps.evacAwaitsUp[b] = true
-		ps.evacMu.Unlock()
+	if !ps.anyServing() && ps.awaitUp(b) {
 		return
 	}
 	if n := b.EvacuateAll(); n > 0 {
 		ps.d.log.Warn("took connections off a down backend: unanswered ones replayed elsewhere, the others closed so clients reconnect",
 			"port", ps.name, "backend", b.Name, "connections", n)
 	}
+}
+
+// awaitUp puts b among the backends whose evacuation waits for one that
+// takes new connections, and says whether it still waits: a backend that
+// came up between the caller's look and now may have run
+// evacuateAwaiting before b was there, so b is taken back and the
+// caller evacuates it itself.
+func (ps *portServer) awaitUp(b *balance.Backend) bool {
+	ps.evacMu.Lock()
+	defer ps.evacMu.Unlock()
+	ps.evacAwaitsUp[b] = true
+	if ps.anyServing() {
+		delete(ps.evacAwaitsUp, b)
+		return false
+	}
+	return true
 }
 
 // evacuateAwaiting evacuates the down backends that waited for one that
