@@ -179,11 +179,11 @@ func TestStreamToDownBackendIsClosed(t *testing.T) {
 // kept while no backend is up (it had nowhere else to go), and taken off
 // it once another backend comes up.
 func TestLastResortStreamKeptUntilAnotherIsUp(t *testing.T) {
-	slow := map[string]*standin.Server{"a": backend(t, "a"), "b": backend(t, "b")}
-	for _, srv := range slow {
-		srv.SetReadyzDelay(time.Hour)
+	apis := []*standin.Server{backend(t, "a"), backend(t, "b")} // b0, b1
+	for _, a := range apis {
+		a.SetReadyzDelay(time.Hour)
 	}
-	s := newSettings(t, slow["a"].Addr(), slow["b"].Addr())
+	s := newSettings(t, apis[0].Addr(), apis[1].Addr())
 	s.Check, s.Interval = "https", "1500ms" // the check timeout too
 	p := startVIPProxy(t, s, nil)
 	w := openWatch(t, mtlsClient(t, true), p.vip)
@@ -199,16 +199,16 @@ func TestLastResortStreamKeptUntilAnotherIsUp(t *testing.T) {
 	case <-time.After(3 * time.Second): // two check intervals after both went down
 	}
 
-	other, otherName := slow["b"], "b1"
+	other := 1 // the backend the stream did not go to
 	if w.backend == "b" {
-		other, otherName = slow["a"], "b0"
+		other = 0
 	}
-	other.SetReadyzDelay(0)
-	p.waitState(otherName, "up")
+	apis[other].SetReadyzDelay(0)
+	p.waitState(fmt.Sprintf("b%d", other), "up")
 	select {
 	case <-w.ended:
 	case <-time.After(5 * time.Second):
-		t.Fatalf("the stream to down backend %s still open 5 s after %s came up", w.backend, otherName)
+		t.Fatalf("the stream to down backend %s still open 5 s after b%d came up", w.backend, other)
 	}
 }
 

@@ -3,7 +3,6 @@ package daemon_test
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -81,7 +80,7 @@ func TestFloodKeepsConnections(t *testing.T) {
 	stopChurn := churn(p.vip)
 	// Hold the flood for 10 check intervals (fall is 2), probing /readyz
 	// as keepalived would.
-	r.notReady = probeReadyz(t, p.admin, floodProbes)
+	r.notReady = probeReadyz(t, p, floodProbes)
 	r.churned = stopChurn()
 	r.figures = readFloodFigures(t, p)
 	r.proxiedAfter = stillOpen(conns)
@@ -289,31 +288,17 @@ func openWatches(t *testing.T, p *proc, c *http.Client, n int) []*watchStream {
 // interval, Slowdown times longer when emulated), each as keepalived's
 // probe would (its timeout), and counts the answers that were not 200;
 // the test logs why each failed.
-func probeReadyz(t *testing.T, admin string, n int) (notReady int) {
+func probeReadyz(t *testing.T, p *proc, n int) (notReady int) {
 	c := &http.Client{Timeout: testutil.Scaled(keepalived.ProbeTimeout), Transport: &http.Transport{DisableKeepAlives: true}}
 	for i := range n {
-		if err := readyzAnswer(c, admin); err != nil {
+		start := time.Now()
+		if body, err := p.getWith(c, "/readyz"); err != nil {
 			notReady++
-			t.Logf("/readyz probe %d of %d: %v", i+1, n, err)
+			t.Logf("/readyz probe %d of %d, after %v: %v %s", i+1, n, time.Since(start).Round(time.Millisecond), err, strings.TrimSpace(body))
 		}
 		time.Sleep(testutil.Scaled(100 * time.Millisecond))
 	}
 	return notReady
-}
-
-// readyzAnswer is nil if /readyz answered 200, else why not.
-func readyzAnswer(c *http.Client, admin string) error {
-	start := time.Now()
-	resp, err := c.Get("http://" + admin + "/readyz")
-	if err != nil {
-		return fmt.Errorf("no answer after %v: %w", time.Since(start).Round(time.Millisecond), err)
-	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s after %v: %s", resp.Status, time.Since(start).Round(time.Millisecond), strings.TrimSpace(string(body)))
-	}
-	return nil
 }
 
 // countCut counts the watches that ended.

@@ -287,7 +287,11 @@ func (p *proc) waitLog(want string) {
 // Its 2 s timeout is Slowdown times longer when emulated: /metrics under
 // a flood in a TCG guest took longer (vm-tests/flood.py, 2026-12-01).
 func (p *proc) get(path string) (string, error) {
-	c := &http.Client{Timeout: testutil.Scaled(2 * time.Second)}
+	return p.getWith(&http.Client{Timeout: testutil.Scaled(2 * time.Second)}, path)
+}
+
+// getWith is get through the client c.
+func (p *proc) getWith(c *http.Client, path string) (string, error) {
 	resp, err := c.Get("http://" + p.admin + path)
 	if err != nil {
 		return "", err
