@@ -33,34 +33,43 @@ import (
 func TestKeepAliveProbesFitTheUserTimeout(t *testing.T) {
 	def := config.Default().Timeouts
 	for name, newListener := range map[string]func(*testing.T) net.Listener{"zero ListenConfig": zeroConfigListener, "service/listen": ownListener} {
-		t.Run(name, func(t *testing.T) {
-			backend, dialed := recordingBackend(t)
-			ln := newListener(t)
-			conns := []net.Conn{dial(t, ln.Addr().String()), dial(t, ln.Addr().String())} // queued before Start
-			startKeepAliveProxy(t, ln, backend, def)
-			conns = append(conns, dial(t, ln.Addr().String()), dial(t, ln.Addr().String()))
-			for _, c := range conns {
-				roundTrip(t, c, "x")
-			}
-			socks := ownTCPSockets(t)
-			for i, c := range conns {
-				fd, ok := clientSide(socks, c)
-				if !ok {
-					t.Fatalf("connection %d: the proxy's client-side socket not found", i)
+		// A backend given by address is dialed by the proxy's own
+		// system calls, one given by name through net.Dialer.
+		for _, byName := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, backend by name %v", name, byName), func(t *testing.T) {
+				backend, dialed := recordingBackend(t)
+				target := backend
+				if byName {
+					_, port, _ := net.SplitHostPort(backend)
+					target = net.JoinHostPort("localhost", port)
 				}
-				checkProbesFit(t, fmt.Sprintf("connection %d, client side", i), fd, def.UserTimeout.Duration)
-			}
-			found := 0
-			for fd, peer := range socks {
-				if peer == backend && dialed.has(localAddr(fd)) {
-					found++
-					checkProbesFit(t, fmt.Sprintf("backend side %s", localAddr(fd)), fd, def.UserTimeout.Duration)
+				ln := newListener(t)
+				conns := []net.Conn{dial(t, ln.Addr().String()), dial(t, ln.Addr().String())} // queued before Start
+				startKeepAliveProxy(t, ln, target, def)
+				conns = append(conns, dial(t, ln.Addr().String()), dial(t, ln.Addr().String()))
+				for _, c := range conns {
+					roundTrip(t, c, "x")
 				}
-			}
-			if found != len(conns) {
-				t.Fatalf("found %d of the proxy's %d backend-side sockets", found, len(conns))
-			}
-		})
+				socks := ownTCPSockets(t)
+				for i, c := range conns {
+					fd, ok := clientSide(socks, c)
+					if !ok {
+						t.Fatalf("connection %d: the proxy's client-side socket not found", i)
+					}
+					checkProbesFit(t, fmt.Sprintf("connection %d, client side", i), fd, def.UserTimeout.Duration)
+				}
+				found := 0
+				for fd, peer := range socks {
+					if peer == backend && dialed.has(localAddr(fd)) {
+						found++
+						checkProbesFit(t, fmt.Sprintf("backend side %s", localAddr(fd)), fd, def.UserTimeout.Duration)
+					}
+				}
+				if found != len(conns) {
+					t.Fatalf("found %d of the proxy's %d backend-side sockets", found, len(conns))
+				}
+			})
+		}
 	}
 }
 
@@ -215,9 +224,14 @@ func recordingBackend(t *testing.T) (string, *addrSet) {
 
 // checkProbesFit checks that probes go out at idle, idle+interval, ...
 // at least four times before the user timeout (there the first
-// unanswered one ends the connection).
+// unanswered one ends the connection), and that TCP_NODELAY is on: the
+// proxy's own accept and dial set it nowhere but on the listener and the
+// dialed socket.
 func checkProbesFit(t *testing.T, side string, fd int, user time.Duration) {
 	t.Helper()
+	if sockopt(t, fd, unix.TCP_NODELAY) == 0 {
+		t.Errorf("%s: TCP_NODELAY off", side)
+	}
 	idle, intvl, ut := sockopt(t, fd, unix.TCP_KEEPIDLE), sockopt(t, fd, unix.TCP_KEEPINTVL), sockopt(t, fd, unix.TCP_USER_TIMEOUT)
 	on, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE)
 	if err != nil {

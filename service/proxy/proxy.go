@@ -4,7 +4,9 @@
 // at them, so TLS and mTLS pass through untouched. It reads as tcpproxy
 // does (the listener, the backend picker, the dialer with retry, the copy
 // loop) without tcpproxy's goroutine and 4 KB peek buffer per connection,
-// which only its SNI and HTTP routes use.
+// which only its SNI and HTTP routes use. Sockets are accepted and dialed
+// with system calls of its own and waited on through Go's poller as files
+// (fileConn, dial.go); only a backend given by name goes through net.
 //
 // Who owns what. The accept loop owns a client connection until it hands
 // it to a setup worker (HandleConn); the worker owns it and the backend
@@ -24,8 +26,8 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -34,8 +36,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/listen"
@@ -58,7 +58,8 @@ type Options struct {
 	// AcceptBackoffMax caps the pause after EMFILE and similar.
 	AcceptBackoffMax time.Duration
 
-	dialer *net.Dialer
+	dialOpts []sockOpt   // wantedOptions, for every backend socket
+	dialer   *net.Dialer // for a backend given by name
 }
 
 // Counters are the proxy-wide metrics; per-backend ones live on the backend.
@@ -130,9 +131,9 @@ func New(pool *balance.Pool, opts Options, counters Counters, log *slog.Logger) 
 // SetOptions applies new options to connections accepted from now on.
 func (p *Proxy) SetOptions(o Options) {
 	o.DialAttempts = max(o.DialAttempts, 1)
-	// TCP_USER_TIMEOUT is set after the dial (dial): a Control function
-	// here would cost allocations and an address formatted on every dial.
-	o.dialer = &net.Dialer{Timeout: o.DialTimeout, KeepAliveConfig: keepAliveConfig(o.KeepAlive, o.UserTimeout)}
+	o.dialOpts = o.wantedOptions()
+	// Go's keepalive off: dialBackend sets dialOpts on a dialed socket.
+	o.dialer = &net.Dialer{Timeout: o.DialTimeout, KeepAlive: -1}
 	p.opts.Store(&o)
 }
 
@@ -150,7 +151,7 @@ func (p *Proxy) Start(listeners []net.Listener) error {
 			ap := a.AddrPort()
 			p.own = append(p.own, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
 		}
-		p.listeners = append(p.listeners, &countingListener{listen.NewBackoff(ln, opts.AcceptBackoffMax, p.acceptError), p})
+		p.listeners = append(p.listeners, &countingListener{listen.NewBackoff(acceptRaw(ln), opts.AcceptBackoffMax, p.acceptError), p})
 		fixers = append(fixers, p.newAcceptFixer(ln))
 	}
 	for i, ln := range p.listeners {
@@ -264,7 +265,7 @@ func (p *Proxy) setupWorker(c net.Conn) {
 
 // setup dials a backend for c and starts relaying.
 func (p *Proxy) setup(c net.Conn) {
-	client, ok := c.(*net.TCPConn)
+	client, ok := c.(socket)
 	if !ok {
 		p.refuse(c)
 		return
@@ -275,7 +276,7 @@ func (p *Proxy) setup(c net.Conn) {
 		if p.debug() {
 			p.log.Debug("connection refused: no backend could be dialed", "client", client.RemoteAddr())
 		}
-		p.refuse(client)
+		p.refuse(c)
 		return
 	}
 	if p.debug() {
@@ -305,7 +306,7 @@ func (p *Proxy) refuse(c net.Conn) {
 // (counting those in exclude, already tried): a failed dial marks the
 // backend suspect and moves on, so a client never sees a dead backend
 // while a healthy one is left.
-func (p *Proxy) dial(opts *Options, exclude []*balance.Backend) (*balance.Backend, *net.TCPConn, syscall.RawConn) {
+func (p *Proxy) dial(opts *Options, exclude []*balance.Backend) (*balance.Backend, socket, syscall.RawConn) {
 	var triedBuf [8]*balance.Backend
 	tried := append(triedBuf[:0], exclude...)
 	for attempt := len(exclude); attempt < opts.DialAttempts; attempt++ {
@@ -316,34 +317,22 @@ func (p *Proxy) dial(opts *Options, exclude []*balance.Backend) (*balance.Backen
 		if attempt > 0 {
 			p.counters.Retries.Inc()
 		}
-		// Not Dialer.DialTCP with a pre-parsed address: it turns the zero
-		// local address into a bind to port 0 before connect. That is a
-		// port search at bind time on every connection (measured: +27 %
-		// kernel time per connection), and all backends then share one
-		// range of ephemeral ports instead of one range each.
 		start := time.Now()
-		c, err := opts.dialer.Dial("tcp", b.Address)
-		if err == nil && p.ownListener(c) {
-			c.Close()
+		c, raw, err := p.dialBackend(opts, b)
+		var setup *setupError
+		switch {
+		case err == nil:
+			b.Stats.DialDuration.Observe(time.Since(start).Seconds())
+			return b, c, raw
+		case err == errOwnListener:
 			p.refuseLoop(b)
 			tried = append(tried, b)
 			continue
-		}
-		if err == nil {
-			b.Stats.DialDuration.Observe(time.Since(start).Seconds())
-			conn := c.(*net.TCPConn)
-			raw, err := conn.SyscallConn()
-			if err == nil {
-				err = userTimeout(raw, opts.UserTimeout)
-			}
-			if err != nil {
-				conn.Close()
-				p.log.Warn("cannot set up a backend connection", "backend", b.Name, "err", err)
-				break
-			}
-			return b, conn, raw
-		}
-		if balance.LocalFault(err) {
+		case errors.As(err, &setup):
+			p.log.Warn("cannot set up a backend connection", "backend", b.Name, "err", err)
+			p.counters.RejectedNoBackend.Inc()
+			return nil, nil, nil
+		case balance.LocalFault(err):
 			// Our own shortage, not the backend's fault: do not blame it.
 			p.acceptError(err)
 			return nil, nil, nil
@@ -360,18 +349,57 @@ func (p *Proxy) dial(opts *Options, exclude []*balance.Backend) (*balance.Backen
 	return nil, nil, nil
 }
 
-// ownListener reports whether c reached one of our own VIP listeners: a
+// errOwnListener: the backend's address is one of our own VIP listeners.
+var errOwnListener = errors.New("the backend is our own listener")
+
+// setupError is a failure to set up our own socket (an option the kernel
+// refused): not the backend's fault, and no other backend would fare
+// better.
+type setupError struct{ err error }
+
+func (e *setupError) Error() string { return e.err.Error() }
+func (e *setupError) Unwrap() error { return e.err }
+
+// dialBackend connects to b with the socket options of opts: an IP
+// address with dialAddr, a name through net.Dialer, which resolves it.
+// Either way a backend that is our own listener is refused.
+func (p *Proxy) dialBackend(opts *Options, b *balance.Backend) (socket, syscall.RawConn, error) {
+	if addr, err := netip.ParseAddrPort(b.Address); err == nil && addr.Addr().Zone() == "" {
+		if p.ownListener(addr) {
+			return nil, nil, errOwnListener
+		}
+		c, err := dialAddr(addr, opts.dialOpts, opts.DialTimeout)
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, c.raw, nil
+	}
+	c, err := opts.dialer.Dial("tcp", b.Address)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn := c.(*net.TCPConn)
+	if ra, ok := conn.RemoteAddr().(*net.TCPAddr); ok && p.ownListener(ra.AddrPort()) {
+		conn.Close()
+		return nil, nil, errOwnListener
+	}
+	raw, err := conn.SyscallConn()
+	if err == nil {
+		err = setOptions(raw, opts.dialOpts)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, nil, &setupError{fmt.Errorf("set options of a connection to %s: %w", b.Address, err)}
+	}
+	return conn, raw, nil
+}
+
+// ownListener reports whether dst is one of our own VIP listeners: a
 // backend whose name came to resolve to the VIP (check refuses one that
 // resolves so at load) would make every client connection a connection to
 // ourselves, until the descriptors run out.
-func (p *Proxy) ownListener(c net.Conn) bool {
-	ra, ok := c.RemoteAddr().(*net.TCPAddr)
-	if !ok {
-		return false
-	}
-	dst := ra.AddrPort()
-	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
-	return slices.Contains(p.own, dst)
+func (p *Proxy) ownListener(dst netip.AddrPort) bool {
+	return slices.Contains(p.own, netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port()))
 }
 
 // refuseLoop marks b down at once (balance.Loops) and says why, once.
@@ -381,22 +409,6 @@ func (p *Proxy) refuseLoop(b *balance.Backend) {
 			"backend", b.Name, "address", b.Address)
 	}
 }
-
-// userTimeout sets TCP_USER_TIMEOUT on a dialed socket; 0 leaves the default.
-func userTimeout(c syscall.RawConn, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	var serr error
-	if err := c.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(d.Milliseconds()))
-	}); err != nil {
-		return err
-	}
-	return serr
-}
-
-var _ io.Closer = (*net.TCPConn)(nil)
 
 // countingListener counts a connection as open the moment it is accepted,
 // before a setup worker has it: a drain that starts in between must wait

@@ -68,6 +68,13 @@ func startProxyLog(t testing.TB, log *slog.Logger, addrs ...string) (*Proxy, *ba
 	}
 	p := New(pool, Options{DialTimeout: time.Second, DialAttempts: 3, KeepAlive: 15 * time.Second,
 		UserTimeout: 10 * time.Second, AcceptBackoffMax: 100 * time.Millisecond}, testCounters(), log)
+	return p, pool, serveOnLoopback(t, p)
+}
+
+// serveOnLoopback starts p on a new loopback listener until the test
+// ends and returns its address.
+func serveOnLoopback(t testing.TB, p *Proxy) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +83,7 @@ func startProxyLog(t testing.TB, log *slog.Logger, addrs ...string) (*Proxy, *ba
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.StopAccepting(); p.Close() })
-	return p, pool, ln.Addr().String()
+	return ln.Addr().String()
 }
 
 func TestBulkBothWaysIntact(t *testing.T) {
@@ -590,8 +597,9 @@ func pingHeldBy(c net.Conn, b *balance.Backend) *balance.Backend {
 
 // TestConnectionSetupAllocatesLittle: what the proxy allocates per
 // connection, beyond what the same client and backend allocate without it,
-// stays under 4 KB. tcpproxy's accept loop alone allocated a 4 KB peek
-// buffer and started a goroutine for every connection (6.9 KB in all).
+// stays under 2 KB. tcpproxy's accept loop alone allocated a 4 KB peek
+// buffer and started a goroutine for every connection (6.9 KB in all);
+// net's accept and dial cost 2.9 KB, the proxy's own (fileConn) 1.6 KB.
 func TestConnectionSetupAllocatesLittle(t *testing.T) {
 	if testing.Short() || raceOn {
 		t.Skip("runs two short benchmarks; the race detector's allocations would count")
@@ -602,7 +610,7 @@ func TestConnectionSetupAllocatesLittle(t *testing.T) {
 	proxied := testing.Benchmark(func(b *testing.B) { benchSetup(b, addr) })
 	extra := proxied.AllocedBytesPerOp() - direct.AllocedBytesPerOp()
 	t.Logf("allocated per connection: %d B direct, %d B through the proxy", direct.AllocedBytesPerOp(), proxied.AllocedBytesPerOp())
-	if extra >= 4096 {
-		t.Errorf("the proxy allocates %d B per connection, want under 4096", extra)
+	if extra >= 2048 {
+		t.Errorf("the proxy allocates %d B per connection, want under 2048", extra)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"sync"
 	"syscall"
@@ -113,7 +112,7 @@ func (d *direction) finish(err error) {
 // so the loop itself allocates nothing.
 type direction struct {
 	r         *relayer
-	dst, src  *net.TCPConn
+	dst, src  socket
 	srcRaw    syscall.RawConn
 	dstRaw    syscall.RawConn
 	count     *metrics.Counter
@@ -156,7 +155,7 @@ const (
 
 // init sets up a direction from src to dst, whose RawConns the caller
 // made once for both directions.
-func (d *direction) init(r *relayer, s *session, dst *net.TCPConn, dstRaw syscall.RawConn, src *net.TCPConn, srcRaw syscall.RawConn, count *metrics.Counter) {
+func (d *direction) init(r *relayer, s *session, dst socket, dstRaw syscall.RawConn, src socket, srcRaw syscall.RawConn, count *metrics.Counter) {
 	d.r, d.sess, d.count = r, s, count
 	d.dst, d.dstRaw = dst, dstRaw
 	d.src, d.srcRaw = src, srcRaw
@@ -182,7 +181,7 @@ func (d *direction) io(fd uintptr) bool {
 	}
 }
 
-func (d *direction) setSrc(c *net.TCPConn) (err error) {
+func (d *direction) setSrc(c socket) (err error) {
 	d.src = c
 	d.srcRaw, err = c.SyscallConn()
 	if err == nil {
@@ -192,7 +191,7 @@ func (d *direction) setSrc(c *net.TCPConn) (err error) {
 	return err
 }
 
-func (d *direction) setDst(c *net.TCPConn) (err error) {
+func (d *direction) setDst(c socket) (err error) {
 	d.dst = c
 	d.dstRaw, err = c.SyscallConn()
 	return err

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"net"
 	"sync"
 	"sync/atomic"
 
@@ -22,13 +21,13 @@ const maxReplay = 16 << 10
 type session struct {
 	p      *Proxy
 	opts   *Options
-	client *net.TCPConn
+	client socket
 
 	answered atomic.Bool // the backend sent a byte (or replay is impossible)
 
 	mu         sync.Mutex
 	backend    *balance.Backend
-	conn       *net.TCPConn
+	conn       socket
 	untrack    func()
 	replay     []byte
 	clientDone bool // the client half-closed or failed: nothing to replay into
@@ -38,14 +37,14 @@ type session struct {
 	live atomic.Int32 // directions still running or parked
 }
 
-func (p *Proxy) newSession(opts *Options, client *net.TCPConn, b *balance.Backend, conn *net.TCPConn) *session {
+func (p *Proxy) newSession(opts *Options, client socket, b *balance.Backend, conn socket) *session {
 	s := &session{p: p, opts: opts, client: client}
 	s.bind(b, conn)
 	return s
 }
 
 // bind attaches the session to a backend connection; s.mu held or unshared.
-func (s *session) bind(b *balance.Backend, conn *net.TCPConn) {
+func (s *session) bind(b *balance.Backend, conn socket) {
 	if s.untrack != nil {
 		s.untrack()
 		s.backend.Stats.ConnectionsOpen.Dec()
@@ -85,13 +84,13 @@ func (s *session) closeSockets() {
 // that reads it (nil before the relay starts) stops parking first, since
 // closing a socket silently drops it from the parker's epoll and a parked
 // reader would never learn of it. Call it without s.mu (lock order).
-func closeConn(c *net.TCPConn, reader *direction) {
+func closeConn(c socket, reader *direction) {
 	reader.stopParking()
 	c.Close()
 }
 
 // current returns the backend connection and its backend.
-func (s *session) current() (*net.TCPConn, *balance.Backend) {
+func (s *session) current() (socket, *balance.Backend) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.conn, s.backend
@@ -135,7 +134,7 @@ func (s *session) markAnswered() {
 
 // clientFinished records that the client half-closed or failed and
 // returns the backend connection to pass that on to.
-func (s *session) clientFinished() *net.TCPConn {
+func (s *session) clientFinished() socket {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.clientDone = true
@@ -145,7 +144,7 @@ func (s *session) clientFinished() *net.TCPConn {
 // failover is called when the backend closed or reset before answering.
 // It dials another backend, replays the client's bytes and returns the
 // new connection, or nil when the failure must reach the client.
-func (s *session) failover() *net.TCPConn {
+func (s *session) failover() socket {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.answered.Load() || s.clientDone || len(s.tried) >= s.opts.DialAttempts {

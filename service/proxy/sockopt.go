@@ -9,18 +9,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The options of a proxied socket, set once each. Go's accept and dial
-// set TCP_NODELAY (which we want too). Its dial also sets the keepalive
-// of Options.dialer, and TCP_USER_TIMEOUT follows it (dial). Its accept
-// sets Go's own keepalive defaults (15 s, 15 s, 9 probes) unless the
-// listener's ListenConfig turned that off, as service/listen's does; a
-// listener from systemd (net.FileListener) has a zero ListenConfig, so
-// Go sets them on every socket accepted from it. Linux copies a
-// listener's socket options to every socket it accepts, so the wanted
-// ones are set on the listeners, and an accepted socket gets again only
-// those Go's accept overwrote (acceptFixer).
-// Before, each proxied connection cost 15 setsockopt calls; now 6, or 11
-// on a systemd listener (the bench's `syscalls` figure).
+// The options of a proxied socket, set once each. The proxy accepts and
+// dials with system calls of its own (fileConn), which set none; a
+// backend given by name is dialed by net.Dialer with Go's keepalive off
+// and gets them after. Linux copies a listener's socket options to every
+// socket it accepts, so the wanted ones are set on the listeners, and an
+// accepted socket gets again only those it turns out to lack
+// (acceptFixer). Before, each proxied connection cost 15 setsockopt
+// calls; then 6 (11 on a systemd listener, whose sockets Go's accept
+// gave its own keepalive defaults); now those of the dialed socket only.
 
 // keepAliveConfig is the keepalive of both sides of a connection. Linux
 // ends an idle connection at TCP_USER_TIMEOUT as soon as one probe is
@@ -53,8 +50,9 @@ type sockOpt struct{ level, name, value int }
 // field (net.KeepAliveConfig's documentation): 15 s, 15 s, 9 probes.
 const goKeepAliveDefault = 15 * time.Second
 
-// wantedOptions are the keepalive and user timeout options of every
-// proxied socket, as Go would set the same keepAliveConfig.
+// wantedOptions are the options of every proxied socket: TCP_NODELAY
+// (an apiserver's watch events must not wait for an ACK), and the
+// keepalive and user timeout, as Go would set the same keepAliveConfig.
 func (o *Options) wantedOptions() []sockOpt {
 	ka := keepAliveConfig(o.KeepAlive, o.UserTimeout)
 	secs := func(d time.Duration) int {
@@ -64,6 +62,7 @@ func (o *Options) wantedOptions() []sockOpt {
 		return int((d + time.Second - 1) / time.Second) // Go rounds up too
 	}
 	opts := []sockOpt{
+		{unix.IPPROTO_TCP, unix.TCP_NODELAY, 1},
 		{unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1},
 		{unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, secs(ka.Idle)},
 		{unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, secs(ka.Interval)},
@@ -114,9 +113,9 @@ func missingOptions(c syscall.RawConn, opts []sockOpt) []sockOpt {
 // backlog that built up while no process accepted) were cloned without
 // them: those, counted from the listener's TCP_INFO, get every option.
 // The next socket is read back (a few getsockopt calls, once): what it
-// lacks is what Go's accept overwrote (its keepalive defaults, unless
-// the listener's ListenConfig turned them off) or the listener refused,
-// and each socket after it gets just that set again. All of this is
+// lacks is what the kernel did not copy or the listener refused (or,
+// when net's accept is used, what it overwrote), and each socket after
+// it gets just that set again. All of this is
 // learnt anew when the options change (a reload).
 type acceptFixer struct {
 	ln      syscall.RawConn // nil: the listener has no descriptor
