@@ -6,7 +6,7 @@
 // loop) without tcpproxy's goroutine and 4 KB peek buffer per connection,
 // which only its SNI and HTTP routes use. Sockets are accepted and dialed
 // with system calls of its own and waited on through Go's poller as files
-// (fileConn, dial.go); only a backend given by name goes through net.
+// (fileConn, fileconn.go); only a backend given by name goes through net.
 //
 // Who owns what. The accept loop owns a client connection until it hands
 // it to a setup worker (HandleConn); the worker owns it and the backend
