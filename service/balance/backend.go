@@ -5,6 +5,7 @@
 package balance
 
 import (
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,9 @@ import (
 type Backend struct {
 	Name    string
 	Address string
+	// ip is Address parsed once, when it is an IP address and a port
+	// (without an IPv6 zone): the proxy dials that itself (IPAddress).
+	ip netip.AddrPort
 
 	// avail packs State, Rotation and the last-known-good mark into one
 	// word, so a pick reads a backend's availability in one atomic load.
@@ -46,8 +50,16 @@ type Conn interface {
 }
 
 func newBackend(name, address string, stats func(name string) *metrics.BackendMetrics) *Backend {
-	return &Backend{Name: name, Address: address, Stats: stats(name), conns: make(map[Conn]struct{})}
+	b := &Backend{Name: name, Address: address, Stats: stats(name), conns: make(map[Conn]struct{})}
+	if ip, err := netip.ParseAddrPort(address); err == nil && ip.Addr().Zone() == "" {
+		b.ip = ip
+	}
+	return b
 }
+
+// IPAddress is the backend's address when it is an IP address and a port
+// (false: a name to resolve, or an address with an IPv6 zone).
+func (b *Backend) IPAddress() (netip.AddrPort, bool) { return b.ip, b.ip.IsValid() }
 
 // availability is the unpacked avail word.
 type availability struct {

@@ -56,29 +56,26 @@ func (c *fileConn) RemoteAddr() net.Addr                  { return net.TCPAddrFr
 
 // CloseWrite sends the FIN while the other direction goes on.
 func (c *fileConn) CloseWrite() error {
-	var serr error
-	if err := c.raw.Control(func(fd uintptr) { serr = unix.Shutdown(int(fd), unix.SHUT_WR) }); err != nil {
+	var errno syscall.Errno
+	if err := c.raw.Control(func(fd uintptr) {
+		_, _, errno = unix.RawSyscall(unix.SYS_SHUTDOWN, fd, unix.SHUT_WR, 0)
+	}); err != nil {
 		return err
 	}
-	return os.NewSyscallError("shutdown", serr)
+	if errno != 0 {
+		return os.NewSyscallError("shutdown", errno)
+	}
+	return nil
 }
 
 // LocalAddr is the socket's own address; it costs a system call.
 func (c *fileConn) LocalAddr() net.Addr {
-	var sa unix.Sockaddr
-	c.raw.Control(func(fd uintptr) { sa, _ = unix.Getsockname(int(fd)) })
-	return net.TCPAddrFromAddrPort(addrPortOf(sa))
-}
-
-// addrPortOf converts a socket address (IPv4-mapped ones to IPv4).
-func addrPortOf(sa unix.Sockaddr) netip.AddrPort {
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
-	case *unix.SockaddrInet6:
-		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
-	}
-	return netip.AddrPort{}
+	var sa rawSockaddrAny
+	c.raw.Control(func(fd uintptr) {
+		sa.len = unix.SizeofSockaddrInet6
+		unix.RawSyscall(unix.SYS_GETSOCKNAME, fd, uintptr(unsafe.Pointer(&sa.RawSockaddrInet6)), uintptr(unsafe.Pointer(&sa.len)))
+	})
+	return net.TCPAddrFromAddrPort(sa.addrPort())
 }
 
 // rawListener accepts with accept4 of its own (fileConn says why). Go
@@ -245,12 +242,11 @@ type rawSockaddrAny struct {
 
 // addrPort converts the address the kernel wrote (IPv4-mapped to IPv4).
 func (sa *rawSockaddrAny) addrPort() netip.AddrPort {
-	port := func(p *uint16) uint16 { b := (*[2]byte)(unsafe.Pointer(p)); return uint16(b[0])<<8 | uint16(b[1]) }
 	if sa.Family == unix.AF_INET {
 		sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(&sa.RawSockaddrInet6))
-		return netip.AddrPortFrom(netip.AddrFrom4(sa4.Addr), port(&sa4.Port))
+		return netip.AddrPortFrom(netip.AddrFrom4(sa4.Addr), getPort(&sa4.Port))
 	}
-	return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), port(&sa.Port))
+	return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), getPort(&sa.Port))
 }
 
 // rawSockaddr builds the kernel's form of addr (an IPv4-mapped IPv6
@@ -273,10 +269,15 @@ func rawSockaddr(addr netip.AddrPort) (rawSockaddrAny, int) {
 	return sa, unix.AF_INET6
 }
 
-// putPort stores port in network byte order.
+// putPort and getPort store and read a port in network byte order.
 func putPort(dst *uint16, port uint16) {
 	b := (*[2]byte)(unsafe.Pointer(dst))
 	b[0], b[1] = byte(port>>8), byte(port)
+}
+
+func getPort(src *uint16) uint16 {
+	b := (*[2]byte)(unsafe.Pointer(src))
+	return uint16(b[0])<<8 | uint16(b[1])
 }
 
 func rawConnect(fd int, sa *rawSockaddrAny) error {

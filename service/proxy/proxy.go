@@ -364,7 +364,7 @@ func (e *setupError) Unwrap() error { return e.err }
 // address with dialAddr, a name through net.Dialer, which resolves it.
 // Either way a backend that is our own listener is refused.
 func (p *Proxy) dialBackend(opts *Options, b *balance.Backend) (socket, syscall.RawConn, error) {
-	if addr, err := netip.ParseAddrPort(b.Address); err == nil && addr.Addr().Zone() == "" {
+	if addr, ok := b.IPAddress(); ok {
 		if p.ownListener(addr) {
 			return nil, nil, errOwnListener
 		}
