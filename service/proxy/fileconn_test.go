@@ -17,7 +17,8 @@ import (
 
 // A backend whose kernel drops our SYNs (its accept queue is full) costs
 // a client no more than the dial timeout: the proxy's own connect gives
-// up then, marks it suspect and dials another backend.
+// up then (the logged reason is that deadline, not the kernel's
+// TCP_USER_TIMEOUT, 10 s here), marks it suspect and dials another backend.
 func TestDialTimeoutTriesAnotherBackend(t *testing.T) {
 	stuck := fullBacklog(t)
 	good := echoBackend(t)
@@ -28,9 +29,13 @@ func TestDialTimeoutTriesAnotherBackend(t *testing.T) {
 	for _, b := range pool.Backends() {
 		pool.Observe(b, balance.CheckPassed)
 	}
+	var logs testutil.Buffer
 	p := New(pool, Options{DialTimeout: 300 * time.Millisecond, DialAttempts: 2, KeepAlive: 15 * time.Second,
-		UserTimeout: 10 * time.Second, AcceptBackoffMax: 100 * time.Millisecond}, testCounters(), slog.New(slog.DiscardHandler))
+		UserTimeout: 10 * time.Second, AcceptBackoffMax: 100 * time.Millisecond}, testCounters(), slog.New(slog.NewTextHandler(&logs, nil)))
 	pingThrough(t, serveOnLoopback(t, p), 4)
+	if want := "backend=stuck address=" + stuck + ` err="dial ` + stuck + `: connect: i/o timeout"`; !strings.Contains(logs.String(), want) {
+		t.Errorf("no dial timeout logged (%s):\n%s", want, logs.String())
+	}
 	b := pool.Lookup("stuck")
 	if n := counterValue(t, b.Stats.DialErrors); n < 1 {
 		t.Errorf("%v dial errors on the backend that never answers, want at least 1", n)
