@@ -438,7 +438,10 @@ with subtest("10. discovery: the static list names cp2 only, cp1 and cp3 come fr
     t_leave = now(client)
     for m in CPS.values():
         write_file(m, ENDPOINTS, "\n".join([members["cp2"], members["cp3"]]))
-    st = wait_status(cp2, lambda st: st["by_addr"].get(members["cp1"], {}).get("draining"), "cp1 draining", timeout=GRACE)
+    # The drain starts once the slice's change reaches the daemon (8 s after
+    # the write in one TCG run, 2026-12-02), then lasts the grace: wait for
+    # both, not for the grace alone.
+    st = wait_status(cp2, lambda st: st["by_addr"].get(members["cp1"], {}).get("draining"), "cp1 draining", timeout=GRACE + 30)
     open_at_drain = st["by_addr"][members["cp1"]]["open_connections"]
     wait_status(cp2, lambda st: members["cp1"] not in st["by_addr"], "cp1 dropped", timeout=GRACE + 30)
     t_dropped = now(client)
