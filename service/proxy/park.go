@@ -418,9 +418,9 @@ func (d *direction) wake() {
 	d.resume()
 }
 
-// armIdleCheck makes the next wait for data end after parkAfter, so that
-// run can see whether anything moved meanwhile.
+// armIdleCheck makes the next wait for data end after the idle check's
+// period, so that run can see whether anything moved meanwhile.
 func (d *direction) armIdleCheck() {
 	d.mark = d.n
-	d.src.SetReadDeadline(time.Now().Add(parkAfter))
+	d.src.SetReadDeadline(time.Now().Add(d.r.idleCheck))
 }

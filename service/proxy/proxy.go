@@ -58,8 +58,11 @@ type Options struct {
 	// AcceptBackoffMax caps the pause after EMFILE and similar.
 	AcceptBackoffMax time.Duration
 
-	dialOpts []sockOpt   // wantedOptions, for every backend socket
-	dialer   *net.Dialer // for a backend given by name
+	// The wanted options of a backend socket, in two parts (splitOptions):
+	// connectOpts are set when it is dialed, keepOpts once its connection
+	// outlives its first idle check (session.keepBackendAlive).
+	connectOpts, keepOpts []sockOpt
+	dialer                *net.Dialer // for a backend given by name
 }
 
 // Counters are the proxy-wide metrics; per-backend ones live on the backend.
@@ -131,8 +134,8 @@ func New(pool *balance.Pool, opts Options, counters Counters, log *slog.Logger) 
 // SetOptions applies new options to connections accepted from now on.
 func (p *Proxy) SetOptions(o Options) {
 	o.DialAttempts = max(o.DialAttempts, 1)
-	o.dialOpts = o.wantedOptions()
-	// Go's keepalive off: dialBackend sets dialOpts on a dialed socket.
+	o.connectOpts, o.keepOpts = splitOptions(o.wantedOptions())
+	// Go's keepalive off: keepOpts come later. Go sets TCP_NODELAY itself.
 	o.dialer = &net.Dialer{Timeout: o.DialTimeout, KeepAlive: -1}
 	p.opts.Store(&o)
 }
@@ -360,15 +363,16 @@ type setupError struct{ err error }
 func (e *setupError) Error() string { return e.err.Error() }
 func (e *setupError) Unwrap() error { return e.err }
 
-// dialBackend connects to b with the socket options of opts: an IP
-// address with dialAddr, a name through net.Dialer, which resolves it.
-// Either way a backend that is our own listener is refused.
+// dialBackend connects to b with opts' connectOpts: an IP address with
+// dialAddr, a name through net.Dialer, which resolves it (and sets
+// TCP_NODELAY, all of connectOpts). Either way a backend that is our own
+// listener is refused.
 func (p *Proxy) dialBackend(opts *Options, b *balance.Backend) (socket, syscall.RawConn, error) {
 	if addr, ok := b.IPAddress(); ok {
 		if p.ownListener(addr) {
 			return nil, nil, errOwnListener
 		}
-		c, err := dialAddr(addr, opts.dialOpts, opts.DialTimeout)
+		c, err := dialAddr(addr, opts.connectOpts, opts.DialTimeout)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -384,12 +388,9 @@ func (p *Proxy) dialBackend(opts *Options, b *balance.Backend) (socket, syscall.
 		return nil, nil, errOwnListener
 	}
 	raw, err := conn.SyscallConn()
-	if err == nil {
-		err = setOptions(raw, opts.dialOpts)
-	}
 	if err != nil {
 		conn.Close()
-		return nil, nil, &setupError{fmt.Errorf("set options of a connection to %s: %w", b.Address, err)}
+		return nil, nil, &setupError{fmt.Errorf("a connection to %s: %w", b.Address, err)}
 	}
 	return conn, raw, nil
 }

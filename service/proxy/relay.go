@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -31,10 +32,13 @@ type relayer struct {
 	bufs   sync.Pool
 	pipes  *pipePool
 	parker *parker // nil if the epoll could not be made: directions never park
+	// idleCheck is the period of a direction's idle check: parkAfter
+	// (tests lengthen it).
+	idleCheck time.Duration
 }
 
 func newRelayer(log *slog.Logger) *relayer {
-	r := &relayer{pipes: newPipePool(256)}
+	r := &relayer{pipes: newPipePool(256), idleCheck: parkAfter}
 	r.bufs.New = func() any { b := make([]byte, copyBufSize); return &b }
 	p, err := newParker()
 	if err != nil {
@@ -216,6 +220,7 @@ func (d *direction) run() error {
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			return err
 		}
+		d.sess.keepBackendAlive()
 		if d.n == d.mark && d.park() {
 			return errParked
 		}

@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/vipproxy/vipproxy/service/balance"
 )
@@ -33,6 +35,7 @@ type session struct {
 	clientDone bool // the client half-closed or failed: nothing to replay into
 	tried      []*balance.Backend
 	dirs       [2]*direction // client→backend, backend→client (once relaying)
+	keptAlive  socket        // the backend socket that has opts.keepOpts
 
 	live atomic.Int32 // directions still running or parked
 }
@@ -119,6 +122,31 @@ func (s *session) forward(chunk []byte) bool {
 	// whether to replay elsewhere.
 	s.conn.Write(chunk)
 	return true
+}
+
+// keepBackendAlive gives the backend socket the keepalive and user
+// timeout (opts.keepOpts) once the connection has outlived an idle check;
+// either direction calls it at each. A failure is ours, not the backend's:
+// the connection goes on without them, and the log says so.
+func (s *session) keepBackendAlive() {
+	s.mu.Lock()
+	conn, b := s.conn, s.backend
+	done := s.keptAlive == conn
+	s.keptAlive = conn
+	s.mu.Unlock()
+	if done || len(s.opts.keepOpts) == 0 {
+		return
+	}
+	raw, err := conn.SyscallConn()
+	if err == nil {
+		err = setOptions(raw, s.opts.keepOpts)
+	}
+	// Only the kernel's refusal is worth a word; any other error means
+	// the socket was closed meanwhile (the connection ended).
+	var refused syscall.Errno
+	if errors.As(err, &refused) {
+		s.p.log.Warn("cannot set keepalive or TCP_USER_TIMEOUT on a backend connection; it goes on without them", "backend", b.Name, "err", err)
+	}
 }
 
 // markAnswered binds the session: replay is no longer possible.
