@@ -38,11 +38,7 @@ func TestKeepAliveProbesFitTheUserTimeout(t *testing.T) {
 		for _, byName := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s, backend by name %v", name, byName), func(t *testing.T) {
 				backend, dialed := recordingBackend(t)
-				target := backend
-				if byName {
-					_, port, _ := net.SplitHostPort(backend)
-					target = net.JoinHostPort("localhost", port)
-				}
+				target := backendTarget(backend, byName)
 				ln := newListener(t)
 				conns := []net.Conn{dial(t, ln.Addr().String()), dial(t, ln.Addr().String())} // queued before Start
 				startKeepAliveProxy(t, ln, target, def, 0)
@@ -62,7 +58,7 @@ func TestKeepAliveProbesFitTheUserTimeout(t *testing.T) {
 				for fd, peer := range socks {
 					if peer == backend && dialed.has(localAddr(fd)) {
 						found++
-						awaitKeepAlive(t, fd) // set at the connection's first idle check
+						awaitKeepAlive(t, fd, def.UserTimeout.Duration) // set at the first idle check
 						checkProbesFit(t, fmt.Sprintf("backend side %s", localAddr(fd)), fd, def.UserTimeout.Duration)
 					}
 				}
@@ -86,11 +82,7 @@ func TestBackendKeepAliveWaitsForTheFirstIdleCheck(t *testing.T) {
 	for _, byName := range []bool{false, true} {
 		t.Run(fmt.Sprintf("backend by name %v", byName), func(t *testing.T) {
 			backend, dialed := recordingBackend(t)
-			target := backend
-			if byName {
-				_, port, _ := net.SplitHostPort(backend)
-				target = net.JoinHostPort("localhost", port)
-			}
+			target := backendTarget(backend, byName)
 			ln := ownListener(t)
 			startKeepAliveProxy(t, ln, target, def, time.Hour)
 			roundTrip(t, dial(t, ln.Addr().String()), "x")
@@ -115,11 +107,23 @@ func TestBackendKeepAliveWaitsForTheFirstIdleCheck(t *testing.T) {
 	}
 }
 
-// awaitKeepAlive waits, at most 5 s, until the socket has SO_KEEPALIVE.
-func awaitKeepAlive(t *testing.T, fd int) {
+// backendTarget is how the proxy is given backend: its address, or by
+// name, localhost and its port.
+func backendTarget(backend string, byName bool) string {
+	if !byName {
+		return backend
+	}
+	_, port, _ := net.SplitHostPort(backend)
+	return net.JoinHostPort("localhost", port)
+}
+
+// awaitKeepAlive waits, at most 5 s, until the socket has the user
+// timeout user, the last of the options set at the first idle check
+// (wantedOptions' order): the others are set by then.
+func awaitKeepAlive(t *testing.T, fd int, user time.Duration) {
 	t.Helper()
 	for range 500 {
-		if on, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE); err != nil || on == 1 {
+		if ut, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT); err != nil || ut == int(user.Milliseconds()) {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -295,7 +295,7 @@ func (d *direction) allowParking() {
 // relayable says the parker may pass the direction's next message on
 // (under pk.mu): no client bytes to keep for a replay. The
 // client→backend direction learns that the backend answered at its next
-// message (copyStep), which may come to the parker: it binds here then.
+// message (relayOnce), which may come to the parker: it binds here then.
 // The backend→client direction may still wait for the backend's first
 // answer (a TLS handshake slowed by a storm): relayParked marks it.
 func (d *direction) relayable() bool {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -35,6 +36,9 @@ type relayer struct {
 	// idleCheck is the period of a direction's idle check: parkAfter
 	// (tests lengthen it).
 	idleCheck time.Duration
+	// emptyReads counts the relay's reads that found nothing (EAGAIN),
+	// the system calls its callbacks exist to avoid (tests).
+	emptyReads atomic.Uint64
 }
 
 func newRelayer(log *slog.Logger) *relayer {
@@ -136,6 +140,7 @@ type direction struct {
 	// asks it to replay elsewhere if the backend fails (sessRead).
 	sessWrite *session
 	sessRead  *session
+	kept      socket // where the rest of d.out goes: kept bytes (writeKept)
 
 	sess      *session
 	toBackend bool
@@ -149,8 +154,7 @@ type direction struct {
 type ioOp uint8
 
 const (
-	opRead ioOp = iota
-	opWrite
+	opWrite ioOp = iota
 	opSpliceIn
 	opSpliceOut
 	opRelay    // read and pass on messages until a write must wait (relayStep)
@@ -170,8 +174,6 @@ func (d *direction) init(r *relayer, s *session, dst socket, dstRaw syscall.RawC
 // io is the callback given to RawConn.Read and RawConn.Write.
 func (d *direction) io(fd uintptr) bool {
 	switch d.op {
-	case opRead:
-		return d.readOnce(fd)
 	case opWrite:
 		return d.write(fd, true)
 	case opSpliceIn:
@@ -212,7 +214,7 @@ func (d *direction) run() error {
 		if d.useSplice {
 			err = d.spliceStep()
 		} else {
-			err = d.copyStep()
+			err = d.relayStep()
 		}
 		if err == nil {
 			continue
@@ -226,39 +228,6 @@ func (d *direction) run() error {
 		}
 		d.armIdleCheck()
 	}
-}
-
-// copyStep waits for data without holding a buffer, then moves one
-// buffer's worth with read and write, while the client→backend direction
-// must keep the client's bytes for a replay. Otherwise relayStep does the
-// same for many messages at once.
-func (d *direction) copyStep() error {
-	if d.sessWrite == nil {
-		return d.relayStep()
-	}
-	d.op = opRead
-	if err := d.srcRaw.Read(d.ioFn); err != nil {
-		return err
-	}
-	buf := d.buf
-	d.buf = nil
-	defer d.r.bufs.Put(buf)
-	if d.ioErr != nil {
-		return d.ioErr
-	}
-	if d.got == 0 {
-		return io.EOF
-	}
-	chunk := (*buf)[:d.got]
-	if d.sessWrite.forward(chunk) {
-		d.account(d.got)
-		return nil
-	}
-	if err := d.bindBackend(); err != nil {
-		return err
-	}
-	d.out = chunk
-	return d.passOn(len(*buf))
 }
 
 // passOn writes what is left of d.out, waiting for the destination as
@@ -290,7 +259,9 @@ func (d *direction) passOn(bufLen int) error {
 // readiness that came meanwhile. The writes inside never wait (holding the
 // source while waiting for the destination would let a Close of the source
 // block); a write that must wait, a full buffer (bulk: splice takes over),
-// the end of the stream or an error end the step.
+// the end of the stream or an error end the step. Until the backend
+// answers, the client→backend direction passes the client's bytes on the
+// same way, keeping them for a replay (session.keep, writeKept).
 func (d *direction) relayStep() error {
 	d.op = opRelay
 	d.got, d.out = 0, nil
@@ -316,7 +287,25 @@ func (d *direction) relayStep() error {
 	if d.got == 0 {
 		return io.EOF
 	}
+	if d.kept != nil {
+		return d.passOnKept()
+	}
 	return d.passOn(len(*buf))
+}
+
+// passOnKept writes the rest of client bytes kept for a replay that
+// relayOnce could not write at once, waiting as long as needed, to the
+// backend connection they were kept for.
+func (d *direction) passOnKept() error {
+	raw, err := d.kept.SyscallConn()
+	d.kept = nil
+	if err == nil && len(d.out) > 0 {
+		d.op = opWrite
+		raw.Write(d.ioFn)
+	}
+	d.out, d.ioErr = nil, nil // the backend's reader judges a failure
+	d.account(d.got)
+	return nil
 }
 
 // relayOnce is the RawConn.Read callback of relayStep. The backend's
@@ -335,6 +324,15 @@ func (d *direction) relayOnce(fd uintptr) bool {
 		d.sessRead = nil
 	}
 	d.out = (*d.buf)[:n]
+	if d.sessWrite != nil {
+		if conn := d.sessWrite.keep(d.out); conn != nil {
+			return d.writeKept(conn, n)
+		}
+		if err := d.bindBackend(); err != nil {
+			d.ioErr = err
+			return true
+		}
+	}
 	d.op = opWriteNow // d.ioFn is shared: the destination's callback
 	err := d.dstRaw.Write(d.ioFn)
 	d.op = opRelay
@@ -348,6 +346,31 @@ func (d *direction) relayOnce(fd uintptr) bool {
 	d.account(n)
 	d.got = 0
 	d.putBuf() // an idle direction holds no buffer
+	return false
+}
+
+// writeKept is relayOnce's write of client bytes kept for a replay: to
+// conn, the session's backend connection when they were kept, without
+// waiting. A failure is not this direction's (session.keep); what must
+// wait, or a full buffer, ends the callback for relayStep (passOnKept).
+func (d *direction) writeKept(conn socket, n int) bool {
+	raw, err := conn.SyscallConn()
+	if err == nil {
+		d.op = opWriteNow
+		raw.Write(d.ioFn)
+		d.op = opRelay
+	}
+	d.ioErr = nil
+	if err != nil {
+		d.out = nil
+	}
+	if len(d.out) > 0 || n == len(*d.buf) {
+		d.kept = conn
+		return true
+	}
+	d.account(n)
+	d.got = 0
+	d.putBuf()
 	return false
 }
 
@@ -395,6 +418,7 @@ func (d *direction) readOnce(fd uintptr) bool {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
+			d.r.emptyReads.Add(1)
 			d.putBuf()
 			return false
 		}

@@ -99,29 +99,30 @@ func (s *session) current() (socket, *balance.Backend) {
 	return s.conn, s.backend
 }
 
-// forward sends client bytes while the backend has not answered, keeping
-// a copy for replay. It reports false once the session is bound: the
-// caller then writes to current() directly.
-func (s *session) forward(chunk []byte) bool {
+// keep records client bytes while the backend has not answered, for a
+// replay, and returns the backend connection to send them to, as it is
+// now. It returns nil once the session is bound: the caller then writes
+// to current() as to any destination. The caller writes without s.mu: a
+// failover meanwhile replays these bytes too, on the new connection, and
+// the write to the connection it replaced fails harmlessly. Write errors
+// are the backend's reader's to judge (it replays elsewhere or fails).
+func (s *session) keep(chunk []byte) socket {
 	if s.answered.Load() {
-		return false
+		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.answered.Load() {
-		return false
+		return nil
 	}
 	if len(s.replay)+len(chunk) > maxReplay {
 		// Too much to replay: stop keeping bytes and bind for good.
 		s.replay = nil
 		s.answered.Store(true)
-		return false
+		return nil
 	}
 	s.replay = append(s.replay, chunk...)
-	// A write error shows up on the backend's read side, which decides
-	// whether to replay elsewhere.
-	s.conn.Write(chunk)
-	return true
+	return s.conn
 }
 
 // keepBackendAlive gives the backend socket the keepalive and user
