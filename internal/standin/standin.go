@@ -246,7 +246,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-time.After(d):
 		case <-r.Context().Done():
-			return
+			// The client gave up (its close reached us): returning would
+			// send an empty 200, which a checker still reading in that
+			// instant took for a pass. Abort: no answer at all.
+			panic(http.ErrAbortHandler)
 		}
 	}
 	if !s.Ready() {

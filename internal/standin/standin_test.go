@@ -83,6 +83,41 @@ func TestNameAndReadyz(t *testing.T) {
 	}
 }
 
+// A /readyz that waits (SetReadyzDelay) and whose client gives up gets
+// no answer: before, the handler returned and net/http sent an empty 200,
+// which a health check reading at its deadline took for a pass (a flaky
+// TestLastResortStreamKeptUntilAnotherIsUp, 2026-12-02). The client here
+// sends its request and then its TLS close_notify, as a checker's close
+// at its timeout does; the server must close without a status line.
+func TestDelayedReadyzGivenUpGetsNoAnswer(t *testing.T) {
+	srv, files := start(t, Options{Name: "a"})
+	srv.SetReadyzDelay(time.Hour)
+	conf, err := files.ClientTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := tls.Dial("tcp", srv.Addr(), conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, "GET /readyz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the handler is waiting by now
+	if err := c.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(c)
+	if len(got) > 0 {
+		t.Fatalf("the given-up /readyz was answered: %q", got)
+	}
+	if err != nil && !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "reset") {
+		t.Fatalf("after the close_notify: %v, want the connection closed", err)
+	}
+}
+
 func TestFailFileAndReadyFile(t *testing.T) {
 	dir := t.TempDir()
 	failFile, readyFile := filepath.Join(dir, "fail"), filepath.Join(dir, "ready")
