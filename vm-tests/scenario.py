@@ -264,7 +264,10 @@ with subtest("2. ARP fixed: vipproxy network apply + keepalived, one MAC answers
     answering = macs_answering(VIP4)
     print(f"RESULT ARP fixed: {len(answering)} MAC answers for {VIP4} (the master's)")
     assert answering == {MAC["cp1"]}, f"expected only cp1's {MAC['cp1']}, got {answering}"
-    client.succeed(f"{CURL} --max-time 5 https://{VIP4}:{PORT}/name")
+    # One request, given PATIENT's time: a TCG arm64 lane beside another
+    # took over 5 s for this first mTLS handshake and request (2026-12-02
+    # 14:12 UTC: keepalived's probe script itself overran its interval).
+    client.succeed(f"{CURL} --connect-timeout {PATIENT['connect_timeout']} --max-time {PATIENT['max_time']} https://{VIP4}:{PORT}/name")
 
 with subtest("3. hairpin: ptp and calico pods on master and backup, 30 mTLS requests each"):
     for name in ["cp1", "cp2"]:
