@@ -357,12 +357,12 @@ func (d *direction) writeKept(conn socket, n int) bool {
 	raw, err := conn.SyscallConn()
 	if err == nil {
 		d.op = opWriteNow
-		raw.Write(d.ioFn)
+		err = raw.Write(d.ioFn)
 		d.op = opRelay
 	}
 	d.ioErr = nil
 	if err != nil {
-		d.out = nil
+		d.out = nil // closed meanwhile: nothing to finish there
 	}
 	if len(d.out) > 0 || n == len(*d.buf) {
 		d.kept = conn
