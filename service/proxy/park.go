@@ -22,9 +22,10 @@ import (
 // passes small messages on itself (serve), parking costs one epoll_ctl
 // and no later wake for most traffic: 50 ms against 250 ms halved the
 // goroutines at the peak of a storm of 1,500 TLS watches connecting at
-// once (1,861 to 906, stacks 10 to 6 MB, peak RSS 40 to 34 MB). A
-// direction that wakes from the parker costs two epoll_ctl calls and a
-// goroutine start.
+// once (1,861 to 906, stacks 10 to 6 MB, peak RSS 40 to 34 MB). Since
+// then directions start parked (direction.begin), so the period matters
+// only to one that woke for bulk or a write that had to wait; waking costs
+// an epoll_ctl and a goroutine start, parking again another epoll_ctl.
 const parkAfter = 50 * time.Millisecond
 
 // errParked ends a direction's goroutine while the direction lives on,
@@ -148,30 +149,39 @@ type readied struct {
 // the direction parked: its goroutine reads to the end.
 const endEvents = unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
 
-// serve handles a parked direction whose source turned readable. A small
-// message on a bound session (a watch event, a lease renewal: most of a
-// control plane's traffic) is passed on right here and the direction
-// stays parked: a read and a write, as an event loop does. Waking it
-// instead cost an epoll_ctl out of the parker, a goroutine, Go's poller
-// and a timer, and an epoll_ctl back one to two parkAfter periods later,
-// for every message (in the storm bench's profile, half of the proxy's
-// CPU with 2,000 watches getting an event every 2 s). The end of the
-// stream, an error, a write that would wait or a read that fills the
-// buffer (bulk) resume the direction on a goroutine of its own.
+// serve handles a parked direction whose source turned readable. Small
+// messages (a TLS handshake, a watch event, a lease renewal: most of a
+// control plane's traffic) are passed on right here and the direction
+// stays parked: a read and a write, as an event loop does. So is the end
+// of the stream or an error, when nothing is left to write: the parker
+// finishes the direction itself (a short connection never needs a
+// goroutine). A write that would wait, a read that fills the buffer
+// (bulk), or a backend that closed before answering (a replay) resume the
+// direction on a goroutine of its own.
 func (p *parker) serve(d *direction, events uint32) {
 	d.pk.mu.Lock()
 	if !d.pk.parked {
 		d.pk.mu.Unlock()
 		return // unparked meanwhile (stopParking)
 	}
-	if events&endEvents == 0 && d.relayable() && d.relayParked(p.buf) {
+	if d.relayParked(p.buf, events&endEvents != 0) {
 		p.relayed.Add(1)
 		d.pk.mu.Unlock()
 		return
 	}
-	resume := d.unparkLocked()
+	end := d.parkedEnd()
+	if end != nil {
+		// Finished: it never parks again, and its source is closed when
+		// the session ends (the other direction may still write to it).
+		d.pk.closing = true
+	}
+	resume := d.unparkLocked(end == nil)
 	d.pk.mu.Unlock()
-	if resume {
+	switch {
+	case !resume:
+	case end != nil:
+		d.finish(end)
+	default:
 		go d.wake()
 	}
 }
@@ -193,14 +203,15 @@ func (p *parker) add(fd int32, d *direction) bool {
 	return true
 }
 
-// remove stops watching fd for d.
-func (p *parker) remove(fd int32, d *direction) {
+// remove stops serving fd for d, and takes fd out of the epoll if
+// stillOpen (unparkLocked).
+func (p *parker) remove(fd int32, d *direction, stillOpen bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.parked[fd] == d {
 		delete(p.parked, fd)
 	}
-	if !p.closed {
+	if stillOpen && !p.closed {
 		p.calls.Add(1)
 		unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
 	}
@@ -259,13 +270,17 @@ func (d *direction) park() bool {
 }
 
 // unparkLocked takes the direction out of the parker (d.pk.mu held); true
-// if it was parked, and the caller must then resume it.
-func (d *direction) unparkLocked() bool {
+// if it was parked, and the caller must then resume or finish it. The
+// socket leaves the epoll only if it stays open (stillOpen): closing it
+// takes it out by itself, so a socket that is being closed (stopParking)
+// or read to its end (serve) costs no epoll_ctl, and its events until then
+// find no direction.
+func (d *direction) unparkLocked(stillOpen bool) bool {
 	if !d.pk.parked {
 		return false
 	}
 	d.pk.parked = false
-	d.r.parker.remove(d.pk.srcFD, d)
+	d.r.parker.remove(d.pk.srcFD, d, stillOpen)
 	return true
 }
 
@@ -278,7 +293,7 @@ func (d *direction) stopParking() {
 	}
 	d.pk.mu.Lock()
 	d.pk.closing = true
-	resume := d.unparkLocked()
+	resume := d.unparkLocked(false)
 	d.pk.mu.Unlock()
 	if resume {
 		go d.wake()
@@ -292,67 +307,101 @@ func (d *direction) allowParking() {
 	d.pk.mu.Unlock()
 }
 
-// relayable says the parker may pass the direction's next message on
-// (under pk.mu): no client bytes to keep for a replay. The
-// client→backend direction learns that the backend answered at its next
-// message (relayOnce), which may come to the parker: it binds here then.
-// The backend→client direction may still wait for the backend's first
-// answer (a TLS handshake slowed by a storm): relayParked marks it.
-func (d *direction) relayable() bool {
-	if d.sessWrite != nil && d.sessWrite.answered.Load() && d.bindBackend() != nil {
-		return false
-	}
-	return d.sessWrite == nil
-}
-
 // relayParked passes on, under pk.mu and without waiting, what the
-// parked direction's source holds; true if it did all of it and the
-// direction may stay parked. Otherwise the bytes it could not write wait
-// in d.out, and an end of stream or error it read in d.pk.stash, for the
-// direction's goroutine (flushParked).
-func (d *direction) relayParked(buf []byte) bool {
+// parked direction's source holds, reading on to the end of the stream
+// when toEnd (edge-triggered, the end raises no event of its own once it
+// came with the data); true if it did all of it and the direction may
+// stay parked. Otherwise the bytes it could not write wait in d.out, and
+// an end of stream or error it read in d.pk.stash (parkedEnd,
+// flushParked).
+func (d *direction) relayParked(buf []byte, toEnd bool) bool {
 	if d.pk.ctl == nil {
 		d.pk.ctl = d.parkIO
 	}
-	d.pk.writing, d.pk.io = false, buf
-	err := d.srcRaw.Control(d.pk.ctl)
-	n, rerr := d.pk.n, d.pk.err
-	d.pk.io, d.pk.err = nil, nil
-	if err != nil {
-		return false // closed under us: the goroutine sees it
+	for {
+		d.pk.writing, d.pk.io = false, buf
+		err := d.srcRaw.Control(d.pk.ctl)
+		n, rerr := d.pk.n, d.pk.err
+		d.pk.io, d.pk.err = nil, nil
+		if err != nil {
+			return false // closed under us: the goroutine sees it
+		}
+		switch {
+		case rerr == unix.EAGAIN:
+			return true // nothing (more) after all
+		case d.sessRead != nil && (rerr != nil || n == 0):
+			// Closed before answering: the goroutine reads the end of
+			// stream again and replays elsewhere (after a reset, reads
+			// return EOF).
+			return false
+		case rerr != nil:
+			d.pk.stash = rerr
+			return false
+		case n == 0:
+			d.pk.stash = io.EOF
+			return false
+		}
+		if !d.passParked(buf[:n], len(buf)) {
+			return false
+		}
+		if !toEnd {
+			return true // a short read drained the socket
+		}
 	}
-	switch {
-	case rerr == unix.EAGAIN:
-		return true // nothing after all
-	case d.sessRead != nil && (rerr != nil || n == 0):
-		// Closed before answering: the goroutine reads the end of stream
-		// again and replays elsewhere (after a reset, reads return EOF).
-		return false
-	case rerr != nil:
-		d.pk.stash = rerr
-		return false
-	case n == 0:
-		d.pk.stash = io.EOF
-		return false
-	}
+}
+
+// passParked writes a message the parker read, without waiting; false if
+// some of it must wait (left in d.out for the goroutine) or the buffer
+// was full (bulk: the goroutine splices the rest). The backend's first
+// byte binds the session; until then the client's bytes are kept for a
+// replay (session.keep) and go to the backend connection they were kept
+// for, where a failure is not this direction's.
+func (d *direction) passParked(msg []byte, bufLen int) bool {
 	if d.sessRead != nil {
 		d.sessRead.markAnswered()
 		d.sessRead = nil
 	}
-	d.pk.writing, d.pk.io = true, buf[:n]
-	err = d.dstRaw.Control(d.pk.ctl)
+	dst, kept := d.dstRaw, socket(nil)
+	if d.sessWrite != nil {
+		if kept = d.sessWrite.keep(msg); kept != nil {
+			dst, _ = kept.SyscallConn()
+		} else if err := d.bindBackend(); err != nil {
+			d.pk.stash = err
+			return false
+		} else {
+			dst = d.dstRaw
+		}
+	}
+	d.pk.writing, d.pk.io = true, msg
+	err := dst.Control(d.pk.ctl)
 	out := d.pk.io
 	d.pk.io = nil
-	d.account(n - len(out))
+	if kept != nil && err != nil {
+		err, out = nil, nil // replaced by a failover, which replays these bytes
+	}
+	d.account(len(msg) - len(out))
 	d.pk.parks++ // bytes moved: a drain must not take the connection for idle
-	if n == len(buf) {
-		d.useSplice = true // bulk: the goroutine splices the rest
+	if len(msg) == bufLen {
+		d.useSplice = true
 	}
 	if len(out) > 0 {
+		d.kept = kept
 		d.buf = d.r.bufs.Get().(*[]byte)
 		d.out = (*d.buf)[:copy(*d.buf, out)]
 	}
-	return err == nil && len(out) == 0 && n < len(buf)
+	return err == nil && len(out) == 0 && len(msg) < bufLen
+}
+
+// parkedEnd takes the end of stream or error relayParked read when
+// nothing is left to write (pk.mu held): the parker then finishes the
+// direction itself.
+func (d *direction) parkedEnd() error {
+	if len(d.out) > 0 {
+		return nil
+	}
+	err := d.pk.stash
+	d.pk.stash = nil
+	return err
 }
 
 // parkIO is the RawConn.Control callback of relayParked (d.pk.ctl): one
@@ -369,6 +418,12 @@ func (d *direction) parkIO(fd uintptr) {
 // left: bytes to write (waiting as long as needed), then the end of
 // stream or the error it read.
 func (d *direction) flushParked() error {
+	if len(d.out) > 0 && d.buf != nil && d.kept != nil {
+		n := len(d.out)
+		d.passOnKept()
+		d.putBuf()
+		d.account(n)
+	}
 	if len(d.out) > 0 && d.buf != nil {
 		n := len(d.out)
 		d.op = opWrite
@@ -412,8 +467,10 @@ func writeNow(fd int, out []byte) []byte {
 	return out
 }
 
-// wake resumes a direction taken out of the parker.
+// wake resumes a direction on a goroutine of its own: one taken out of
+// the parker, or one that could not park at its start.
 func (d *direction) wake() {
+	d.r.goroutines.Add(1)
 	d.armIdleCheck() // the last check's deadline has passed
 	d.resume()
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"io"
+	"log/slog"
 	"net"
 	"runtime"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/service/balance"
+	"github.com/vipproxy/vipproxy/service/config"
 )
 
 // waitFor polls cond every 10 ms for up to 10 s.
@@ -352,5 +354,41 @@ func TestParkerRelaysWithoutAllocating(t *testing.T) {
 	// The client, the echo backend and the runtime allocate a little too.
 	if perRound := float64(after.Mallocs-before.Mallocs) / rounds; perRound >= 2 {
 		t.Errorf("%.1f allocations per round trip through parked directions, want under 2", perRound)
+	}
+}
+
+// TestShortConnectionsNeedNoGoroutine: a connection's directions start in
+// the parker, which passes the first bytes on (kept for a replay until
+// the backend answers), the answer, and both ends of the stream, so a
+// request-sized connection runs without a goroutine of its own (before:
+// two each, and with the idle check an hour away, none ever parked).
+func TestShortConnectionsNeedNoGoroutine(t *testing.T) {
+	pool, err := balance.NewPool(config.RoundRobin, []config.Backend{{Name: "echo", Address: echoBackend(t)}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New(pool, Options{DialTimeout: time.Second, DialAttempts: 1, AcceptBackoffMax: 100 * time.Millisecond},
+		testCounters(), slog.New(slog.DiscardHandler))
+	p.relay.idleCheck = time.Hour
+	if p.relay.parker == nil {
+		t.Skip("no epoll for parking")
+	}
+	addr := serveOnLoopback(t, p)
+	const n = 20
+	for range n {
+		c := dial(t, addr)
+		roundTrip(t, c, "hello")
+		c.Close()
+	}
+	if !waitFor(func() bool { return p.Open() == 0 }) {
+		t.Fatalf("%d of %d connections still open 10 s after their clients closed", p.Open(), n)
+	}
+	relayed, goroutines := p.relay.parker.relayed.Load(), p.relay.goroutines.Load()
+	t.Logf("%d connections: %d messages relayed in place, %d direction goroutines", n, relayed, goroutines)
+	if relayed < 2*n || goroutines != 0 {
+		t.Errorf("%d connections: %d messages relayed in place, %d direction goroutines; want at least %d and none", n, relayed, goroutines, 2*n)
+	}
+	if got := p.relay.parker.count(); got != 0 {
+		t.Errorf("%d directions still parked after every connection ended", got)
 	}
 }

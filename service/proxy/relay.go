@@ -26,8 +26,9 @@ const (
 
 // relayer moves bytes between sockets. It owns the pools shared by all
 // connections: buffers for small messages and pipes for bulk transfers.
-// A connection borrows from them only while data is flowing, and a
-// direction that stays idle gives up its goroutine to the parker: an idle
+// A connection borrows from them only while data is flowing. Its
+// directions start in the parker and take a goroutine only while bytes
+// must wait or bulk flows, giving it up when idle again: an idle
 // connection holds two sockets and a little heap, nothing else.
 type relayer struct {
 	bufs   sync.Pool
@@ -36,6 +37,10 @@ type relayer struct {
 	// idleCheck is the period of a direction's idle check: parkAfter
 	// (tests lengthen it).
 	idleCheck time.Duration
+	keep      keepLater // backend sockets waiting for their keepalive
+	// goroutines counts the directions resumed on a goroutine of their
+	// own, the cost the parker exists to avoid (tests).
+	goroutines atomic.Uint64
 	// emptyReads counts the relay's reads that found nothing (EAGAIN),
 	// the system calls its callbacks exist to avoid (tests).
 	emptyReads atomic.Uint64
@@ -80,8 +85,18 @@ func (r *relayer) start(s *session, connRaw syscall.RawConn) {
 	s.dirs = [2]*direction{up, down}
 	s.mu.Unlock()
 	s.live.Store(2)
-	go up.resume()
-	go down.resume()
+	r.keepAliveLater(s)
+	up.begin()
+	down.begin()
+}
+
+// begin starts a direction parked, so that the parker passes its first
+// messages and its end on without a goroutine (a short connection then
+// needs none at all), or on a goroutine of its own if it cannot park.
+func (d *direction) begin() {
+	if !d.park() {
+		go d.wake()
+	}
 }
 
 // resume runs the direction until it ends or parks.
@@ -168,7 +183,6 @@ func (d *direction) init(r *relayer, s *session, dst socket, dstRaw syscall.RawC
 	d.dst, d.dstRaw = dst, dstRaw
 	d.src, d.srcRaw = src, srcRaw
 	d.ioFn = d.io
-	d.armIdleCheck()
 }
 
 // io is the callback given to RawConn.Read and RawConn.Write.
@@ -288,15 +302,17 @@ func (d *direction) relayStep() error {
 		return io.EOF
 	}
 	if d.kept != nil {
-		return d.passOnKept()
+		d.passOnKept()
+		d.account(d.got)
+		return nil
 	}
 	return d.passOn(len(*buf))
 }
 
-// passOnKept writes the rest of client bytes kept for a replay that
-// relayOnce could not write at once, waiting as long as needed, to the
-// backend connection they were kept for.
-func (d *direction) passOnKept() error {
+// passOnKept writes the rest of client bytes kept for a replay (d.out)
+// that could not go at once, waiting as long as needed, to the backend
+// connection they were kept for (d.kept).
+func (d *direction) passOnKept() {
 	raw, err := d.kept.SyscallConn()
 	d.kept = nil
 	if err == nil && len(d.out) > 0 {
@@ -304,8 +320,6 @@ func (d *direction) passOnKept() error {
 		raw.Write(d.ioFn)
 	}
 	d.out, d.ioErr = nil, nil // the backend's reader judges a failure
-	d.account(d.got)
-	return nil
 }
 
 // relayOnce is the RawConn.Read callback of relayStep. The backend's
@@ -394,6 +408,7 @@ func (d *direction) replayElsewhere() error {
 	d.ioErr = nil
 	_, b := d.sessRead.current()
 	d.count = b.Stats.BytesToClient
+	d.r.keepAliveLater(d.sess) // the new backend socket has no keepalive yet
 	return d.setSrc(conn)
 }
 
