@@ -32,12 +32,13 @@ const parkAfter = 50 * time.Millisecond
 // parked: the parker resumes it on a fresh goroutine when data arrives.
 var errParked = errors.New("direction parked")
 
-// parker holds idle directions without a goroutine each: an idle
-// connection costs two sockets and a little heap, not two goroutine
-// stacks. A parked direction's source socket sits in a private epoll
-// (parkEvents); that epoll's own descriptor is waited on through Go's
-// poller, so no thread blocks on it, and one goroutine serves every
-// parked direction.
+// parker holds directions without a goroutine each: an idle connection
+// costs two sockets and a little heap, not two goroutine stacks, and the
+// parker passes small messages on itself. A parked direction's source
+// socket sits in the parker's private epoll (parkEvents); that epoll's
+// own descriptor is waited on through Go's poller, so no thread blocks on
+// it, and one goroutine serves every direction parked there. The relayer
+// has one parker per processor, a session's two directions on the same.
 //
 // Closing a socket silently takes it out of an epoll, so a socket some
 // direction reads is closed through closeConn (session.go), which first
@@ -230,11 +231,12 @@ func (p *parker) count() int {
 // useSplice; otherwise only the direction's goroutine does.
 type parkState struct {
 	mu      sync.Mutex
-	parked  bool   // in the parker, no goroutine
-	parks   uint32 // times parked or relayed in place: a drain tells idle from busy (session.IdleMark)
-	closing bool   // the source socket is being closed: do not park
-	srcFD   int32  // the source descriptor while parked
-	stash   error  // end of stream or error the parker read (flushParked)
+	parker  *parker // the session's; nil: never parks
+	parked  bool    // in the parker, no goroutine
+	parks   uint32  // times parked or relayed in place: a drain tells idle from busy (session.IdleMark)
+	closing bool    // the source socket is being closed: do not park
+	srcFD   int32   // the source descriptor while parked
+	stash   error   // end of stream or error the parker read (flushParked)
 
 	// relayParked's read and write go through RawConn.Control with one
 	// callback bound per direction (ctl, at its first message) and their
@@ -252,7 +254,7 @@ type parkState struct {
 func (d *direction) park() bool {
 	d.pk.mu.Lock()
 	defer d.pk.mu.Unlock()
-	if d.pk.closing || d.r.parker == nil {
+	if d.pk.closing || d.pk.parker == nil {
 		return false
 	}
 	// Control holds the descriptor open: it cannot be closed (and its
@@ -260,7 +262,7 @@ func (d *direction) park() bool {
 	ok := false
 	err := d.srcRaw.Control(func(fd uintptr) {
 		d.pk.srcFD = int32(fd)
-		ok = d.r.parker.add(d.pk.srcFD, d)
+		ok = d.pk.parker.add(d.pk.srcFD, d)
 	})
 	d.pk.parked = ok && err == nil
 	if d.pk.parked {
@@ -280,7 +282,7 @@ func (d *direction) unparkLocked(stillOpen bool) bool {
 		return false
 	}
 	d.pk.parked = false
-	d.r.parker.remove(d.pk.srcFD, d, stillOpen)
+	d.pk.parker.remove(d.pk.srcFD, d, stillOpen)
 	return true
 }
 

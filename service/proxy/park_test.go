@@ -42,7 +42,7 @@ func roundTrip(t *testing.T, c net.Conn, msg string) {
 func startParking(t *testing.T, addrs ...string) (*Proxy, *balance.Pool, string) {
 	t.Helper()
 	p, pool, addr := startProxy(t, addrs...)
-	if p.relay.parker == nil {
+	if len(p.relay.parkers) == 0 {
 		t.Skip("no epoll for parking")
 	}
 	return p, pool, addr
@@ -58,8 +58,8 @@ func openParked(t *testing.T, p *Proxy, addr string, n int) []net.Conn {
 		conns[i] = dial(t, addr)
 		roundTrip(t, conns[i], "hello")
 	}
-	if !waitFor(func() bool { return p.relay.parker.count() == 2*n }) {
-		t.Fatalf("%d of %d idle directions parked after 10 s", p.relay.parker.count(), 2*n)
+	if !waitFor(func() bool { return p.relay.parked() == 2*n }) {
+		t.Fatalf("%d of %d idle directions parked after 10 s", p.relay.parked(), 2*n)
 	}
 	return conns
 }
@@ -95,8 +95,8 @@ func TestIdleConnectionsHoldNoGoroutines(t *testing.T) {
 	if !waitFor(func() bool { return p.Open() == 0 }) {
 		t.Fatalf("%d connections still open after every client closed", p.Open())
 	}
-	if !waitFor(func() bool { return p.relay.parker.count() == 0 }) {
-		t.Fatalf("%d directions still parked after every connection ended", p.relay.parker.count())
+	if !waitFor(func() bool { return p.relay.parked() == 0 }) {
+		t.Fatalf("%d directions still parked after every connection ended", p.relay.parked())
 	}
 }
 
@@ -121,8 +121,8 @@ func TestParkedUnansweredIsEvacuated(t *testing.T) {
 	p, pool, addr := startParking(t, silent, echoBackend(t))
 	c := dial(t, addr) // round-robin: the silent one first
 	c.Write([]byte("ping"))
-	if !waitFor(func() bool { return p.relay.parker.count() == 2 }) {
-		t.Fatalf("%d of 2 directions parked", p.relay.parker.count())
+	if !waitFor(func() bool { return p.relay.parked() == 2 }) {
+		t.Fatalf("%d of 2 directions parked", p.relay.parked())
 	}
 	b := pool.Lookup(silent)
 	pool.Observe(b, balance.CheckFailed)
@@ -169,8 +169,8 @@ func TestParkWakeUnderClose(t *testing.T) {
 			t.Fatal("a client did not see its connection closed")
 		}
 	}
-	if !waitFor(func() bool { return p.Open() == 0 && p.relay.parker.count() == 0 }) {
-		t.Fatalf("after CloseAll: %d open, %d parked; want 0, 0", p.Open(), p.relay.parker.count())
+	if !waitFor(func() bool { return p.Open() == 0 && p.relay.parked() == 0 }) {
+		t.Fatalf("after CloseAll: %d open, %d parked; want 0, 0", p.Open(), p.relay.parked())
 	}
 }
 
@@ -188,14 +188,14 @@ func TestParkedDirectionsRelayInPlace(t *testing.T) {
 		}
 		// Without relaying in place each message took its directions out
 		// of the parker for one to two parkAfter periods.
-		if got := p.relay.parker.count(); got != 2*n {
+		if got := p.relay.parked(); got != 2*n {
 			t.Fatalf("round %d: %d of %d directions parked right after their messages, want all", round, got, 2*n)
 		}
 	}
 	// The parker counts a message after writing it: the echo may reach
 	// the client first.
-	if !waitFor(func() bool { return p.relay.parker.relayed.Load() >= 3*2*n }) {
-		got := p.relay.parker.relayed.Load()
+	if !waitFor(func() bool { return p.relay.relayedInPlace() >= 3*2*n }) {
+		got := p.relay.relayedInPlace()
 		t.Errorf("parker relayed %d messages in place, want at least %d", got, 3*2*n)
 	}
 	big := strings.Repeat("0123456789abcdef", 3*copyBufSize/16)
@@ -226,12 +226,12 @@ func TestParkedFirstAnswerRelayedInPlace(t *testing.T) {
 	p, _, addr := startParking(t, slow)
 	c := dial(t, addr)
 	roundTrip(t, c, "hello") // answered after both directions parked
-	if got := p.relay.parker.count(); got != 2 {
+	if got := p.relay.parked(); got != 2 {
 		t.Fatalf("%d of 2 directions parked right after the first answer, want both", got)
 	}
 	roundTrip(t, c, "again")
-	waitFor(func() bool { return p.relay.parker.relayed.Load() >= 3 }) // counted after the write
-	if got, relayed := p.relay.parker.count(), p.relay.parker.relayed.Load(); got != 2 || relayed < 3 {
+	waitFor(func() bool { return p.relay.relayedInPlace() >= 3 }) // counted after the write
+	if got, relayed := p.relay.parked(), p.relay.relayedInPlace(); got != 2 || relayed < 3 {
 		t.Errorf("after a second round trip: %d parked, %d relayed in place; want 2 and at least 3", got, relayed)
 	}
 }
@@ -266,21 +266,21 @@ func TestParkedUnansweredBackendCloseIsReplayed(t *testing.T) {
 func TestParkerRelaysWithOneEpollCallPerMessage(t *testing.T) {
 	p, _, addr := startParking(t, echoBackend(t))
 	conns := openParked(t, p, addr, 2)
-	pk := p.relay.parker
+	pk := p.relay
 	const rounds = 20
-	callsBefore, relayedBefore := pk.calls.Load(), pk.relayed.Load()
+	callsBefore, relayedBefore := pk.parkerCalls(), pk.relayedInPlace()
 	for i := 0; i < rounds; i++ {
 		roundTrip(t, conns[i%2], "event")
 	}
 	// Two messages per round trip, counted after their writes.
-	if !waitFor(func() bool { return pk.relayed.Load()-relayedBefore >= 2*rounds }) {
-		t.Fatalf("parker relayed %d of %d messages in place", pk.relayed.Load()-relayedBefore, 2*rounds)
+	if !waitFor(func() bool { return pk.relayedInPlace()-relayedBefore >= 2*rounds }) {
+		t.Fatalf("parker relayed %d of %d messages in place", pk.relayedInPlace()-relayedBefore, 2*rounds)
 	}
-	relayed, calls := pk.relayed.Load()-relayedBefore, pk.calls.Load()-callsBefore
+	relayed, calls := pk.relayedInPlace()-relayedBefore, pk.parkerCalls()-callsBefore
 	if calls > relayed {
 		t.Errorf("parker made %d epoll calls for %d messages relayed in place, want at most one each", calls, relayed)
 	}
-	if got := pk.count(); got != 4 {
+	if got := pk.parked(); got != 4 {
 		t.Errorf("%d of 4 directions parked after the messages, want all", got)
 	}
 }
@@ -328,7 +328,7 @@ func TestParkerRelaysWithoutAllocating(t *testing.T) {
 	}
 	p, _, addr := startParking(t, echoBackend(t))
 	c := openParked(t, p, addr, 1)[0]
-	pk := p.relay.parker
+	pk := p.relay
 	msg, buf := []byte("event"), make([]byte, 5)
 	exchange := func(rounds int) {
 		c.SetDeadline(time.Now().Add(10 * time.Second))
@@ -343,12 +343,12 @@ func TestParkerRelaysWithoutAllocating(t *testing.T) {
 	}
 	exchange(10) // every direction has bound its callback
 	const rounds = 200
-	relayed := pk.relayed.Load()
+	relayed := pk.relayedInPlace()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	exchange(rounds)
 	runtime.ReadMemStats(&after)
-	if got := pk.relayed.Load() - relayed; got < rounds {
+	if got := pk.relayedInPlace() - relayed; got < rounds {
 		t.Fatalf("parker relayed %d messages in place for %d round trips, want about two each", got, rounds)
 	}
 	// The client, the echo backend and the runtime allocate a little too.
@@ -370,7 +370,7 @@ func TestShortConnectionsNeedNoGoroutine(t *testing.T) {
 	p := New(pool, Options{DialTimeout: time.Second, DialAttempts: 1, AcceptBackoffMax: 100 * time.Millisecond},
 		testCounters(), slog.New(slog.DiscardHandler))
 	p.relay.idleCheck = time.Hour
-	if p.relay.parker == nil {
+	if len(p.relay.parkers) == 0 {
 		t.Skip("no epoll for parking")
 	}
 	addr := serveOnLoopback(t, p)
@@ -383,12 +383,12 @@ func TestShortConnectionsNeedNoGoroutine(t *testing.T) {
 	if !waitFor(func() bool { return p.Open() == 0 }) {
 		t.Fatalf("%d of %d connections still open 10 s after their clients closed", p.Open(), n)
 	}
-	relayed, goroutines := p.relay.parker.relayed.Load(), p.relay.goroutines.Load()
+	relayed, goroutines := p.relay.relayedInPlace(), p.relay.goroutines.Load()
 	t.Logf("%d connections: %d messages relayed in place, %d direction goroutines", n, relayed, goroutines)
 	if relayed < 2*n || goroutines != 0 {
 		t.Errorf("%d connections: %d messages relayed in place, %d direction goroutines; want at least %d and none", n, relayed, goroutines, 2*n)
 	}
-	if got := p.relay.parker.count(); got != 0 {
+	if got := p.relay.parked(); got != 0 {
 		t.Errorf("%d directions still parked after every connection ended", got)
 	}
 }

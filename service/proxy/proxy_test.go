@@ -179,10 +179,10 @@ func TestFirstBytesPassWithoutAnEmptyRead(t *testing.T) {
 	p := New(pool, Options{DialTimeout: time.Second, DialAttempts: 1, AcceptBackoffMax: 100 * time.Millisecond},
 		testCounters(), slog.New(slog.DiscardHandler))
 	p.relay.idleCheck = time.Hour
-	if p.relay.parker != nil {
-		p.relay.parker.close()
-		p.relay.parker = nil
+	for _, pk := range p.relay.parkers {
+		pk.close()
 	}
+	p.relay.parkers = nil
 	ln := testutil.Listen(t, "127.0.0.1:0")
 	for range conns {
 		c := dial(t, ln.Addr().String())
@@ -363,8 +363,8 @@ func TestIdleConnectionsHoldNoPipes(t *testing.T) {
 	// Until it parks, an idle direction borrows a pipe for a moment at
 	// each idle check (a splice that says EAGAIN): it would take one of
 	// those the drain below counts on.
-	if p.relay.parker != nil && !waitFor(func() bool { return p.relay.parker.count() == 2*n }) {
-		t.Fatalf("%d of %d idle directions parked", p.relay.parker.count(), 2*n)
+	if len(p.relay.parkers) > 0 && !waitFor(func() bool { return p.relay.parked() == 2*n }) {
+		t.Fatalf("%d of %d idle directions parked", p.relay.parked(), 2*n)
 	}
 	if open := countPipes(t); open != 0 {
 		before := open

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -31,9 +32,13 @@ const (
 // must wait or bulk flows, giving it up when idle again: an idle
 // connection holds two sockets and a little heap, nothing else.
 type relayer struct {
-	bufs   sync.Pool
-	pipes  *pipePool
-	parker *parker // nil if the epoll could not be made: directions never park
+	bufs  sync.Pool
+	pipes *pipePool
+	// parkers, one per processor the runtime runs on, so that the small
+	// messages they pass on spread over the cores as goroutines would;
+	// none if no epoll could be made: directions never park.
+	parkers    []*parker
+	nextParker atomic.Uint32 // round robin over parkers, a session each
 	// idleCheck is the period of a direction's idle check: parkAfter
 	// (tests lengthen it).
 	idleCheck time.Duration
@@ -49,20 +54,54 @@ type relayer struct {
 func newRelayer(log *slog.Logger) *relayer {
 	r := &relayer{pipes: newPipePool(256), idleCheck: parkAfter}
 	r.bufs.New = func() any { b := make([]byte, copyBufSize); return &b }
-	p, err := newParker()
-	if err != nil {
-		log.Warn("idle connections keep a goroutine per direction", "err", err)
-	} else {
-		r.parker = p
+	for range runtime.GOMAXPROCS(0) {
+		p, err := newParker()
+		if err != nil {
+			if len(r.parkers) == 0 {
+				log.Warn("idle connections keep a goroutine per direction", "err", err)
+			}
+			break
+		}
+		r.parkers = append(r.parkers, p)
 	}
 	return r
 }
 
 func (r *relayer) close() {
 	r.pipes.drain()
-	if r.parker != nil {
-		r.parker.close()
+	for _, p := range r.parkers {
+		p.close()
 	}
+}
+
+// pickParker is the parker of a new session's directions; nil if none.
+func (r *relayer) pickParker() *parker {
+	if len(r.parkers) == 0 {
+		return nil
+	}
+	return r.parkers[int(r.nextParker.Add(1))%len(r.parkers)]
+}
+
+// parked, relayedInPlace and parkerCalls sum the parkers' counts (tests).
+func (r *relayer) parked() (n int) {
+	for _, p := range r.parkers {
+		n += p.count()
+	}
+	return n
+}
+
+func (r *relayer) relayedInPlace() (n uint64) {
+	for _, p := range r.parkers {
+		n += p.relayed.Load()
+	}
+	return n
+}
+
+func (r *relayer) parkerCalls() (n uint64) {
+	for _, p := range r.parkers {
+		n += p.calls.Load()
+	}
+	return n
 }
 
 // start relays client→backend and backend→client, each direction on its
@@ -81,6 +120,8 @@ func (r *relayer) start(s *session, connRaw syscall.RawConn) {
 	down.init(r, s, s.client, clientRaw, conn, connRaw, b.Stats.BytesToClient)
 	up.sessWrite, up.toBackend = s, true
 	down.sessRead = s
+	up.pk.parker = r.pickParker()
+	down.pk.parker = up.pk.parker
 	s.mu.Lock()
 	s.dirs = [2]*direction{up, down}
 	s.mu.Unlock()
