@@ -146,8 +146,8 @@ type readied struct {
 
 // endEvents say the peer's FIN (or a reset, an error) is in: more than
 // a read may take. Edge-triggered, that end raises no new event once it
-// came with the data, so a read that passes the data on must not leave
-// the direction parked: its goroutine reads to the end.
+// came with the data, so the parker then reads on to the end
+// (relayParked's toEnd).
 const endEvents = unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
 
 // serve handles a parked direction whose source turned readable. Small
