@@ -231,12 +231,14 @@ func (p *parker) count() int {
 // useSplice; otherwise only the direction's goroutine does.
 type parkState struct {
 	mu      sync.Mutex
-	parker  *parker // the session's; nil: never parks
-	parked  bool    // in the parker, no goroutine
-	parks   uint32  // times parked or relayed in place: a drain tells idle from busy (session.IdleMark)
-	closing bool    // the source socket is being closed: do not park
-	srcFD   int32   // the source descriptor while parked
-	stash   error   // end of stream or error the parker read (flushParked)
+	parker  *parker   // the session's; nil: never parks
+	parked  bool      // in the parker, no goroutine
+	parks   uint32    // times parked or relayed in place: a drain tells idle from busy (session.IdleMark)
+	closing bool      // the source socket is being closed: do not park
+	srcFD   int32     // the source descriptor while parked
+	stash   error     // end of stream or error the parker read (flushParked)
+	lastMsg time.Time // when the parker last passed a message on (busy)
+	streak  int       // messages passed on, each soon after the one before
 
 	// relayParked's read and write go through RawConn.Control with one
 	// callback bound per direction (ctl, at its first message) and their
@@ -267,6 +269,7 @@ func (d *direction) park() bool {
 	d.pk.parked = ok && err == nil
 	if d.pk.parked {
 		d.pk.parks++
+		d.pk.streak = 0
 	}
 	return d.pk.parked
 }
@@ -343,7 +346,7 @@ func (d *direction) relayParked(buf []byte, toEnd bool) bool {
 			d.pk.stash = io.EOF
 			return false
 		}
-		if !d.passParked(buf[:n], len(buf)) {
+		if !d.passParked(buf[:n], len(buf)) || d.busy() {
 			return false
 		}
 		if !toEnd {
@@ -392,6 +395,33 @@ func (d *direction) passParked(msg []byte, bufLen int) bool {
 		d.out = (*d.buf)[:copy(*d.buf, out)]
 	}
 	return err == nil && len(out) == 0 && len(msg) < bufLen
+}
+
+// A parked direction whose messages follow each other closely leaves the
+// parker for a goroutine of its own (busy): one busy connection is
+// served faster by its goroutine, woken straight from Go's poller, than
+// through the parker's epoll nested in it (one connection's ping-pong,
+// proxy CPU a round trip in one run: 52.9 µs all in the parker, 42.7 with
+// this, HAProxy 45.1), while many connections, each
+// with a message now and then (watches, a storm's handshakes), are served
+// cheaper by the parker, which passes on all that came at once in one
+// round. The goroutine parks again once idle (parkAfter).
+const (
+	busyGap    = time.Millisecond
+	busyStreak = 8
+)
+
+// busy notes a message passed on (pk.mu held) and reports whether the
+// direction is busy enough to leave the parker.
+func (d *direction) busy() bool {
+	now := time.Now()
+	if now.Sub(d.pk.lastMsg) < busyGap {
+		d.pk.streak++
+	} else {
+		d.pk.streak = 0
+	}
+	d.pk.lastMsg = now
+	return d.pk.streak >= busyStreak
 }
 
 // parkedEnd takes the end of stream or error relayParked read when

@@ -271,6 +271,7 @@ func TestParkerRelaysWithOneEpollCallPerMessage(t *testing.T) {
 	callsBefore, relayedBefore := pk.parkerCalls(), pk.relayedInPlace()
 	for i := 0; i < rounds; i++ {
 		roundTrip(t, conns[i%2], "event")
+		time.Sleep(2 * busyGap) // events now and then: a busy direction leaves the parker
 	}
 	// Two messages per round trip, counted after their writes.
 	if !waitFor(func() bool { return pk.relayedInPlace()-relayedBefore >= 2*rounds }) {
@@ -339,6 +340,7 @@ func TestParkerRelaysWithoutAllocating(t *testing.T) {
 			if _, err := io.ReadFull(c, buf); err != nil {
 				t.Fatal(err)
 			}
+			time.Sleep(2 * busyGap) // not busy: the parker keeps it
 		}
 	}
 	exchange(10) // every direction has bound its callback
@@ -391,4 +393,23 @@ func TestShortConnectionsNeedNoGoroutine(t *testing.T) {
 	if got := p.relay.parked(); got != 0 {
 		t.Errorf("%d directions still parked after every connection ended", got)
 	}
+}
+
+// TestBusyDirectionLeavesTheParker: a connection whose messages follow
+// each other closely (one client's ping-pong) leaves the parker for
+// goroutines, which serve it with one epoll wait a message instead of
+// two nested ones, and parks again once idle.
+func TestBusyDirectionLeavesTheParker(t *testing.T) {
+	p, _, addr := startParking(t, echoBackend(t))
+	c := dial(t, addr)
+	for range 4 * busyStreak {
+		roundTrip(t, c, "ping")
+	}
+	if got := p.relay.goroutines.Load(); got == 0 {
+		t.Errorf("after %d quick round trips no direction left the parker for a goroutine", 4*busyStreak)
+	}
+	if !waitFor(func() bool { return p.relay.parked() == 2 }) {
+		t.Fatalf("%d of 2 directions parked again after the connection went idle", p.relay.parked())
+	}
+	roundTrip(t, c, "again")
 }
