@@ -1,13 +1,17 @@
 package proxy
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/service/balance"
@@ -412,4 +416,98 @@ func TestBusyDirectionLeavesTheParker(t *testing.T) {
 		t.Fatalf("%d of 2 directions parked again after the connection went idle", p.relay.parked())
 	}
 	roundTrip(t, c, "again")
+}
+
+// TestParkerServesOthersWhileAReplayDials: while a session whose backend
+// closed before answering dials another one for its replay, and that dial
+// waits (a backend whose listen queue is full drops the SYN), the parker
+// keeps the session's next client bytes for the replay, passes on the
+// client's end after them, and goes on serving every other connection.
+// Before, the dial ran under the session's lock and the parker waited on
+// it in keep: every connection of that parker stalled for up to the dial
+// timeout.
+func TestParkerServesOthersWhileAReplayDials(t *testing.T) {
+	quitter := testutil.ServeAddr(t, func(c net.Conn) {
+		defer c.Close()
+		c.Read(make([]byte, 64)) // the first bytes, then gone without an answer
+	})
+	full, release := fullListener(t)
+	var bs []config.Backend
+	for i, a := range []string{echoBackend(t), quitter, full} {
+		bs = append(bs, config.Backend{Name: fmt.Sprint("b", i), Address: a})
+	}
+	pool, err := balance.NewPool(config.RoundRobin, bs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New(pool, Options{DialTimeout: 20 * time.Second, DialAttempts: 3, AcceptBackoffMax: 100 * time.Millisecond},
+		testCounters(), slog.New(slog.DiscardHandler))
+	if len(p.relay.parkers) == 0 {
+		t.Skip("no epoll for parking")
+	}
+	for _, pk := range p.relay.parkers[1:] {
+		pk.close() // one parker: both connections on it
+	}
+	p.relay.parkers = p.relay.parkers[:1]
+	addr := serveOnLoopback(t, p)
+
+	other := dial(t, addr) // to the echo backend
+	roundTrip(t, other, "hello")
+	c := dial(t, addr) // to the quitter: its replay dials the full listener
+	if _, err := c.Write([]byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(func() bool { return p.counters.Retries.Value() >= 1 }) {
+		t.Fatal("no replay began after the backend closed without answering")
+	}
+	if _, err := c.Write([]byte("second")); err != nil {
+		t.Fatal(err)
+	}
+	c.(*net.TCPConn).CloseWrite()
+	time.Sleep(50 * time.Millisecond) // the parker takes "second" before the next round trip
+	roundTrip(t, other, "ping")       // fails at its deadline if the parker waits for the dial
+	release()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	if got, err := io.ReadAll(c); err != nil || string(got) != "firstsecond" {
+		t.Fatalf("replayed connection echoed %q, %v; want %q and the end of the stream", got, err, "firstsecond")
+	}
+}
+
+// fullListener is a loopback listener whose accept queue is full, so a
+// connect to it waits (its SYN dropped, then sent again) until release
+// starts accepting, as an echo backend.
+func fullListener(t *testing.T) (addr string, release func()) {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		unix.Close(fd)
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 0); err != nil {
+		unix.Close(fd)
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "full-listener")
+	ln, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	addr = ln.Addr().String()
+	// Fill the queue: a connect that times out found it full.
+	for i := 0; ; i++ {
+		c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond)
+		if err != nil {
+			break
+		}
+		t.Cleanup(func() { c.Close() })
+		if i == 8 {
+			t.Fatal("the accept queue of a listener with backlog 0 never filled")
+		}
+	}
+	return addr, func() { testutil.Serve(t, ln, echo) }
 }
