@@ -367,9 +367,10 @@ func (d *direction) passParked(msg []byte, bufLen int) bool {
 		d.sessRead = nil
 	}
 	dst, kept := d.dstRaw, socket(nil)
+	var err error
 	if d.sessWrite != nil {
 		if kept = d.sessWrite.keep(msg); kept != nil {
-			dst, _ = kept.SyscallConn()
+			dst, err = kept.SyscallConn()
 		} else if err := d.bindBackend(); err != nil {
 			d.pk.stash = err
 			return false
@@ -377,10 +378,13 @@ func (d *direction) passParked(msg []byte, bufLen int) bool {
 			dst = d.dstRaw
 		}
 	}
-	d.pk.writing, d.pk.io = true, msg
-	err := dst.Control(d.pk.ctl)
-	out := d.pk.io
-	d.pk.io = nil
+	out := msg
+	if err == nil {
+		d.pk.writing, d.pk.io = true, msg
+		err = dst.Control(d.pk.ctl)
+		out = d.pk.io
+		d.pk.io = nil
+	}
 	if kept != nil && err != nil {
 		err, out = nil, nil // replaced by a failover, which replays these bytes
 	}
