@@ -261,3 +261,69 @@ func gone(ctx context.Context, pid int) bool {
 	}
 	return true
 }
+
+// fakeGoTest writes a stand-in for `go` that records each call's
+// arguments (one line a call) and answers as go test would: pkg/a passes;
+// pkg/b fails on the first call, and on the second too if bFailsTwice.
+func fakeGoTest(t *testing.T, bFailsTwice bool) (goBin, calls string) {
+	t.Helper()
+	dir := t.TempDir()
+	goBin, calls = filepath.Join(dir, "go"), filepath.Join(dir, "calls")
+	second := "echo \"ok\tpkg/b\t0.1s\"; exit 0"
+	if bFailsTwice {
+		second = "printf 'FAIL\\tpkg/b\\t0.1s\\nFAIL\\n'; exit 1"
+	}
+	script := "#!/bin/sh\necho \"$*\" >> " + calls + "\n" +
+		"if [ ! -e " + dir + "/ran ]; then touch " + dir + "/ran\n" +
+		"printf 'ok\\tpkg/a\\t0.1s\\npanic: test timed out after 5m0s\\nFAIL\\tpkg/b\\t300.1s\\nFAIL\\n'; exit 1; fi\n" +
+		second + "\n"
+	if err := os.WriteFile(goBin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return goBin, calls
+}
+
+func runMultiarch(t *testing.T, goBin string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "./multiarch.sh", "arm64", "qemu-aarch64-static", "pkg/a", "pkg/b")
+	cmd.Env = append(os.Environ(), "GO="+goBin, "MULTIARCH_TIMEOUT=5m")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// Under qemu-user a package whose test hung (a child stuck between fork
+// and exec in the emulator) runs once more, alone, and the architecture
+// passes if it passes then, saying so; the others are not run again.
+func TestMultiarchRunsFailedPackagesOnceMore(t *testing.T) {
+	goBin, calls := fakeGoTest(t, false)
+	out, err := runMultiarch(t, goBin)
+	if err != nil {
+		t.Fatalf("multiarch.sh with pkg/b passing the second time: %v:\n%s", err, out)
+	}
+	if !strings.Contains(out, "test-multiarch: arm64: passed the second time: pkg/b") {
+		t.Errorf("output does not name the package that passed the second time:\n%s", out)
+	}
+	b, err := os.ReadFile(calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "test -count=1 -timeout 5m -exec qemu-aarch64-static pkg/a pkg/b\n" +
+		"test -count=1 -timeout 5m -exec qemu-aarch64-static pkg/b\n"
+	if string(b) != want {
+		t.Errorf("go was called with\n%s\nwant\n%s", b, want)
+	}
+}
+
+// A package that fails twice fails the architecture.
+func TestMultiarchFailsWhatFailsTwice(t *testing.T) {
+	goBin, _ := fakeGoTest(t, true)
+	out, err := runMultiarch(t, goBin)
+	if err == nil {
+		t.Fatalf("multiarch.sh passed with pkg/b failing twice:\n%s", out)
+	}
+	if strings.Contains(out, "passed the second time") {
+		t.Errorf("output says a second run passed:\n%s", out)
+	}
+}
