@@ -71,12 +71,13 @@ func TestDoctorNamesCauseAndFix(t *testing.T) {
 	var code int
 	// Ready takes one healthy backend; the second's first check may come
 	// a moment later (seen: the doctor ran in between, "1/2").
+	const bothReady = "PASS daemon     the daemon is ready: 2/2 backends healthy"
 	testutil.WaitFor(t, "doctor to see the daemon ready with both backends", func() bool {
 		out, code = doctor(path)
-		return strings.Contains(out, "PASS daemon     the daemon is ready: 2/2 backends healthy")
+		return strings.Contains(out, bothReady)
 	})
 	for _, want := range []string{
-		"PASS daemon     the daemon is ready: 2/2 backends healthy",
+		bothReady,
 		fmt.Sprintf("WARN backends   port api (%d): 2 of 2 backends answer, readiness unverified", vipPort),
 		"fix: give [health] ca_file + cert_file + key_file (or token_file)",
 		fmt.Sprintf("PASS vip-answers VIP 127.0.0.1 is on loopback: this node's own and answers on port %d", vipPort),
