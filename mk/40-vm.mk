@@ -125,6 +125,7 @@ VM_TEST_SCRIPTS := $(filter-out vm-tests/lint.py,$(wildcard vm-tests/*.py))
 vm-lint: build
 	PYFLAKES_BUILTINS=$(VM_PYFLAKES_BUILTINS) pyflakes3 vm-tests/*.py vm-tests/driver/*.py
 	python3 vm-tests/lint.py --vipproxy $(BIN)/vipproxy $(VM_TEST_SCRIPTS)
+	cd vm-tests/driver && PYTHONDONTWRITEBYTECODE=1 python3 -m unittest -q test_vmtest
 
 vm-test: vm-lint
 	@if ! why=$$(vm-tests/can-run.sh); then echo "vm-test: SKIP ($$why)"; exit 0; fi; \

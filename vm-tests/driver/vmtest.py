@@ -36,6 +36,18 @@ READY = b"__VM_BACKDOOR_READY__"
 FRAME = b"__VM_RC__ "
 
 
+# What collect_journals keeps of each VM after a failure: the end of its
+# journal (keepalived's adverts left out), then the stacks of every
+# goroutine of vipproxy.service, last because taking them ends the daemon:
+# SIGQUIT makes a Go program write them to stderr (the journal) and exit.
+JOURNAL_TAIL = "journalctl -b --no-pager -o short-monotonic | grep -v Keepalived_vrrp | tail -n 1500"
+GOROUTINES = (
+    "systemctl is-active -q vipproxy.service || { echo 'vipproxy.service is not running'; exit 0; }; "
+    "since=$(date +%s); systemctl kill -s QUIT vipproxy.service; sleep 3; "
+    "journalctl -u vipproxy.service --since @$since --no-pager -o cat"
+)
+
+
 class TestFailure(Exception):
     """A command's result was not what the script asked for."""
 
@@ -349,8 +361,8 @@ class Driver:
         self.results = []  # lines the script printed starting with "RESULT"
         self.boots = {}
         self.command_log = open(os.path.join(run_dir, "commands.log"), "w")
-        for stale in glob.glob(os.path.join(run_dir, "*.journal.log")):
-            os.remove(stale)  # journals are collected on failure: none may be left from an older run
+        for stale in glob.glob(os.path.join(run_dir, "*.journal.log")) + glob.glob(os.path.join(run_dir, "*.goroutines.log")):
+            os.remove(stale)  # collected on failure: none may be left from an older run
         self.bridge_up()
         names = sorted(nodes)
         self.machines = [Machine(self, n, i + 1, names) for i, n in enumerate(names)]
@@ -443,16 +455,21 @@ class Driver:
         print("\n".join(lines), flush=True)
 
     def collect_journals(self):
-        """After a failure: each running VM's journal into the run directory."""
+        """After a failure: each running VM's journal into the run directory
+        (NAME.journal.log), then the daemon's goroutines (NAME.goroutines.log,
+        GOROUTINES): where a connection that timed out was waiting. Without
+        them a failure of 2026-12-02 (a TLS handshake through the VIP that
+        never finished) could not be told from a slow VM."""
         for m in self.machines:
             if m.conn is None:
                 continue
-            try:
-                _, out = m.execute("journalctl -b --no-pager -o short-monotonic | grep -v Keepalived_vrrp | tail -n 1500", timeout=120)
-            except Exception as e:  # a broken VM must not hide the real failure
-                out = f"journal unavailable: {e}"
-            with open(os.path.join(self.run_dir, f"{m.name}.journal.log"), "w") as f:
-                f.write(out)
+            for name, command in (("journal", JOURNAL_TAIL), ("goroutines", GOROUTINES)):
+                try:
+                    _, out = m.execute(command, timeout=120)
+                except Exception as e:  # a broken VM must not hide the real failure
+                    out = f"{name} unavailable: {e}"
+                with open(os.path.join(self.run_dir, f"{m.name}.{name}.log"), "w") as f:
+                    f.write(out)
 
     def cleanup(self):
         for m in self.machines:
