@@ -22,21 +22,23 @@ import (
 // passes small messages on itself (serve), parking costs one epoll_ctl
 // and no later wake for most traffic: 50 ms against 250 ms halved the
 // goroutines at the peak of a storm of 1,500 TLS watches connecting at
-// once (1,861 to 906, stacks 10 to 6 MB, peak RSS 40 to 34 MB). A
-// direction that wakes from the parker costs two epoll_ctl calls and a
-// goroutine start.
+// once (1,861 to 906, stacks 10 to 6 MB, peak RSS 40 to 34 MB). Since
+// then directions start parked (direction.begin), so the period matters
+// only to one that woke for bulk or a write that had to wait; waking costs
+// an epoll_ctl and a goroutine start, parking again another epoll_ctl.
 const parkAfter = 50 * time.Millisecond
 
 // errParked ends a direction's goroutine while the direction lives on,
 // parked: the parker resumes it on a fresh goroutine when data arrives.
 var errParked = errors.New("direction parked")
 
-// parker holds idle directions without a goroutine each: an idle
-// connection costs two sockets and a little heap, not two goroutine
-// stacks. A parked direction's source socket sits in a private epoll
-// (parkEvents); that epoll's own descriptor is waited on through Go's
-// poller, so no thread blocks on it, and one goroutine serves every
-// parked direction.
+// parker holds directions without a goroutine each: an idle connection
+// costs two sockets and a little heap, not two goroutine stacks, and the
+// parker passes small messages on itself. A parked direction's source
+// socket sits in the parker's private epoll (parkEvents); that epoll's
+// own descriptor is waited on through Go's poller, so no thread blocks on
+// it, and one goroutine serves every direction parked there. The relayer
+// has one parker per processor, a session's two directions on the same.
 //
 // Closing a socket silently takes it out of an epoll, so a socket some
 // direction reads is closed through closeConn (session.go), which first
@@ -144,34 +146,43 @@ type readied struct {
 
 // endEvents say the peer's FIN (or a reset, an error) is in: more than
 // a read may take. Edge-triggered, that end raises no new event once it
-// came with the data, so a read that passes the data on must not leave
-// the direction parked: its goroutine reads to the end.
+// came with the data, so the parker then reads on to the end
+// (relayParked's toEnd).
 const endEvents = unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
 
-// serve handles a parked direction whose source turned readable. A small
-// message on a bound session (a watch event, a lease renewal: most of a
-// control plane's traffic) is passed on right here and the direction
-// stays parked: a read and a write, as an event loop does. Waking it
-// instead cost an epoll_ctl out of the parker, a goroutine, Go's poller
-// and a timer, and an epoll_ctl back one to two parkAfter periods later,
-// for every message (in the storm bench's profile, half of the proxy's
-// CPU with 2,000 watches getting an event every 2 s). The end of the
-// stream, an error, a write that would wait or a read that fills the
-// buffer (bulk) resume the direction on a goroutine of its own.
+// serve handles a parked direction whose source turned readable. Small
+// messages (a TLS handshake, a watch event, a lease renewal: most of a
+// control plane's traffic) are passed on right here and the direction
+// stays parked: a read and a write, as an event loop does. So is the end
+// of the stream or an error, when nothing is left to write: the parker
+// finishes the direction itself (a short connection never needs a
+// goroutine). A write that would wait, a read that fills the buffer
+// (bulk), or a backend that closed before answering (a replay) resume the
+// direction on a goroutine of its own.
 func (p *parker) serve(d *direction, events uint32) {
 	d.pk.mu.Lock()
 	if !d.pk.parked {
 		d.pk.mu.Unlock()
 		return // unparked meanwhile (stopParking)
 	}
-	if events&endEvents == 0 && d.relayable() && d.relayParked(p.buf) {
+	if d.relayParked(p.buf, events&endEvents != 0) {
 		p.relayed.Add(1)
 		d.pk.mu.Unlock()
 		return
 	}
-	resume := d.unparkLocked()
+	end := d.parkedEnd()
+	if end != nil {
+		// Finished: it never parks again, and its source is closed when
+		// the session ends (the other direction may still write to it).
+		d.pk.closing = true
+	}
+	resume := d.unparkLocked(end == nil)
 	d.pk.mu.Unlock()
-	if resume {
+	switch {
+	case !resume:
+	case end != nil:
+		d.finish(end)
+	default:
 		go d.wake()
 	}
 }
@@ -193,14 +204,15 @@ func (p *parker) add(fd int32, d *direction) bool {
 	return true
 }
 
-// remove stops watching fd for d.
-func (p *parker) remove(fd int32, d *direction) {
+// remove stops serving fd for d, and takes fd out of the epoll if
+// stillOpen (unparkLocked).
+func (p *parker) remove(fd int32, d *direction, stillOpen bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.parked[fd] == d {
 		delete(p.parked, fd)
 	}
-	if !p.closed {
+	if stillOpen && !p.closed {
 		p.calls.Add(1)
 		unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
 	}
@@ -219,11 +231,14 @@ func (p *parker) count() int {
 // useSplice; otherwise only the direction's goroutine does.
 type parkState struct {
 	mu      sync.Mutex
-	parked  bool   // in the parker, no goroutine
-	parks   uint32 // times parked or relayed in place: a drain tells idle from busy (session.IdleMark)
-	closing bool   // the source socket is being closed: do not park
-	srcFD   int32  // the source descriptor while parked
-	stash   error  // end of stream or error the parker read (flushParked)
+	parker  *parker   // the session's; nil: never parks
+	parked  bool      // in the parker, no goroutine
+	parks   uint32    // times parked or relayed in place: a drain tells idle from busy (session.IdleMark)
+	closing bool      // the source socket is being closed: do not park
+	srcFD   int32     // the source descriptor while parked
+	stash   error     // end of stream or error the parker read (flushParked)
+	lastMsg time.Time // when the parker last passed a message on (busy)
+	streak  int       // messages passed on, each soon after the one before
 
 	// relayParked's read and write go through RawConn.Control with one
 	// callback bound per direction (ctl, at its first message) and their
@@ -241,7 +256,7 @@ type parkState struct {
 func (d *direction) park() bool {
 	d.pk.mu.Lock()
 	defer d.pk.mu.Unlock()
-	if d.pk.closing || d.r.parker == nil {
+	if d.pk.closing || d.pk.parker == nil {
 		return false
 	}
 	// Control holds the descriptor open: it cannot be closed (and its
@@ -249,23 +264,28 @@ func (d *direction) park() bool {
 	ok := false
 	err := d.srcRaw.Control(func(fd uintptr) {
 		d.pk.srcFD = int32(fd)
-		ok = d.r.parker.add(d.pk.srcFD, d)
+		ok = d.pk.parker.add(d.pk.srcFD, d)
 	})
 	d.pk.parked = ok && err == nil
 	if d.pk.parked {
 		d.pk.parks++
+		d.pk.streak = 0
 	}
 	return d.pk.parked
 }
 
 // unparkLocked takes the direction out of the parker (d.pk.mu held); true
-// if it was parked, and the caller must then resume it.
-func (d *direction) unparkLocked() bool {
+// if it was parked, and the caller must then resume or finish it. The
+// socket leaves the epoll only if it stays open (stillOpen): closing it
+// takes it out by itself, so a socket that is being closed (stopParking)
+// or read to its end (serve) costs no epoll_ctl, and its events until then
+// find no direction.
+func (d *direction) unparkLocked(stillOpen bool) bool {
 	if !d.pk.parked {
 		return false
 	}
 	d.pk.parked = false
-	d.r.parker.remove(d.pk.srcFD, d)
+	d.pk.parker.remove(d.pk.srcFD, d, stillOpen)
 	return true
 }
 
@@ -278,7 +298,7 @@ func (d *direction) stopParking() {
 	}
 	d.pk.mu.Lock()
 	d.pk.closing = true
-	resume := d.unparkLocked()
+	resume := d.unparkLocked(false)
 	d.pk.mu.Unlock()
 	if resume {
 		go d.wake()
@@ -292,67 +312,132 @@ func (d *direction) allowParking() {
 	d.pk.mu.Unlock()
 }
 
-// relayable says the parker may pass the direction's next message on
-// (under pk.mu): no client bytes to keep for a replay. The
-// client→backend direction learns that the backend answered at its next
-// message (relayOnce), which may come to the parker: it binds here then.
-// The backend→client direction may still wait for the backend's first
-// answer (a TLS handshake slowed by a storm): relayParked marks it.
-func (d *direction) relayable() bool {
-	if d.sessWrite != nil && d.sessWrite.answered.Load() && d.bindBackend() != nil {
-		return false
-	}
-	return d.sessWrite == nil
-}
-
 // relayParked passes on, under pk.mu and without waiting, what the
-// parked direction's source holds; true if it did all of it and the
-// direction may stay parked. Otherwise the bytes it could not write wait
-// in d.out, and an end of stream or error it read in d.pk.stash, for the
-// direction's goroutine (flushParked).
-func (d *direction) relayParked(buf []byte) bool {
+// parked direction's source holds, reading on to the end of the stream
+// when toEnd (edge-triggered, the end raises no event of its own once it
+// came with the data); true if it did all of it and the direction may
+// stay parked. Otherwise the bytes it could not write wait in d.out, and
+// an end of stream or error it read in d.pk.stash (parkedEnd,
+// flushParked).
+func (d *direction) relayParked(buf []byte, toEnd bool) bool {
 	if d.pk.ctl == nil {
 		d.pk.ctl = d.parkIO
 	}
-	d.pk.writing, d.pk.io = false, buf
-	err := d.srcRaw.Control(d.pk.ctl)
-	n, rerr := d.pk.n, d.pk.err
-	d.pk.io, d.pk.err = nil, nil
-	if err != nil {
-		return false // closed under us: the goroutine sees it
+	for {
+		d.pk.writing, d.pk.io = false, buf
+		err := d.srcRaw.Control(d.pk.ctl)
+		n, rerr := d.pk.n, d.pk.err
+		d.pk.io, d.pk.err = nil, nil
+		if err != nil {
+			return false // closed under us: the goroutine sees it
+		}
+		switch {
+		case rerr == unix.EAGAIN:
+			return true // nothing (more) after all
+		case d.sessRead != nil && (rerr != nil || n == 0):
+			// Closed before answering: the goroutine reads the end of
+			// stream again and replays elsewhere (after a reset, reads
+			// return EOF).
+			return false
+		case rerr != nil:
+			d.pk.stash = rerr
+			return false
+		case n == 0:
+			d.pk.stash = io.EOF
+			return false
+		}
+		if !d.passParked(buf[:n], len(buf)) || d.busy() {
+			return false
+		}
+		if !toEnd {
+			return true // a short read drained the socket
+		}
 	}
-	switch {
-	case rerr == unix.EAGAIN:
-		return true // nothing after all
-	case d.sessRead != nil && (rerr != nil || n == 0):
-		// Closed before answering: the goroutine reads the end of stream
-		// again and replays elsewhere (after a reset, reads return EOF).
-		return false
-	case rerr != nil:
-		d.pk.stash = rerr
-		return false
-	case n == 0:
-		d.pk.stash = io.EOF
-		return false
-	}
+}
+
+// passParked writes a message the parker read, without waiting; false if
+// some of it must wait (left in d.out for the goroutine) or the buffer
+// was full (bulk: the goroutine splices the rest). The backend's first
+// byte binds the session; until then the client's bytes are kept for a
+// replay (session.keep) and go to the backend connection they were kept
+// for, where a failure is not this direction's.
+func (d *direction) passParked(msg []byte, bufLen int) bool {
 	if d.sessRead != nil {
 		d.sessRead.markAnswered()
 		d.sessRead = nil
 	}
-	d.pk.writing, d.pk.io = true, buf[:n]
-	err = d.dstRaw.Control(d.pk.ctl)
-	out := d.pk.io
-	d.pk.io = nil
-	d.account(n - len(out))
+	dst, kept := d.dstRaw, socket(nil)
+	var err error
+	if d.sessWrite != nil {
+		if kept = d.sessWrite.keep(msg); kept != nil {
+			dst, err = kept.SyscallConn()
+		} else if err := d.bindBackend(); err != nil {
+			d.pk.stash = err
+			return false
+		} else {
+			dst = d.dstRaw
+		}
+	}
+	out := msg
+	if err == nil {
+		d.pk.writing, d.pk.io = true, msg
+		err = dst.Control(d.pk.ctl)
+		out = d.pk.io
+		d.pk.io = nil
+	}
+	if kept != nil && err != nil {
+		err, out = nil, nil // replaced by a failover, which replays these bytes
+	}
+	d.account(len(msg) - len(out))
 	d.pk.parks++ // bytes moved: a drain must not take the connection for idle
-	if n == len(buf) {
-		d.useSplice = true // bulk: the goroutine splices the rest
+	if len(msg) == bufLen {
+		d.useSplice = true
 	}
 	if len(out) > 0 {
+		d.kept = kept
 		d.buf = d.r.bufs.Get().(*[]byte)
 		d.out = (*d.buf)[:copy(*d.buf, out)]
 	}
-	return err == nil && len(out) == 0 && n < len(buf)
+	return err == nil && len(out) == 0 && len(msg) < bufLen
+}
+
+// A parked direction whose messages follow each other closely leaves the
+// parker for a goroutine of its own (busy): one busy connection is
+// served faster by its goroutine, woken straight from Go's poller, than
+// through the parker's epoll nested in it (one connection's ping-pong,
+// proxy CPU a round trip in one run: 52.9 µs all in the parker, 42.7 with
+// this, HAProxy 45.1), while many connections, each
+// with a message now and then (watches, a storm's handshakes), are served
+// cheaper by the parker, which passes on all that came at once in one
+// round. The goroutine parks again once idle (parkAfter).
+const (
+	busyGap    = time.Millisecond
+	busyStreak = 8
+)
+
+// busy notes a message passed on (pk.mu held) and reports whether the
+// direction is busy enough to leave the parker.
+func (d *direction) busy() bool {
+	now := time.Now()
+	if now.Sub(d.pk.lastMsg) < busyGap {
+		d.pk.streak++
+	} else {
+		d.pk.streak = 0
+	}
+	d.pk.lastMsg = now
+	return d.pk.streak >= busyStreak
+}
+
+// parkedEnd takes the end of stream or error relayParked read when
+// nothing is left to write (pk.mu held): the parker then finishes the
+// direction itself.
+func (d *direction) parkedEnd() error {
+	if len(d.out) > 0 {
+		return nil
+	}
+	err := d.pk.stash
+	d.pk.stash = nil
+	return err
 }
 
 // parkIO is the RawConn.Control callback of relayParked (d.pk.ctl): one
@@ -369,6 +454,12 @@ func (d *direction) parkIO(fd uintptr) {
 // left: bytes to write (waiting as long as needed), then the end of
 // stream or the error it read.
 func (d *direction) flushParked() error {
+	if len(d.out) > 0 && d.buf != nil && d.kept != nil {
+		n := len(d.out)
+		d.passOnKept()
+		d.putBuf()
+		d.account(n)
+	}
 	if len(d.out) > 0 && d.buf != nil {
 		n := len(d.out)
 		d.op = opWrite
@@ -412,8 +503,10 @@ func writeNow(fd int, out []byte) []byte {
 	return out
 }
 
-// wake resumes a direction taken out of the parker.
+// wake resumes a direction on a goroutine of its own: one taken out of
+// the parker, or one that could not park at its start.
 func (d *direction) wake() {
+	d.r.goroutines.Add(1)
 	d.armIdleCheck() // the last check's deadline has passed
 	d.resume()
 }

@@ -1,15 +1,21 @@
 package proxy
 
 import (
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/service/balance"
+	"github.com/vipproxy/vipproxy/service/config"
 )
 
 // waitFor polls cond every 10 ms for up to 10 s.
@@ -40,7 +46,7 @@ func roundTrip(t *testing.T, c net.Conn, msg string) {
 func startParking(t *testing.T, addrs ...string) (*Proxy, *balance.Pool, string) {
 	t.Helper()
 	p, pool, addr := startProxy(t, addrs...)
-	if p.relay.parker == nil {
+	if len(p.relay.parkers) == 0 {
 		t.Skip("no epoll for parking")
 	}
 	return p, pool, addr
@@ -56,8 +62,8 @@ func openParked(t *testing.T, p *Proxy, addr string, n int) []net.Conn {
 		conns[i] = dial(t, addr)
 		roundTrip(t, conns[i], "hello")
 	}
-	if !waitFor(func() bool { return p.relay.parker.count() == 2*n }) {
-		t.Fatalf("%d of %d idle directions parked after 10 s", p.relay.parker.count(), 2*n)
+	if !waitFor(func() bool { return p.relay.parked() == 2*n }) {
+		t.Fatalf("%d of %d idle directions parked after 10 s", p.relay.parked(), 2*n)
 	}
 	return conns
 }
@@ -93,8 +99,8 @@ func TestIdleConnectionsHoldNoGoroutines(t *testing.T) {
 	if !waitFor(func() bool { return p.Open() == 0 }) {
 		t.Fatalf("%d connections still open after every client closed", p.Open())
 	}
-	if !waitFor(func() bool { return p.relay.parker.count() == 0 }) {
-		t.Fatalf("%d directions still parked after every connection ended", p.relay.parker.count())
+	if !waitFor(func() bool { return p.relay.parked() == 0 }) {
+		t.Fatalf("%d directions still parked after every connection ended", p.relay.parked())
 	}
 }
 
@@ -119,8 +125,8 @@ func TestParkedUnansweredIsEvacuated(t *testing.T) {
 	p, pool, addr := startParking(t, silent, echoBackend(t))
 	c := dial(t, addr) // round-robin: the silent one first
 	c.Write([]byte("ping"))
-	if !waitFor(func() bool { return p.relay.parker.count() == 2 }) {
-		t.Fatalf("%d of 2 directions parked", p.relay.parker.count())
+	if !waitFor(func() bool { return p.relay.parked() == 2 }) {
+		t.Fatalf("%d of 2 directions parked", p.relay.parked())
 	}
 	b := pool.Lookup(silent)
 	pool.Observe(b, balance.CheckFailed)
@@ -167,8 +173,8 @@ func TestParkWakeUnderClose(t *testing.T) {
 			t.Fatal("a client did not see its connection closed")
 		}
 	}
-	if !waitFor(func() bool { return p.Open() == 0 && p.relay.parker.count() == 0 }) {
-		t.Fatalf("after CloseAll: %d open, %d parked; want 0, 0", p.Open(), p.relay.parker.count())
+	if !waitFor(func() bool { return p.Open() == 0 && p.relay.parked() == 0 }) {
+		t.Fatalf("after CloseAll: %d open, %d parked; want 0, 0", p.Open(), p.relay.parked())
 	}
 }
 
@@ -186,14 +192,14 @@ func TestParkedDirectionsRelayInPlace(t *testing.T) {
 		}
 		// Without relaying in place each message took its directions out
 		// of the parker for one to two parkAfter periods.
-		if got := p.relay.parker.count(); got != 2*n {
+		if got := p.relay.parked(); got != 2*n {
 			t.Fatalf("round %d: %d of %d directions parked right after their messages, want all", round, got, 2*n)
 		}
 	}
 	// The parker counts a message after writing it: the echo may reach
 	// the client first.
-	if !waitFor(func() bool { return p.relay.parker.relayed.Load() >= 3*2*n }) {
-		got := p.relay.parker.relayed.Load()
+	if !waitFor(func() bool { return p.relay.relayedInPlace() >= 3*2*n }) {
+		got := p.relay.relayedInPlace()
 		t.Errorf("parker relayed %d messages in place, want at least %d", got, 3*2*n)
 	}
 	big := strings.Repeat("0123456789abcdef", 3*copyBufSize/16)
@@ -224,12 +230,12 @@ func TestParkedFirstAnswerRelayedInPlace(t *testing.T) {
 	p, _, addr := startParking(t, slow)
 	c := dial(t, addr)
 	roundTrip(t, c, "hello") // answered after both directions parked
-	if got := p.relay.parker.count(); got != 2 {
+	if got := p.relay.parked(); got != 2 {
 		t.Fatalf("%d of 2 directions parked right after the first answer, want both", got)
 	}
 	roundTrip(t, c, "again")
-	waitFor(func() bool { return p.relay.parker.relayed.Load() >= 3 }) // counted after the write
-	if got, relayed := p.relay.parker.count(), p.relay.parker.relayed.Load(); got != 2 || relayed < 3 {
+	waitFor(func() bool { return p.relay.relayedInPlace() >= 3 }) // counted after the write
+	if got, relayed := p.relay.parked(), p.relay.relayedInPlace(); got != 2 || relayed < 3 {
 		t.Errorf("after a second round trip: %d parked, %d relayed in place; want 2 and at least 3", got, relayed)
 	}
 }
@@ -264,21 +270,22 @@ func TestParkedUnansweredBackendCloseIsReplayed(t *testing.T) {
 func TestParkerRelaysWithOneEpollCallPerMessage(t *testing.T) {
 	p, _, addr := startParking(t, echoBackend(t))
 	conns := openParked(t, p, addr, 2)
-	pk := p.relay.parker
+	pk := p.relay
 	const rounds = 20
-	callsBefore, relayedBefore := pk.calls.Load(), pk.relayed.Load()
+	callsBefore, relayedBefore := pk.parkerCalls(), pk.relayedInPlace()
 	for i := 0; i < rounds; i++ {
 		roundTrip(t, conns[i%2], "event")
+		time.Sleep(2 * busyGap) // events now and then: a busy direction leaves the parker
 	}
 	// Two messages per round trip, counted after their writes.
-	if !waitFor(func() bool { return pk.relayed.Load()-relayedBefore >= 2*rounds }) {
-		t.Fatalf("parker relayed %d of %d messages in place", pk.relayed.Load()-relayedBefore, 2*rounds)
+	if !waitFor(func() bool { return pk.relayedInPlace()-relayedBefore >= 2*rounds }) {
+		t.Fatalf("parker relayed %d of %d messages in place", pk.relayedInPlace()-relayedBefore, 2*rounds)
 	}
-	relayed, calls := pk.relayed.Load()-relayedBefore, pk.calls.Load()-callsBefore
+	relayed, calls := pk.relayedInPlace()-relayedBefore, pk.parkerCalls()-callsBefore
 	if calls > relayed {
 		t.Errorf("parker made %d epoll calls for %d messages relayed in place, want at most one each", calls, relayed)
 	}
-	if got := pk.count(); got != 4 {
+	if got := pk.parked(); got != 4 {
 		t.Errorf("%d of 4 directions parked after the messages, want all", got)
 	}
 }
@@ -326,7 +333,7 @@ func TestParkerRelaysWithoutAllocating(t *testing.T) {
 	}
 	p, _, addr := startParking(t, echoBackend(t))
 	c := openParked(t, p, addr, 1)[0]
-	pk := p.relay.parker
+	pk := p.relay
 	msg, buf := []byte("event"), make([]byte, 5)
 	exchange := func(rounds int) {
 		c.SetDeadline(time.Now().Add(10 * time.Second))
@@ -337,20 +344,170 @@ func TestParkerRelaysWithoutAllocating(t *testing.T) {
 			if _, err := io.ReadFull(c, buf); err != nil {
 				t.Fatal(err)
 			}
+			time.Sleep(2 * busyGap) // not busy: the parker keeps it
 		}
 	}
 	exchange(10) // every direction has bound its callback
 	const rounds = 200
-	relayed := pk.relayed.Load()
+	relayed := pk.relayedInPlace()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	exchange(rounds)
 	runtime.ReadMemStats(&after)
-	if got := pk.relayed.Load() - relayed; got < rounds {
+	if got := pk.relayedInPlace() - relayed; got < rounds {
 		t.Fatalf("parker relayed %d messages in place for %d round trips, want about two each", got, rounds)
 	}
 	// The client, the echo backend and the runtime allocate a little too.
 	if perRound := float64(after.Mallocs-before.Mallocs) / rounds; perRound >= 2 {
 		t.Errorf("%.1f allocations per round trip through parked directions, want under 2", perRound)
 	}
+}
+
+// TestShortConnectionsNeedNoGoroutine: a connection's directions start in
+// the parker, which passes the first bytes on (kept for a replay until
+// the backend answers), the answer, and both ends of the stream, so a
+// request-sized connection runs without a goroutine of its own (before:
+// two each, and with the idle check an hour away, none ever parked).
+func TestShortConnectionsNeedNoGoroutine(t *testing.T) {
+	pool, err := balance.NewPool(config.RoundRobin, []config.Backend{{Name: "echo", Address: echoBackend(t)}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New(pool, Options{DialTimeout: time.Second, DialAttempts: 1, AcceptBackoffMax: 100 * time.Millisecond},
+		testCounters(), slog.New(slog.DiscardHandler))
+	p.relay.idleCheck = time.Hour
+	if len(p.relay.parkers) == 0 {
+		t.Skip("no epoll for parking")
+	}
+	addr := serveOnLoopback(t, p)
+	const n = 20
+	for range n {
+		c := dial(t, addr)
+		roundTrip(t, c, "hello")
+		c.Close()
+	}
+	if !waitFor(func() bool { return p.Open() == 0 }) {
+		t.Fatalf("%d of %d connections still open 10 s after their clients closed", p.Open(), n)
+	}
+	relayed, goroutines := p.relay.relayedInPlace(), p.relay.goroutines.Load()
+	t.Logf("%d connections: %d messages relayed in place, %d direction goroutines", n, relayed, goroutines)
+	if relayed < 2*n || goroutines != 0 {
+		t.Errorf("%d connections: %d messages relayed in place, %d direction goroutines; want at least %d and none", n, relayed, goroutines, 2*n)
+	}
+	if got := p.relay.parked(); got != 0 {
+		t.Errorf("%d directions still parked after every connection ended", got)
+	}
+}
+
+// TestBusyDirectionLeavesTheParker: a connection whose messages follow
+// each other closely (one client's ping-pong) leaves the parker for
+// goroutines, which serve it with one epoll wait a message instead of
+// two nested ones, and parks again once idle.
+func TestBusyDirectionLeavesTheParker(t *testing.T) {
+	p, _, addr := startParking(t, echoBackend(t))
+	c := dial(t, addr)
+	for range 4 * busyStreak {
+		roundTrip(t, c, "ping")
+	}
+	if got := p.relay.goroutines.Load(); got == 0 {
+		t.Errorf("after %d quick round trips no direction left the parker for a goroutine", 4*busyStreak)
+	}
+	if !waitFor(func() bool { return p.relay.parked() == 2 }) {
+		t.Fatalf("%d of 2 directions parked again after the connection went idle", p.relay.parked())
+	}
+	roundTrip(t, c, "again")
+}
+
+// TestParkerServesOthersWhileAReplayDials: while a session whose backend
+// closed before answering dials another one for its replay, and that dial
+// waits (a backend whose listen queue is full drops the SYN), the parker
+// keeps the session's next client bytes for the replay, passes on the
+// client's end after them, and goes on serving every other connection.
+// Before, the dial ran under the session's lock and the parker waited on
+// it in keep: every connection of that parker stalled for up to the dial
+// timeout.
+func TestParkerServesOthersWhileAReplayDials(t *testing.T) {
+	quitter := testutil.ServeAddr(t, func(c net.Conn) {
+		defer c.Close()
+		c.Read(make([]byte, 64)) // the first bytes, then gone without an answer
+	})
+	full, release := fullListener(t)
+	var bs []config.Backend
+	for i, a := range []string{echoBackend(t), quitter, full} {
+		bs = append(bs, config.Backend{Name: fmt.Sprint("b", i), Address: a})
+	}
+	pool, err := balance.NewPool(config.RoundRobin, bs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New(pool, Options{DialTimeout: 20 * time.Second, DialAttempts: 3, AcceptBackoffMax: 100 * time.Millisecond},
+		testCounters(), slog.New(slog.DiscardHandler))
+	if len(p.relay.parkers) == 0 {
+		t.Skip("no epoll for parking")
+	}
+	for _, pk := range p.relay.parkers[1:] {
+		pk.close() // one parker: both connections on it
+	}
+	p.relay.parkers = p.relay.parkers[:1]
+	addr := serveOnLoopback(t, p)
+
+	other := dial(t, addr) // to the echo backend
+	roundTrip(t, other, "hello")
+	c := dial(t, addr) // to the quitter: its replay dials the full listener
+	if _, err := c.Write([]byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(func() bool { return p.counters.Retries.Value() >= 1 }) {
+		t.Fatal("no replay began after the backend closed without answering")
+	}
+	if _, err := c.Write([]byte("second")); err != nil {
+		t.Fatal(err)
+	}
+	c.(*net.TCPConn).CloseWrite()
+	time.Sleep(50 * time.Millisecond) // the parker takes "second" before the next round trip
+	roundTrip(t, other, "ping")       // fails at its deadline if the parker waits for the dial
+	release()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	if got, err := io.ReadAll(c); err != nil || string(got) != "firstsecond" {
+		t.Fatalf("replayed connection echoed %q, %v; want %q and the end of the stream", got, err, "firstsecond")
+	}
+}
+
+// fullListener is a loopback listener whose accept queue is full, so a
+// connect to it waits (its SYN dropped, then sent again) until release
+// starts accepting, as an echo backend.
+func fullListener(t *testing.T) (addr string, release func()) {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		unix.Close(fd)
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 0); err != nil {
+		unix.Close(fd)
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "full-listener")
+	ln, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	addr = ln.Addr().String()
+	// Fill the queue: a connect that times out found it full.
+	for i := 0; ; i++ {
+		c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond)
+		if err != nil {
+			break
+		}
+		t.Cleanup(func() { c.Close() })
+		if i == 8 {
+			t.Fatal("the accept queue of a listener with backlog 0 never filled")
+		}
+	}
+	return addr, func() { testutil.Serve(t, ln, echo) }
 }

@@ -16,11 +16,12 @@
 // reading direction's parking (closeSockets for both; Evacuate for the
 // backend's alone, so that its reader replays elsewhere), except for a
 // backend socket that failover replaces, which the direction reading it
-// closes itself. Each direction (relay.go) is run by one goroutine at a
-// time, or by none while parked: the parker (park.go) then owns its copy
-// state, under the direction's pk.mu, and passes small messages on
-// itself. The last direction to end closes both sockets and ends the
-// session (finish). Lock order: a direction's pk.mu before its session's
+// closes itself. Each direction (relay.go) starts parked: the parker
+// (park.go) then owns its copy state, under the direction's pk.mu, and
+// passes small messages and the end of the stream on itself. A direction
+// whose bytes must wait, or that carries bulk, or must replay, runs on one
+// goroutine at a time until it parks again. The last direction to end
+// closes both sockets and ends the session (finish). Lock order: a direction's pk.mu before its session's
 // mu, never the reverse.
 package proxy
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -26,16 +27,25 @@ const (
 
 // relayer moves bytes between sockets. It owns the pools shared by all
 // connections: buffers for small messages and pipes for bulk transfers.
-// A connection borrows from them only while data is flowing, and a
-// direction that stays idle gives up its goroutine to the parker: an idle
+// A connection borrows from them only while data is flowing. Its
+// directions start in the parker and take a goroutine only while bytes
+// must wait or bulk flows, giving it up when idle again: an idle
 // connection holds two sockets and a little heap, nothing else.
 type relayer struct {
-	bufs   sync.Pool
-	pipes  *pipePool
-	parker *parker // nil if the epoll could not be made: directions never park
+	bufs  sync.Pool
+	pipes *pipePool
+	// parkers, one per processor the runtime runs on, so that the small
+	// messages they pass on spread over the cores as goroutines would;
+	// none if no epoll could be made: directions never park.
+	parkers    []*parker
+	nextParker atomic.Uint32 // round robin over parkers, a session each
 	// idleCheck is the period of a direction's idle check: parkAfter
 	// (tests lengthen it).
 	idleCheck time.Duration
+	keep      keepLater // backend sockets waiting for their keepalive
+	// goroutines counts the directions resumed on a goroutine of their
+	// own, the cost the parker exists to avoid (tests).
+	goroutines atomic.Uint64
 	// emptyReads counts the relay's reads that found nothing (EAGAIN),
 	// the system calls its callbacks exist to avoid (tests).
 	emptyReads atomic.Uint64
@@ -44,20 +54,54 @@ type relayer struct {
 func newRelayer(log *slog.Logger) *relayer {
 	r := &relayer{pipes: newPipePool(256), idleCheck: parkAfter}
 	r.bufs.New = func() any { b := make([]byte, copyBufSize); return &b }
-	p, err := newParker()
-	if err != nil {
-		log.Warn("idle connections keep a goroutine per direction", "err", err)
-	} else {
-		r.parker = p
+	for range runtime.GOMAXPROCS(0) {
+		p, err := newParker()
+		if err != nil {
+			if len(r.parkers) == 0 {
+				log.Warn("idle connections keep a goroutine per direction", "err", err)
+			}
+			break
+		}
+		r.parkers = append(r.parkers, p)
 	}
 	return r
 }
 
 func (r *relayer) close() {
 	r.pipes.drain()
-	if r.parker != nil {
-		r.parker.close()
+	for _, p := range r.parkers {
+		p.close()
 	}
+}
+
+// pickParker is the parker of a new session's directions; nil if none.
+func (r *relayer) pickParker() *parker {
+	if len(r.parkers) == 0 {
+		return nil
+	}
+	return r.parkers[int(r.nextParker.Add(1))%len(r.parkers)]
+}
+
+// parked, relayedInPlace and parkerCalls sum the parkers' counts (tests).
+func (r *relayer) parked() (n int) {
+	for _, p := range r.parkers {
+		n += p.count()
+	}
+	return n
+}
+
+func (r *relayer) relayedInPlace() (n uint64) {
+	for _, p := range r.parkers {
+		n += p.relayed.Load()
+	}
+	return n
+}
+
+func (r *relayer) parkerCalls() (n uint64) {
+	for _, p := range r.parkers {
+		n += p.calls.Load()
+	}
+	return n
 }
 
 // start relays client→backend and backend→client, each direction on its
@@ -76,12 +120,24 @@ func (r *relayer) start(s *session, connRaw syscall.RawConn) {
 	down.init(r, s, s.client, clientRaw, conn, connRaw, b.Stats.BytesToClient)
 	up.sessWrite, up.toBackend = s, true
 	down.sessRead = s
+	up.pk.parker = r.pickParker()
+	down.pk.parker = up.pk.parker
 	s.mu.Lock()
 	s.dirs = [2]*direction{up, down}
 	s.mu.Unlock()
 	s.live.Store(2)
-	go up.resume()
-	go down.resume()
+	r.keepAliveLater(s)
+	up.begin()
+	down.begin()
+}
+
+// begin starts a direction parked, so that the parker passes its first
+// messages and its end on without a goroutine (a short connection then
+// needs none at all), or on a goroutine of its own if it cannot park.
+func (d *direction) begin() {
+	if !d.park() {
+		go d.wake()
+	}
 }
 
 // resume runs the direction until it ends or parks.
@@ -168,7 +224,6 @@ func (d *direction) init(r *relayer, s *session, dst socket, dstRaw syscall.RawC
 	d.dst, d.dstRaw = dst, dstRaw
 	d.src, d.srcRaw = src, srcRaw
 	d.ioFn = d.io
-	d.armIdleCheck()
 }
 
 // io is the callback given to RawConn.Read and RawConn.Write.
@@ -288,15 +343,17 @@ func (d *direction) relayStep() error {
 		return io.EOF
 	}
 	if d.kept != nil {
-		return d.passOnKept()
+		d.passOnKept()
+		d.account(d.got)
+		return nil
 	}
 	return d.passOn(len(*buf))
 }
 
-// passOnKept writes the rest of client bytes kept for a replay that
-// relayOnce could not write at once, waiting as long as needed, to the
-// backend connection they were kept for.
-func (d *direction) passOnKept() error {
+// passOnKept writes the rest of client bytes kept for a replay (d.out)
+// that could not go at once, waiting as long as needed, to the backend
+// connection they were kept for (d.kept).
+func (d *direction) passOnKept() {
 	raw, err := d.kept.SyscallConn()
 	d.kept = nil
 	if err == nil && len(d.out) > 0 {
@@ -304,8 +361,6 @@ func (d *direction) passOnKept() error {
 		raw.Write(d.ioFn)
 	}
 	d.out, d.ioErr = nil, nil // the backend's reader judges a failure
-	d.account(d.got)
-	return nil
 }
 
 // relayOnce is the RawConn.Read callback of relayStep. The backend's
@@ -394,6 +449,7 @@ func (d *direction) replayElsewhere() error {
 	d.ioErr = nil
 	_, b := d.sessRead.current()
 	d.count = b.Stats.BytesToClient
+	d.r.keepAliveLater(d.sess) // the new backend socket has no keepalive yet
 	return d.setSrc(conn)
 }
 

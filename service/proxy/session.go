@@ -172,20 +172,32 @@ func (s *session) clientFinished() socket {
 
 // failover is called when the backend closed or reset before answering.
 // It dials another backend, replays the client's bytes and returns the
-// new connection, or nil when the failure must reach the client.
+// new connection, or nil when the failure must reach the client. Only the
+// backend→client direction calls it (its goroutine), so s.tried is its
+// alone. The dial runs without s.mu: it may wait up to the dial timeout,
+// and a parker keeping the client's next bytes (keep) must not wait with
+// it, nor every connection that parker serves. Bytes kept meanwhile go to
+// the dead connection and are replayed here with the rest.
 func (s *session) failover() socket {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.answered.Load() || s.clientDone || len(s.tried) >= s.opts.DialAttempts {
+		s.mu.Unlock()
 		return nil
 	}
 	dead := s.backend
+	s.tried = append(s.tried, dead)
+	s.mu.Unlock()
 	if s.p.pool.DialFailed(dead) {
 		s.p.log.Warn("backend closed a connection before answering; replaying it on another backend", "backend", dead.Name)
 	}
-	s.tried = append(s.tried, dead)
 	b, conn, _ := s.p.dial(s.opts, s.tried)
 	if conn == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.answered.Load() {
+		conn.Close() // more kept meanwhile than a replay takes (keep)
 		return nil
 	}
 	if s.p.debug() {
@@ -197,6 +209,11 @@ func (s *session) failover() socket {
 			conn.Close()
 			return nil
 		}
+	}
+	if s.clientDone {
+		// The client half-closed during the dial, onto the dead
+		// connection: pass its end on after the replay.
+		conn.CloseWrite()
 	}
 	old := s.conn
 	s.bind(b, conn)

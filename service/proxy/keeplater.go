@@ -1,0 +1,56 @@
+package proxy
+
+import (
+	"sync"
+	"time"
+)
+
+// keepLater gives a connection's backend socket its keepalive and user
+// timeout (session.keepBackendAlive) once the connection has outlived an
+// idle check's period, without a timer of its own: a short connection (a
+// request, a probe through the VIP) ends before and never pays the four
+// system calls, and a direction that stays parked from its start has no
+// idle check to do it. Sessions wait in two generations: one queued
+// during a period is served at the end of the next, so between one and
+// two periods after it began, as a direction's own idle check would.
+type keepLater struct {
+	mu      sync.Mutex
+	waiting []*session // queued since the last tick
+	due     []*session // queued before it: served at the next
+	armed   bool       // a tick is scheduled
+}
+
+// keepAliveLater queues s for its backend socket's options (no-op when
+// none are wanted).
+func (r *relayer) keepAliveLater(s *session) {
+	if len(s.opts.keepOpts) == 0 {
+		return
+	}
+	k := &r.keep
+	k.mu.Lock()
+	k.waiting = append(k.waiting, s)
+	if !k.armed {
+		k.armed = true
+		time.AfterFunc(r.idleCheck, r.keepAliveTick)
+	}
+	k.mu.Unlock()
+}
+
+// keepAliveTick serves the sessions due and ages the waiting ones; it
+// schedules itself again while any wait.
+func (r *relayer) keepAliveTick() {
+	k := &r.keep
+	k.mu.Lock()
+	due := k.due
+	k.due, k.waiting = k.waiting, nil
+	k.armed = len(k.due) > 0
+	if k.armed {
+		time.AfterFunc(r.idleCheck, r.keepAliveTick)
+	}
+	k.mu.Unlock()
+	for _, s := range due {
+		if s.live.Load() > 0 {
+			s.keepBackendAlive()
+		}
+	}
+}
