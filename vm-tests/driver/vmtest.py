@@ -46,6 +46,8 @@ GOROUTINES = (
     "since=$(date +%s); systemctl kill -s QUIT vipproxy.service; sleep 3; "
     "journalctl -u vipproxy.service --since @$since --no-pager -o cat"
 )
+# Each as NODE.NAME.log in the run directory, in this order.
+COLLECTED = (("journal", JOURNAL_TAIL), ("goroutines", GOROUTINES))
 
 
 class TestFailure(Exception):
@@ -361,8 +363,9 @@ class Driver:
         self.results = []  # lines the script printed starting with "RESULT"
         self.boots = {}
         self.command_log = open(os.path.join(run_dir, "commands.log"), "w")
-        for stale in glob.glob(os.path.join(run_dir, "*.journal.log")) + glob.glob(os.path.join(run_dir, "*.goroutines.log")):
-            os.remove(stale)  # collected on failure: none may be left from an older run
+        for name, _ in COLLECTED:
+            for stale in glob.glob(os.path.join(run_dir, f"*.{name}.log")):
+                os.remove(stale)  # collected on failure: none may be left from an older run
         self.bridge_up()
         names = sorted(nodes)
         self.machines = [Machine(self, n, i + 1, names) for i, n in enumerate(names)]
@@ -463,7 +466,7 @@ class Driver:
         for m in self.machines:
             if m.conn is None:
                 continue
-            for name, command in (("journal", JOURNAL_TAIL), ("goroutines", GOROUTINES)):
+            for name, command in COLLECTED:
                 try:
                     _, out = m.execute(command, timeout=120)
                 except Exception as e:  # a broken VM must not hide the real failure
