@@ -523,6 +523,31 @@ def start_stand_in(name, port, number):
     CPS[name].wait_for_open_port(number, addr=IP[name], timeout=30)
 
 
+def settled_master(names, faults_before, timeout=90):
+    """The node VRRP settles on once every named node is ready again: the one
+    of highest priority (keepalived preempts). These restarts stop the socket
+    (new ports), and where one outlasts the probe's five failures (8-10 s; a
+    starved riscv64 TCG VM, CI 2026-12-02) the node goes to FAULT: the VIP
+    moves and, once the node is back, moves back. Read once, eth1 may then
+    show the VIP on neither node; so wait, and say how often it moved."""
+    want = max(names, key=lambda n: PRIORITY[n])
+    deadline = time.monotonic() + timeout
+    seen = []
+    while True:
+        holders = [n for n in names if CPS[n].execute(f"ip -4 addr show dev eth1 | grep -qw {VIP4}")[0] == 0]
+        seen.append(holders)
+        # Both nodes are ready (readyz above), so no new FAULT comes; twice
+        # in a row, 2 s apart, so the overlap of a preemption (the old
+        # holder not yet gone) is not taken for the end of it.
+        if seen[-2:] == [[want], [want]]:
+            break
+        assert time.monotonic() < deadline, f"the VIP did not settle on {want}'s eth1 within {timeout} s; held by, every 2 s: {seen}"
+        CPS[want].sleep(2)
+    faults = {n: vrrp_faults(CPS[n]) - faults_before[n] for n in names}
+    print(f"RESULT k0s restarts: the VIP settled on {want}; VRRP faults during the restarts: {faults}")
+    return want
+
+
 def port_states(node, port):
     """Backend name -> state in one port's pool of the node's vipproxy."""
     st = json.loads(node.succeed("curl -sf --max-time 20 http://127.0.0.1:6449/status"))
@@ -538,6 +563,7 @@ with subtest("11. k0s ports: 6443, 8132 and 9443 on the VIP, a socket unit each;
                 start_stand_in(name, port, number)
     # cp2 and cp3 run vipproxy and keepalived (cp1 came back in step 10 as
     # an apiserver only); the backup first, so the VIP stays served.
+    faults_before = {n: vrrp_faults(CPS[n]) for n in ["cp2", "cp3"]}
     for name in ["cp3", "cp2"]:
         m = CPS[name]
         write_file(m, CONF, k0s_config(name))
@@ -556,9 +582,7 @@ with subtest("11. k0s ports: 6443, 8132 and 9443 on the VIP, a socket unit each;
             f"{name}: the ports' sockets were not all passed:\n{log[-3000:]}"
         )
         m.succeed(f"vipproxy doctor --only vip-port --config {CONF}")
-    holder = [n for n in ["cp2", "cp3"] if CPS[n].execute(f"ip -4 addr show dev eth1 | grep -qw {VIP4}")[0] == 0]
-    assert len(holder) == 1, f"the VIP is on eth1 of {holder}"
-    master_node = CPS[holder[0]]
+    master_node = CPS[settled_master(["cp2", "cp3"], faults_before)]
     for port, number in K0S_PORTS.items():
         names = client.succeed(f"{CURL} --no-sessionid -H 'Connection: close' -w '\\n' --max-time 15 " + " ".join([f"https://{VIP4}:{number}/name"] * 6))
         seen = {l.strip() for l in names.splitlines() if l.strip()}
