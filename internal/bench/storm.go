@@ -243,7 +243,9 @@ func (r *runner) unleash(ctx context.Context, scenario string, p *stormProxy, wc
 			return watchResult{}, 0, 0, err
 		}
 		before, _ = sampleTree(p.pid())
-		wc.send("mark")
+		if err := wc.mark(); err != nil {
+			return watchResult{}, 0, 0, err
+		}
 	}
 	peak := watchPeak(p)
 	if err := r.disrupt(ctx, scenario, p); err != nil {
@@ -376,6 +378,16 @@ func (wc *watchClient) next(limit time.Duration) (string, error) {
 // established waits for every watch of the client to work.
 func (wc *watchClient) established() error {
 	_, err := wc.next(3 * time.Minute)
+	return err
+}
+
+// mark starts the storm's clock in the client, and returns once it runs.
+func (wc *watchClient) mark() error {
+	wc.send("mark")
+	line, err := wc.next(time.Minute)
+	if err == nil && line != markedLine {
+		err = fmt.Errorf("watch client: want %s after mark, got %q", markedLine, line)
+	}
 	return err
 }
 

@@ -89,11 +89,16 @@ type stormClient struct {
 	first    string
 }
 
+// markedLine is the client's answer to "mark".
+const markedLine = `{"marked":true}`
+
 // runWatchClient runs the storm client: it starts the watches, prints
 // {"established":N} once all work (AtOnce: the result), then obeys stdin lines
-// "mark" (the storm starts now) and "wait all" or "wait backend 1" (which
-// watches the storm cuts: print the result once each of those has ended
-// and every watch works again); EOF on stdin ends it.
+// "mark" (the storm starts now: it prints {"marked":true} once the mark is
+// set, and the storm must not start before, or watches it cuts first are
+// not counted) and "wait all" or "wait backend 1" (which watches the storm
+// cuts: print the result once each of those has ended and every watch works
+// again); EOF on stdin ends it.
 func runWatchClient(ctx context.Context, spec watchSpec, tlsCfg *tls.Config, stdin io.Reader, stdout io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -132,6 +137,7 @@ func runWatchClient(ctx context.Context, spec watchSpec, tlsCfg *tls.Config, std
 		switch sc.Text() {
 		case "mark":
 			s.setMark()
+			io.WriteString(stdout, markedLine+"\n")
 		case "wait all", "wait backend 1":
 			s.expectCut(sc.Text())
 			if err := s.waitAndReport(ctx, enc); err != nil {
