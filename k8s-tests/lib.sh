@@ -285,24 +285,45 @@ conns() {
 }
 
 # request_loop CMD...: run CMD (one request) every 0.1 s in the background
-# until loop_stop, which sets loop_ok and loop_failed.
+# until loop_stop, which sets loop_ok, loop_failed and loop_cut. Each
+# request's start, end (µs: exact in awk's doubles) and exit status go to
+# $swork/loop.log.
 request_loop() {
-	rm -f "$swork/loop.stop" "$swork/loop.result"
+	rm -f "$swork/loop.stop" "$swork/loop.log" "$swork/loop.kill"
 	(
-		ok=0 failed=0
+		# (a subshell: start and rc stay in it)
 		while [ ! -e "$swork/loop.stop" ] && [ ! -e "$work/stop" ]; do
-			if "$@"; then ok=$((ok + 1)); else failed=$((failed + 1)); fi
+			start=$(date +%s%6N)
+			if "$@"; then rc=0; else rc=$?; fi
+			echo "$start $(date +%s%6N) $rc" >>"$swork/loop.log"
 			sleep 0.1
 		done
-		echo "$ok $failed" >"$swork/loop.result"
 	) &
 	loop_pid=$!
 	pids+=($loop_pid)
 }
+# loop_kill I: SIGKILL apiserver I under the request loop, noting when.
+# A request that apiserver I was answering at that instant is cut with it:
+# its answer had begun, so no proxy can replay it (the loop is sequential,
+# so that is one request at most). Every other request must succeed.
+loop_kill() {
+	local from
+	from=$(date +%s%6N)
+	apiserver_kill "$1"
+	echo "$from $(date +%s%6N)" >"$swork/loop.kill"
+}
 # loop_start: GET /version through the VIP as the admin, in a request_loop.
 loop_start() { request_loop kc -o /dev/null --max-time 10 "https://$vip:6443/version"; }
+# loop_stop: end the loop; loop_cut counts the failed requests in flight
+# at loop_kill's kill, loop_failed the others.
 loop_stop() {
 	touch "$swork/loop.stop"
 	wait "$loop_pid"
-	read -r loop_ok loop_failed <"$swork/loop.result"
+	local kill_from=0 kill_to=0
+	[ -e "$swork/loop.kill" ] && read -r kill_from kill_to <"$swork/loop.kill"
+	read -r loop_ok loop_failed loop_cut < <(awk -v from="$kill_from" -v to="$kill_to" '
+		$3 == 0 { ok++; next }
+		from > 0 && $1 < to && $2 > from { cut++; next }
+		{ failed++ }
+		END { print ok + 0, failed + 0, cut + 0 }' "$swork/loop.log")
 }
