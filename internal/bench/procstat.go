@@ -19,6 +19,9 @@ type procSample struct {
 	Sys   time.Duration // the system part of CPU: in the kernel for the process
 	RSSKB int64         // VmRSS summed over the tree
 	FDs   int           // open descriptors summed over the tree
+	// Switches counts the context switches of every thread of the tree,
+	// voluntary or not: a thread woken for little work costs two.
+	Switches int64
 }
 
 // sampleTree reads the root process and all its descendants (nginx runs a
@@ -42,8 +45,13 @@ func sampleTree(root int) (procSample, error) {
 		if err != nil {
 			return procSample{}, fmt.Errorf("count descriptors of %d: %w", pid, err)
 		}
+		switches, err := procSwitches(pid)
+		if err != nil {
+			return procSample{}, err
+		}
 		s.CPU += cpu
 		s.Sys += sys
+		s.Switches += switches
 		s.RSSKB += rss
 		s.FDs += len(fds)
 	}
@@ -124,4 +132,47 @@ func procRSSKB(pid int) (int64, error) {
 		}
 	}
 	return 0, nil // kernel threads and zombies have no VmRSS
+}
+
+// procSwitches sums the context switches of a process's threads
+// (/proc/<pid>/status gives only the main thread's).
+func procSwitches(pid int) (int64, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, fmt.Errorf("list the threads of %d: %w", pid, err)
+	}
+	var n int64
+	for _, task := range tasks {
+		v, err := procSwitchesOf(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name()))
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue // the thread ended meanwhile
+			}
+			return 0, err
+		}
+		n += v
+	}
+	return n, nil
+}
+
+// procSwitchesOf reads one status file's context switches, voluntary or
+// not.
+func procSwitchesOf(status string) (int64, error) {
+	b, err := os.ReadFile(status)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, line := range strings.Split(string(b), "\n") {
+		for _, key := range []string{"voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:"} {
+			if rest, ok := strings.CutPrefix(line, key); ok {
+				v, err := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("parse %s in %s: %q", key, status, rest)
+				}
+				n += v
+			}
+		}
+	}
+	return n, nil
 }

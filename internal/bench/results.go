@@ -130,7 +130,11 @@ func figureSpecs(opt options) []figureSpec {
 			figureSpec{key: fmt.Sprintf("cpuconn-%d", w), label: fmt.Sprintf("proxy CPU µs per connection, %d worker(s)", w), goal: gc},
 			// The kernel's share: the TCP work of accept, connect, send and
 			// close, which any user-space proxy pays, bounds the ratio above.
-			figureSpec{key: fmt.Sprintf("sysconn-%d", w), label: fmt.Sprintf("of which system (kernel) µs per connection, %d worker(s)", w)})
+			figureSpec{key: fmt.Sprintf("sysconn-%d", w), label: fmt.Sprintf("of which system (kernel) µs per connection, %d worker(s)", w)},
+			// Each one costs both the thread that leaves and the one that
+			// comes: Go's sysmon, woken by a system call made through the
+			// scheduler, took two a connection (docs/performance.md).
+			figureSpec{key: fmt.Sprintf("ctxconn-%d", w), label: fmt.Sprintf("proxy context switches per connection, %d worker(s)", w)})
 	}
 	fs = append(fs, figureSpec{key: "syscalls", label: "system calls per connection (strace -c -f, 1 worker)"})
 	for _, c := range []int{1, 64} {

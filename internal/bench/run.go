@@ -285,6 +285,8 @@ func (r *runner) interleaveN(ctx context.Context, cs []*contender, reps int, mea
 type cpuUse struct {
 	Total time.Duration // user + system
 	Sys   time.Duration // system: in the kernel, mostly the TCP work of its socket calls
+	// Switches is the threads' context switches.
+	Switches int64
 }
 
 // measured runs one load against c and returns its result and the proxy's
@@ -308,7 +310,7 @@ func (r *runner) measured(ctx context.Context, c *contender, spec loadSpec) (loa
 		if err != nil {
 			return res, cpuUse{}, err
 		}
-		use = cpuUse{Total: after.CPU - before.CPU, Sys: after.Sys - before.Sys}
+		use = cpuUse{Total: after.CPU - before.CPU, Sys: after.Sys - before.Sys, Switches: after.Switches - before.Switches}
 	}
 	return res, use, nil
 }
@@ -370,6 +372,7 @@ func (r *runner) connRate(ctx context.Context, c *contender, workers int) error 
 	if c.cmd != nil && res.Ops > 0 {
 		r.res.add("cpuconn-"+k, c.name, float64(cpu.Total.Microseconds())/float64(res.Ops))
 		r.res.add("sysconn-"+k, c.name, float64(cpu.Sys.Microseconds())/float64(res.Ops))
+		r.res.add("ctxconn-"+k, c.name, float64(cpu.Switches)/float64(res.Ops))
 	}
 	fmt.Fprintf(r.log, "bench:   connrate %-2d %-9s %8.0f conn/s p50 %.0fµs p99 %.0fµs errors %d\n",
 		workers, c.name, rate, res.P50us, res.P99us, res.Errors)
