@@ -132,8 +132,9 @@ func figureSpecs(opt options) []figureSpec {
 			// close, which any user-space proxy pays, bounds the ratio above.
 			figureSpec{key: fmt.Sprintf("sysconn-%d", w), label: fmt.Sprintf("of which system (kernel) µs per connection, %d worker(s)", w)},
 			// Each one costs both the thread that leaves and the one that
-			// comes: Go's sysmon, woken by a system call made through the
-			// scheduler, took two a connection (docs/performance.md).
+			// comes. Go's sysmon thread, woken by every system call made
+			// through the scheduler, was half of them (docs/performance.md,
+			// session 13).
 			figureSpec{key: fmt.Sprintf("ctxconn-%d", w), label: fmt.Sprintf("proxy context switches per connection, %d worker(s)", w)})
 	}
 	fs = append(fs, figureSpec{key: "syscalls", label: "system calls per connection (strace -c -f, 1 worker)"})

@@ -1,11 +1,11 @@
 package proxy
 
 import (
-	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
-	"sync/atomic"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -26,38 +26,294 @@ type socket interface {
 }
 
 // fileConn is a TCP socket the proxy accepted (rawListener) or dialed
-// (dialAddr) with system calls of its own and handed to Go's poller as a
-// file. Go's net package spent a third of a connection's user time on
-// what the proxy does not need (a context and a timer per dial, address
-// parsing and lookup, its own bookkeeping) and asked the kernel for
-// addresses that only debug lines use (getsockname on accept and dial,
-// getpeername on dial), and its accept set TCP_NODELAY that the socket
-// already had from the listener (acceptFixer).
+// (dialAddr) with system calls of its own. Go's net package spent a third
+// of a connection's user time on what the proxy does not need (a context
+// and a timer per dial, address parsing and lookup, its own bookkeeping)
+// and asked the kernel for addresses that only debug lines use
+// (getsockname on accept and dial, getpeername on dial), and its accept
+// set TCP_NODELAY that the socket already had from the listener
+// (acceptFixer).
+//
+// The descriptor is its own, outside Go's poller: most connections never
+// have a goroutine wait on their sockets (the parker passes their
+// messages and their end on), and a socket in the poller cost two
+// epoll_ctl calls and a close through the scheduler's system call state,
+// which woke the runtime's sysmon thread from its sleep for a millisecond
+// of 20 µs polls: without both, 10 % less CPU a connection and half the
+// context switches (docs/performance.md, session 13). Only when a
+// goroutine must wait on the socket (bulk, a write that waits, a connect
+// in progress) does a duplicate go to Go's poller (promote), until the
+// direction that reads it parks again (demote). References
+// (fdRefs) keep the number from being closed, and reused, while a call
+// uses it; the last one to let go closes it.
 type fileConn struct {
-	f    *os.File
-	raw  syscall.RawConn
+	fd   int
+	refs fdRefs
 	peer netip.AddrPort
+
+	mu      sync.Mutex
+	closing bool            // Close was called: no more promotion
+	waiter  *os.File        // the duplicate in Go's poller while promoted
+	waitRaw syscall.RawConn // waiter's
+	waiting int             // goroutines in a wait on waiter: demote waits for none
+	rd, wd  time.Time       // deadlines, for the waiter when it comes
 }
 
 func newFileConn(fd int, peer netip.AddrPort) *fileConn {
-	c := &fileConn{f: os.NewFile(uintptr(fd), ""), peer: peer}
-	c.raw, _ = c.f.SyscallConn()
+	c := &fileConn{fd: fd, peer: peer}
+	c.refs.init()
 	return c
 }
 
-func (c *fileConn) Read(p []byte) (int, error)            { return c.f.Read(p) }
-func (c *fileConn) Write(p []byte) (int, error)           { return c.f.Write(p) }
-func (c *fileConn) Close() error                          { return c.f.Close() }
-func (c *fileConn) SetDeadline(t time.Time) error         { return c.f.SetDeadline(t) }
-func (c *fileConn) SetReadDeadline(t time.Time) error     { return c.f.SetReadDeadline(t) }
-func (c *fileConn) SetWriteDeadline(t time.Time) error    { return c.f.SetWriteDeadline(t) }
-func (c *fileConn) SyscallConn() (syscall.RawConn, error) { return c.raw, nil }
-func (c *fileConn) RemoteAddr() net.Addr                  { return net.TCPAddrFromAddrPort(c.peer) }
+// errConnClosed is what a closed fileConn returns, as a closed os.File does.
+var errConnClosed = os.ErrClosed
+
+func (c *fileConn) Read(p []byte) (n int, err error) {
+	err = c.rawConn().Read(func(fd uintptr) bool {
+		n, err = readNow(int(fd), p)
+		return err != unix.EAGAIN
+	})
+	if err == nil && n == 0 && len(p) > 0 {
+		err = io.EOF
+	}
+	return max(n, 0), err
+}
+
+// Write writes all of p, waiting as long as needed.
+func (c *fileConn) Write(p []byte) (int, error) {
+	out, werr := p, error(nil)
+	err := c.rawConn().Write(func(fd uintptr) bool {
+		for len(out) > 0 {
+			n, err := rawWrite(int(fd), out)
+			switch err {
+			case nil:
+				out = out[n:]
+			case unix.EINTR:
+			case unix.EAGAIN:
+				return false
+			default:
+				werr = err
+				return true
+			}
+		}
+		return true
+	})
+	if err == nil && werr != nil {
+		err = os.NewSyscallError("write", werr)
+	}
+	return len(p) - len(out), err
+}
+
+func (c *fileConn) RemoteAddr() net.Addr { return net.TCPAddrFromAddrPort(c.peer) }
+
+func (c *fileConn) SyscallConn() (syscall.RawConn, error) { return (*fileRaw)(c), nil }
+
+// rawConn is SyscallConn without the error it never returns.
+func (c *fileConn) rawConn() *fileRaw { return (*fileRaw)(c) }
+
+// Close closes the socket once no call uses it any more; a goroutine
+// waiting on it returns at once.
+func (c *fileConn) Close() error {
+	if !c.refs.markClosed() {
+		return errConnClosed
+	}
+	c.mu.Lock()
+	c.closing = true
+	w := c.waiter
+	c.mu.Unlock()
+	if w != nil {
+		w.Close()
+	}
+	c.release()
+	return nil
+}
+
+// release drops one reference; the last one closes the descriptor, with
+// a raw system call (a TCP close without SO_LINGER does not block).
+func (c *fileConn) release() {
+	if c.refs.decref() {
+		unix.RawSyscall(unix.SYS_CLOSE, uintptr(c.fd), 0, 0)
+	}
+}
+
+func (c *fileConn) SetDeadline(t time.Time) error {
+	c.SetReadDeadline(t)
+	return c.SetWriteDeadline(t)
+}
+
+func (c *fileConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rd = t
+	if c.waiter != nil {
+		return c.waiter.SetReadDeadline(t)
+	}
+	return nil
+}
+
+func (c *fileConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.wd = t
+	if c.waiter != nil {
+		return c.waiter.SetWriteDeadline(t)
+	}
+	return nil
+}
+
+// promote hands a duplicate of the socket to Go's poller, the first time
+// a goroutine must wait on it (again after demote), and returns the
+// duplicate's RawConn, counted as waited on until leaveWaiter. A
+// duplicate that cannot be had (EMFILE) is our shortage, not the peer's
+// (balance.LocalFault tells it).
+func (c *fileConn) promote() (syscall.RawConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return nil, errConnClosed
+	}
+	if c.waiter != nil {
+		c.waiting++
+		return c.waitRaw, nil
+	}
+	dup, err := unix.FcntlInt(uintptr(c.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, os.NewSyscallError("dup", err)
+	}
+	// Non-blocking like c.fd (the flag belongs to the socket), so
+	// os.NewFile hands it to the poller.
+	w := os.NewFile(uintptr(dup), "")
+	raw, err := w.SyscallConn()
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	w.SetReadDeadline(c.rd)
+	w.SetWriteDeadline(c.wd)
+	c.waiter, c.waitRaw = w, raw
+	c.waiting++
+	return raw, nil
+}
+
+// joinWaiter returns the duplicate's RawConn, counted as waited on until
+// leaveWaiter; nil if the socket is not promoted.
+func (c *fileConn) joinWaiter() syscall.RawConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.waitRaw != nil {
+		c.waiting++
+	}
+	return c.waitRaw
+}
+
+func (c *fileConn) leaveWaiter() {
+	c.mu.Lock()
+	c.waiting--
+	c.mu.Unlock()
+}
+
+// demote closes the duplicate if no goroutine waits on it: the direction
+// that reads the socket parked again, and the connection goes back to
+// its two descriptors. A connection that once carried bulk (a LIST) and
+// then idles (its watch) would otherwise hold four, and the descriptors
+// kept apart for them (DerivedMaxConnections) would run out.
+func (c *fileConn) demote() {
+	c.mu.Lock()
+	w := c.waiter
+	if w == nil || c.waiting > 0 {
+		c.mu.Unlock()
+		return
+	}
+	c.waiter, c.waitRaw = nil, nil
+	c.mu.Unlock()
+	w.Close()
+}
+
+// demote demotes c if it is a fileConn (a backend dialed by name is
+// net's).
+func demote(c socket) {
+	if fc, ok := c.(*fileConn); ok {
+		fc.demote()
+	}
+}
+
+// promoted reports whether a duplicate is in Go's poller (tests).
+func (c *fileConn) promoted() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.waiter != nil
+}
+
+// fileRaw is a fileConn's syscall.RawConn: its callbacks get the
+// descriptor while a reference holds it open. Read and Write call theirs
+// at once, and wait in Go's poller (promote) only if it asks to.
+type fileRaw fileConn
+
+func (r *fileRaw) Control(fn func(fd uintptr)) error {
+	c := (*fileConn)(r)
+	if !c.refs.incref() {
+		return errConnClosed
+	}
+	fn(uintptr(c.fd))
+	c.release()
+	return nil
+}
+
+func (r *fileRaw) Read(fn func(fd uintptr) bool) error {
+	return (*fileConn)(r).await(fn, true)
+}
+
+func (r *fileRaw) Write(fn func(fd uintptr) bool) error {
+	return (*fileConn)(r).await(fn, false)
+}
+
+// await calls fn until it reports done, waiting for readability (read)
+// or writability in between. A socket already promoted waits in the
+// poller from the start, as os.File would, deadline included.
+func (c *fileConn) await(fn func(fd uintptr) bool, read bool) error {
+	if !c.refs.incref() {
+		return errConnClosed
+	}
+	defer c.release()
+	w := c.joinWaiter()
+	if w == nil {
+		if fn(uintptr(c.fd)) {
+			return nil
+		}
+		var err error
+		if w, err = c.promote(); err != nil {
+			return err
+		}
+		// The poller calls fn before it waits, and fn just said it must
+		// wait: skip that call (an empty read or write). Nothing is
+		// missed: the poller's epoll reports a socket ready when the
+		// duplicate is added.
+		fn = skipFirst(fn)
+	}
+	defer c.leaveWaiter()
+	if read {
+		return w.Read(fn)
+	}
+	return w.Write(fn)
+}
+
+// skipFirst is fn, except that its first call does nothing and asks to
+// wait.
+func skipFirst(fn func(fd uintptr) bool) func(fd uintptr) bool {
+	called := false
+	return func(fd uintptr) bool {
+		if !called {
+			called = true
+			return false
+		}
+		return fn(fd)
+	}
+}
 
 // CloseWrite sends the FIN while the other direction goes on.
 func (c *fileConn) CloseWrite() error {
 	var errno syscall.Errno
-	if err := c.raw.Control(func(fd uintptr) {
+	if err := c.rawConn().Control(func(fd uintptr) {
 		_, _, errno = unix.RawSyscall(unix.SYS_SHUTDOWN, fd, unix.SHUT_WR, 0)
 	}); err != nil {
 		return err
@@ -71,228 +327,9 @@ func (c *fileConn) CloseWrite() error {
 // LocalAddr is the socket's own address; it costs a system call.
 func (c *fileConn) LocalAddr() net.Addr {
 	var sa rawSockaddrAny
-	c.raw.Control(func(fd uintptr) {
+	c.rawConn().Control(func(fd uintptr) {
 		sa.len = unix.SizeofSockaddrInet6
 		unix.RawSyscall(unix.SYS_GETSOCKNAME, fd, uintptr(unsafe.Pointer(&sa.RawSockaddrInet6)), uintptr(unsafe.Pointer(&sa.len)))
 	})
 	return net.TCPAddrFromAddrPort(sa.addrPort())
-}
-
-// rawListener accepts with accept4 of its own (fileConn says why). Go
-// does not let a listener's RawConn wait for reading, so it waits on a
-// duplicate of the listening socket's descriptor, held as a file.
-type rawListener struct {
-	net.Listener
-	file   *os.File
-	raw    syscall.RawConn
-	closed atomic.Bool
-}
-
-// acceptRaw wraps a TCP listener; any other, or one whose descriptor
-// cannot be duplicated, is used as it is.
-func acceptRaw(ln net.Listener) net.Listener {
-	tl, ok := ln.(*net.TCPListener)
-	if !ok {
-		return ln
-	}
-	raw, err := tl.SyscallConn()
-	if err != nil {
-		return ln
-	}
-	dup := -1
-	raw.Control(func(fd uintptr) { dup, _ = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) })
-	if dup < 0 {
-		return ln
-	}
-	// Non-blocking like the listener (the flag belongs to the socket), so
-	// the file is pollable.
-	l := &rawListener{Listener: ln, file: os.NewFile(uintptr(dup), "")}
-	l.raw, _ = l.file.SyscallConn()
-	return l
-}
-
-// Accept returns the next connection; its errors wrap the errno, as
-// net's do (listen.Backoff tells the passing ones), and a closed
-// listener's is net.ErrClosed.
-func (l *rawListener) Accept() (net.Conn, error) {
-	var a acceptOne
-	if err := l.raw.Read(a.try); err != nil {
-		if l.closed.Load() {
-			err = net.ErrClosed
-		}
-		return nil, &net.OpError{Op: "accept", Net: "tcp", Addr: l.Addr(), Err: err}
-	}
-	if a.err != nil {
-		return nil, &net.OpError{Op: "accept", Net: "tcp", Addr: l.Addr(), Err: os.NewSyscallError("accept4", a.err)}
-	}
-	return newFileConn(a.fd, a.sa.addrPort()), nil
-}
-
-// Close closes both descriptors; a waiting Accept returns.
-func (l *rawListener) Close() error {
-	l.closed.Store(true)
-	l.file.Close()
-	return l.Listener.Close()
-}
-
-// acceptOne is rawListener.Accept's RawConn.Read callback and its result.
-type acceptOne struct {
-	sa  rawSockaddrAny
-	fd  int
-	err error
-}
-
-func (a *acceptOne) try(lfd uintptr) bool {
-	for {
-		a.sa.len = unix.SizeofSockaddrInet6
-		r, _, e := unix.RawSyscall6(unix.SYS_ACCEPT4, lfd, uintptr(unsafe.Pointer(&a.sa.RawSockaddrInet6)), uintptr(unsafe.Pointer(&a.sa.len)),
-			unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
-		switch e {
-		case 0:
-			a.fd, a.err = int(r), nil
-			return true
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return false
-		}
-		a.err = e
-		return true
-	}
-}
-
-// dialAddr connects a new non-blocking socket to addr, with opts (TCP
-// options, set before the connect so that the SYN carries them), waiting
-// at most timeout (0: no limit but the kernel's). Its system calls do
-// not block, so they skip the scheduler's entersyscall/exitsyscall.
-func dialAddr(addr netip.AddrPort, opts []sockOpt, timeout time.Duration) (*fileConn, error) {
-	sa, family := rawSockaddr(addr)
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, dialError(addr, "socket", err)
-	}
-	for _, o := range opts {
-		if err := rawSetsockoptInt(fd, o); err != nil {
-			unix.Close(fd)
-			return nil, &setupError{dialError(addr, "setsockopt", err)}
-		}
-	}
-	err = rawConnect(fd, &sa)
-	if err != nil && err != unix.EINPROGRESS && err != unix.EINTR {
-		unix.Close(fd)
-		return nil, dialError(addr, "connect", err)
-	}
-	// Registered with Go's poller only now, as net does: epoll reports
-	// what already happened to the socket when it is added.
-	c := newFileConn(fd, addr)
-	if err == nil {
-		return c, nil
-	}
-	if err := c.awaitConnect(&sa, timeout); err != nil {
-		c.Close()
-		return nil, dialError(addr, "connect", err)
-	}
-	return c, nil
-}
-
-// awaitConnect waits until the connect in progress ends. A second
-// connect tells how it ended in one system call (Linux: EALREADY while in
-// progress, 0 once connected, else the error), and is tried first, since
-// the connection may have been made before Go's poller could see it.
-func (c *fileConn) awaitConnect(sa *rawSockaddrAny, timeout time.Duration) error {
-	if timeout > 0 {
-		c.f.SetWriteDeadline(time.Now().Add(timeout))
-		defer c.f.SetWriteDeadline(time.Time{})
-	}
-	w := connectWait{sa: sa}
-	if err := c.raw.Write(w.check); err != nil {
-		return err
-	}
-	return w.err
-}
-
-// connectWait is awaitConnect's RawConn.Write callback and its result.
-type connectWait struct {
-	sa  *rawSockaddrAny
-	err error
-}
-
-func (w *connectWait) check(fd uintptr) bool {
-	switch err := rawConnect(int(fd), w.sa); err {
-	case unix.EALREADY, unix.EINPROGRESS, unix.EINTR:
-		return false
-	case nil, unix.EISCONN:
-		return true
-	default:
-		w.err = err
-		return true
-	}
-}
-
-func dialError(addr netip.AddrPort, call string, err error) error {
-	return fmt.Errorf("dial %s: %w", addr, os.NewSyscallError(call, err))
-}
-
-// rawSockaddrAny holds an IPv4 or IPv6 socket address as the kernel
-// reads and writes it.
-type rawSockaddrAny struct {
-	unix.RawSockaddrInet6 // the larger of the two; an IPv4 one overlays its start
-	len                   uint32
-}
-
-// addrPort converts the address the kernel wrote (IPv4-mapped to IPv4).
-func (sa *rawSockaddrAny) addrPort() netip.AddrPort {
-	if sa.Family == unix.AF_INET {
-		sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(&sa.RawSockaddrInet6))
-		return netip.AddrPortFrom(netip.AddrFrom4(sa4.Addr), getPort(&sa4.Port))
-	}
-	return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), getPort(&sa.Port))
-}
-
-// rawSockaddr builds the kernel's form of addr (an IPv4-mapped IPv6
-// address is dialed as IPv4, as net does).
-func rawSockaddr(addr netip.AddrPort) (rawSockaddrAny, int) {
-	var sa rawSockaddrAny
-	ip, port := addr.Addr().Unmap(), addr.Port()
-	if ip.Is4() {
-		sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(&sa.RawSockaddrInet6))
-		sa4.Family = unix.AF_INET
-		sa4.Addr = ip.As4()
-		putPort(&sa4.Port, port)
-		sa.len = unix.SizeofSockaddrInet4
-		return sa, unix.AF_INET
-	}
-	sa.Family = unix.AF_INET6
-	sa.Addr = ip.As16()
-	putPort(&sa.Port, port)
-	sa.len = unix.SizeofSockaddrInet6
-	return sa, unix.AF_INET6
-}
-
-// putPort and getPort store and read a port in network byte order.
-func putPort(dst *uint16, port uint16) {
-	b := (*[2]byte)(unsafe.Pointer(dst))
-	b[0], b[1] = byte(port>>8), byte(port)
-}
-
-func getPort(src *uint16) uint16 {
-	b := (*[2]byte)(unsafe.Pointer(src))
-	return uint16(b[0])<<8 | uint16(b[1])
-}
-
-func rawConnect(fd int, sa *rawSockaddrAny) error {
-	_, _, e := unix.RawSyscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&sa.RawSockaddrInet6)), uintptr(sa.len))
-	if e != 0 {
-		return e
-	}
-	return nil
-}
-
-func rawSetsockoptInt(fd int, o sockOpt) error {
-	v := int32(o.value)
-	_, _, e := unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), uintptr(o.level), uintptr(o.name), uintptr(unsafe.Pointer(&v)), 4, 0)
-	if e != 0 {
-		return e
-	}
-	return nil
 }

@@ -17,7 +17,10 @@ const (
 // the limit, accept fails with EMFILE and so do the health checks and the
 // admin endpoint; under the cap a client flood is refused instead, and
 // the descriptors kept apart stay free: an eighth of the table for splice
-// pipes (a direction that gets none copies instead), two per backend for
+// pipes (a direction that gets none copies instead) and for the duplicate
+// a socket gets when a goroutine must wait on it (fileConn.promote: a
+// connection that carries bulk or whose peer reads slowly; one that
+// gets none ends, logged as our shortage), two per backend for
 // the health checks, adminConns for the admin endpoint, and a few for
 // reloads and the process itself. It is at least 1.
 func DerivedMaxConnections(nofile uint64, backends, adminConns int) int {

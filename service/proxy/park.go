@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -42,8 +43,8 @@ var errParked = errors.New("direction parked")
 //
 // Closing a socket silently takes it out of an epoll, so a socket some
 // direction reads is closed through closeConn (session.go), which first
-// stops that direction's parking: it goes back to Go's poller, which does
-// see the close.
+// stops that direction's parking: it resumes on a goroutine, whose next
+// use of the socket sees the close (fileConn).
 type parker struct {
 	epfd int
 	file *os.File // owns epfd
@@ -110,7 +111,7 @@ func (p *parker) loop(raw syscall.RawConn) {
 	ready := make([]readied, 0, len(events))
 	raw.Read(func(fd uintptr) bool {
 		for {
-			n, err := unix.EpollWait(int(fd), events, 0)
+			n, err := epollWaitNow(int(fd), events)
 			p.calls.Add(1)
 			if err == unix.EINTR {
 				continue
@@ -197,7 +198,7 @@ func (p *parker) add(fd int32, d *direction) bool {
 	p.parked[fd] = d
 	ev := unix.EpollEvent{Events: parkEvents, Fd: fd}
 	p.calls.Add(1)
-	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev); err != nil {
+	if err := epollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		delete(p.parked, fd)
 		return false
 	}
@@ -214,7 +215,7 @@ func (p *parker) remove(fd int32, d *direction, stillOpen bool) {
 	}
 	if stillOpen && !p.closed {
 		p.calls.Add(1)
-		unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
+		epollCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil)
 	}
 }
 
@@ -516,4 +517,25 @@ func (d *direction) wake() {
 func (d *direction) armIdleCheck() {
 	d.mark = d.n
 	d.src.SetReadDeadline(time.Now().Add(d.r.idleCheck))
+}
+
+// epollWaitNow and epollCtl are the parker's epoll calls. Neither waits
+// (a zero timeout), so they are raw system calls: through unix.EpollWait
+// and unix.EpollCtl each entered the scheduler's system call state,
+// which wakes the runtime's sleeping sysmon thread (fileConn says what
+// that cost).
+func epollWaitNow(epfd int, events []unix.EpollEvent) (int, error) {
+	r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(unsafe.SliceData(events))), uintptr(len(events)), 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
+func epollCtl(epfd, op int, fd int32, ev *unix.EpollEvent) error {
+	_, _, e := unix.RawSyscall6(unix.SYS_EPOLL_CTL, uintptr(epfd), uintptr(op), uintptr(fd), uintptr(unsafe.Pointer(ev)), 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
 }

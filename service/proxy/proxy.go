@@ -5,8 +5,9 @@
 // does (the listener, the backend picker, the dialer with retry, the copy
 // loop) without tcpproxy's goroutine and 4 KB peek buffer per connection,
 // which only its SNI and HTTP routes use. Sockets are accepted and dialed
-// with system calls of its own and waited on through Go's poller as files
-// (fileConn, fileconn.go); only a backend given by name goes through net.
+// with system calls of its own and kept out of Go's poller until a
+// goroutine must wait on one (fileConn, fileconn.go); only a backend given
+// by name goes through net.
 //
 // Who owns what. The accept loop owns a client connection until it hands
 // it to a setup worker (HandleConn); the worker owns it and the backend
@@ -377,7 +378,7 @@ func (p *Proxy) dialBackend(opts *Options, b *balance.Backend) (socket, syscall.
 		if err != nil {
 			return nil, nil, err
 		}
-		return c, c.raw, nil
+		return c, c.rawConn(), nil
 	}
 	c, err := opts.dialer.Dial("tcp", b.Address)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/metrics"
 )
 
@@ -32,6 +33,7 @@ const (
 // must wait or bulk flows, giving it up when idle again: an idle
 // connection holds two sockets and a little heap, nothing else.
 type relayer struct {
+	log   *slog.Logger
 	bufs  sync.Pool
 	pipes *pipePool
 	// parkers, one per processor the runtime runs on, so that the small
@@ -52,7 +54,7 @@ type relayer struct {
 }
 
 func newRelayer(log *slog.Logger) *relayer {
-	r := &relayer{pipes: newPipePool(256), idleCheck: parkAfter}
+	r := &relayer{log: log, pipes: newPipePool(256), idleCheck: parkAfter}
 	r.bufs.New = func() any { b := make([]byte, copyBufSize); return &b }
 	for range runtime.GOMAXPROCS(0) {
 		p, err := newParker()
@@ -154,6 +156,9 @@ func (d *direction) resume() {
 // an error it closes both sockets so the other direction ends too.
 func (d *direction) finish(err error) {
 	s := d.sess
+	if err != nil && err != io.EOF && balance.LocalFault(err) {
+		d.r.log.Warn("a connection ended for a shortage of ours, not its backend's: no descriptor (or memory) left to wait on its socket; raise LimitNOFILE or lower limits.max_connections", "err", err)
+	}
 	if d.toBackend {
 		// The backend connection may have changed by a replay.
 		d.dst = s.clientFinished()
@@ -278,7 +283,10 @@ func (d *direction) run() error {
 			return err
 		}
 		d.sess.keepBackendAlive()
+		src, dst := d.src, d.dst // the parker owns d once parked
 		if d.n == d.mark && d.park() {
+			demote(src)
+			demote(dst)
 			return errParked
 		}
 		d.armIdleCheck()
@@ -321,9 +329,11 @@ func (d *direction) relayStep() error {
 	d.op = opRelay
 	d.got, d.out = 0, nil
 	if err := d.srcRaw.Read(d.ioFn); err != nil {
-		if d.sessRead != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		if d.sessRead != nil && !errors.Is(err, os.ErrDeadlineExceeded) && !balance.LocalFault(err) {
 			// The backend socket was closed under us: evacuated from a
-			// backend marked down before it answered.
+			// backend marked down before it answered. (Out of
+			// descriptors to wait with, fileConn.promote, is ours: the
+			// connection ends, no backend is blamed.)
 			d.ioErr = err
 			return d.replayElsewhere()
 		}
