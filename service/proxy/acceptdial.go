@@ -125,6 +125,9 @@ func dialAddr(addr netip.AddrPort, opts []sockOpt, timeout time.Duration) (*file
 		c.Close()
 		return nil, dialError(addr, "connect", err)
 	}
+	// A connect that had to wait promoted the socket; its reader starts
+	// parked, so it would keep the duplicate for the connection's life.
+	c.demote()
 	return c, nil
 }
 

@@ -309,3 +309,42 @@ func readPeer(peer, n int) ([]byte, error) {
 	}
 	return got, nil
 }
+
+// TestDialThatWaitedLeavesThePoller: a connect still in progress after
+// its first check waits in Go's poller, and the socket leaves it once
+// connected: its reader starts parked and would never demote it, so
+// every connection on a real network would hold a third descriptor.
+func TestDialThatWaitedLeavesThePoller(t *testing.T) {
+	addr, release := fullListener(t)
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		c   *fileConn
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		c, err := dialAddr(ap, nil, 10*time.Second)
+		got <- result{c, err}
+	}()
+	time.Sleep(100 * time.Millisecond) // the SYN is dropped: the accept queue is full
+	release()                          // the SYN sent again (1 s) is accepted
+	var r result
+	select {
+	case r = <-got:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the dial did not end")
+	}
+	if r.err != nil {
+		t.Fatalf("dial: %v", r.err)
+	}
+	defer r.c.Close()
+	if r.c.promoted() {
+		t.Error("a socket whose connect had to wait stays in Go's poller after it connected")
+	}
+	if _, err := r.c.Write([]byte("x")); err != nil {
+		t.Errorf("write after the dial: %v", err)
+	}
+}
