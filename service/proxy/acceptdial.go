@@ -98,9 +98,10 @@ func (a *acceptOne) try(lfd uintptr) bool {
 
 // dialAddr connects a new non-blocking socket to addr, with opts (TCP
 // options, set before the connect so that the SYN carries them), waiting
-// at most timeout (0: no limit but the kernel's). Its system calls do
-// not block, so they skip the scheduler's entersyscall/exitsyscall.
-func dialAddr(addr netip.AddrPort, opts []sockOpt, timeout time.Duration) (*fileConn, error) {
+// at most timeout (0: no limit but the kernel's), in pk's epoll (nil:
+// in Go's poller). Its system calls do not block, so they skip the
+// scheduler's entersyscall/exitsyscall.
+func dialAddr(addr netip.AddrPort, opts []sockOpt, timeout time.Duration, pk *parker) (*fileConn, error) {
 	sa, family := rawSockaddr(addr)
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -121,27 +122,39 @@ func dialAddr(addr netip.AddrPort, opts []sockOpt, timeout time.Duration) (*file
 	if err == nil {
 		return c, nil
 	}
-	if err := c.awaitConnect(&sa, timeout); err != nil {
+	if err := c.awaitConnect(&sa, timeout, pk); err != nil {
 		c.Close()
 		return nil, dialError(addr, "connect", err)
 	}
-	// A connect that had to wait promoted the socket; its reader starts
-	// parked, so it would keep the duplicate for the connection's life.
+	// A connect that waited in Go's poller promoted the socket; its reader
+	// starts parked, so it would keep the duplicate for the connection's
+	// life.
 	c.demote()
 	return c, nil
 }
 
-// awaitConnect waits until the connect in progress ends. A second
-// connect tells how it ended in one system call (Linux: EALREADY while in
-// progress, 0 once connected, else the error), and is tried first, since
-// the connection may have been made meanwhile (on loopback it always is):
-// only a connect still in progress promotes the socket to Go's poller.
-func (c *fileConn) awaitConnect(sa *rawSockaddrAny, timeout time.Duration) error {
+// awaitConnect waits until the connect in progress ends, in pk's epoll or
+// else in Go's poller (promote). A second connect tells how it ended in
+// one system call (Linux: EALREADY while in progress, 0 once connected,
+// else the error), and is tried first, since the connection may have been
+// made meanwhile (on loopback it always is).
+func (c *fileConn) awaitConnect(sa *rawSockaddrAny, timeout time.Duration, pk *parker) error {
+	var deadline time.Time
 	if timeout > 0 {
-		c.SetWriteDeadline(time.Now().Add(timeout))
-		defer c.SetWriteDeadline(time.Time{})
+		deadline = time.Now().Add(timeout)
 	}
 	w := connectWait{sa: sa}
+	// The dialing goroutine owns c alone: nothing can close fd meanwhile.
+	if w.check(uintptr(c.fd)) {
+		return w.err
+	}
+	if pk != nil {
+		if watched, err := pk.waitConnect(int32(c.fd), &w, deadline); watched {
+			return err
+		}
+	}
+	c.SetWriteDeadline(deadline)
+	defer c.SetWriteDeadline(time.Time{})
 	if err := c.rawConn().Write(w.check); err != nil {
 		return err
 	}

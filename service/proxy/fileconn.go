@@ -41,9 +41,10 @@ type socket interface {
 // which woke the runtime's sysmon thread from its sleep for a millisecond
 // of 20 µs polls. Without both: a fifth less CPU a connection, a quarter
 // of the context switches (docs/performance.md, session 13). Only when a
-// goroutine must wait on the socket (bulk, a write that waits, a connect
-// in progress) does a duplicate go to Go's poller (promote), until the
-// direction that reads it parks again (demote). References (fdRefs) keep
+// goroutine must wait on the socket (bulk, a write that waits; a connect
+// in progress waits in a parker's epoll, parker.waitConnect) does a
+// duplicate go to Go's poller (promote), until the direction that reads
+// it parks again (demote). References (fdRefs) keep
 // the number from being closed, and reused, while a call uses it; the
 // last one to let go closes it. Close must be called: no finalizer closes
 // a forgotten fileConn.

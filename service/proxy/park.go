@@ -51,7 +51,10 @@ type parker struct {
 
 	mu     sync.Mutex
 	parked map[int32]*direction // by source socket descriptor
-	closed bool                 // epfd is closed: its number may be reused
+	// connecting are the dials whose connect is in progress, by socket
+	// descriptor, each told once on its channel when it ended (waitConnect).
+	connecting map[int32]chan struct{}
+	closed     bool // epfd is closed: its number may be reused
 
 	buf []byte // the loop's own, for messages relayed in place (serve)
 	// relayed counts the messages passed on in place, without waking
@@ -87,7 +90,7 @@ func newParker() (*parker, error) {
 		f.Close()
 		return nil, fmt.Errorf("idle epoll: %w", err)
 	}
-	p := &parker{epfd: epfd, file: f, parked: make(map[int32]*direction), buf: make([]byte, copyBufSize)}
+	p := &parker{epfd: epfd, file: f, parked: make(map[int32]*direction), connecting: make(map[int32]chan struct{}), buf: make([]byte, copyBufSize)}
 	go p.loop(raw)
 	return p, nil
 }
@@ -95,6 +98,10 @@ func newParker() (*parker, error) {
 func (p *parker) close() {
 	p.mu.Lock()
 	p.closed = true
+	for fd, done := range p.connecting {
+		delete(p.connecting, fd)
+		done <- struct{}{} // the dial goes on waiting in Go's poller
+	}
 	p.mu.Unlock()
 	p.file.Close()
 }
@@ -123,6 +130,9 @@ func (p *parker) loop(raw syscall.RawConn) {
 			for _, ev := range events[:n] {
 				if d := p.parked[ev.Fd]; d != nil {
 					ready = append(ready, readied{d, ev.Events})
+				} else if done := p.connecting[ev.Fd]; done != nil {
+					delete(p.connecting, ev.Fd)
+					done <- struct{}{} // buffered, and sent once
 				}
 			}
 			p.mu.Unlock()
@@ -214,6 +224,71 @@ func (p *parker) remove(fd int32, d *direction, stillOpen bool) {
 		delete(p.parked, fd)
 	}
 	if stillOpen && !p.closed {
+		p.calls.Add(1)
+		epollCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+	}
+}
+
+// waitConnect waits until the connect in progress on fd ends, or the
+// deadline (zero: none) passes, and returns how it ended (w.check); false
+// if the parker cannot watch fd (the caller then waits in Go's poller). A
+// dial on a real network waits here rather than promoting its socket
+// (fileConn): the duplicate, its poller entry and a close through the
+// scheduler that wakes sysmon, for every connection.
+func (p *parker) waitConnect(fd int32, w *connectWait, deadline time.Time) (bool, error) {
+	for {
+		done := p.watchConnect(fd)
+		if done == nil {
+			return false, nil
+		}
+		var timer *time.Timer
+		var expired <-chan time.Time
+		if !deadline.IsZero() {
+			timer = time.NewTimer(time.Until(deadline))
+			expired = timer.C
+		}
+		select {
+		case <-done:
+		case <-expired:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		p.unwatchConnect(fd)
+		if w.check(uintptr(fd)) {
+			return true, w.err
+		}
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			return true, os.ErrDeadlineExceeded
+		}
+	}
+}
+
+// watchConnect watches fd for the end of its connect (writable, or an
+// error), once; nil if the kernel refused or the parker is closed.
+func (p *parker) watchConnect(fd int32) chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLOUT | unix.EPOLLONESHOT, Fd: fd}
+	p.calls.Add(1)
+	if err := epollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		return nil
+	}
+	done := make(chan struct{}, 1)
+	p.connecting[fd] = done
+	return done
+}
+
+// unwatchConnect takes fd out of the epoll: the socket is parked later,
+// perhaps with another parker.
+func (p *parker) unwatchConnect(fd int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.connecting, fd)
+	if !p.closed {
 		p.calls.Add(1)
 		epollCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil)
 	}

@@ -310,41 +310,118 @@ func readPeer(peer, n int) ([]byte, error) {
 	return got, nil
 }
 
-// TestDialThatWaitedLeavesThePoller: a connect still in progress after
-// its first check waits in Go's poller, and the socket leaves it once
-// connected: its reader starts parked and would never demote it, so
-// every connection on a real network would hold a third descriptor.
-func TestDialThatWaitedLeavesThePoller(t *testing.T) {
+// TestConnectInProgressWaitsInTheParker: a dial whose connect is still
+// in progress after its first check (every dial on a real network) waits
+// in a parker's epoll, not in Go's poller, and leaves that epoll once
+// connected; without a parker it waits in Go's poller and leaves it too.
+// A socket that waited in Go's poller and stayed there would cost its
+// connection a third descriptor and a close that wakes sysmon.
+func TestConnectInProgressWaitsInTheParker(t *testing.T) {
+	for _, withParker := range []bool{true, false} {
+		t.Run(map[bool]string{true: "parker", false: "poller"}[withParker], func(t *testing.T) {
+			var pk *parker
+			if withParker {
+				var err error
+				if pk, err = newParker(); err != nil {
+					t.Skipf("no epoll: %v", err)
+				}
+				defer pk.close()
+			}
+			addr, release := fullListener(t)
+			ap, err := netip.ParseAddrPort(addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := epollTargets(t)
+			type result struct {
+				c   *fileConn
+				err error
+			}
+			got := make(chan result, 1)
+			go func() {
+				c, err := dialAddr(ap, nil, 10*time.Second, pk)
+				got <- result{c, err}
+			}()
+			// The SYN is dropped (the accept queue is full) and sent again
+			// after 1 s: meanwhile the connect is in progress.
+			if !waitFor(func() bool { return len(newTargets(t, before)) > 0 }) {
+				t.Fatal("the connect in progress is watched by no epoll of ours")
+			}
+			want := "Go's poller"
+			if pk != nil {
+				want = fmt.Sprintf("the parker's epoll %d", pk.epfd)
+			}
+			for ino, in := range newTargets(t, before) {
+				if len(in) != 1 || (pk != nil && in[0] != pk.epfd) {
+					t.Errorf("a socket (inode %d) whose connect is in progress is watched by the epolls %v, want %s alone", ino, in, want)
+				}
+			}
+			release()
+			var r result
+			select {
+			case r = <-got:
+			case <-time.After(15 * time.Second):
+				t.Fatal("the dial did not end")
+			}
+			if r.err != nil {
+				t.Fatalf("dial: %v", r.err)
+			}
+			defer r.c.Close()
+			if in := epollTargets(t)[inode(t, r.c.fd)]; len(in) > 0 || r.c.promoted() {
+				t.Errorf("after the connect: watched by the epolls %v, promoted to Go's poller: %v; want neither", in, r.c.promoted())
+			}
+			if _, err := r.c.Write([]byte("x")); err != nil {
+				t.Errorf("write after the dial: %v", err)
+			}
+		})
+	}
+}
+
+// newTargets are the files some epoll of this process watches now that
+// none watched before.
+func newTargets(t *testing.T, before map[uint64][]int) map[uint64][]int {
+	t.Helper()
+	out := map[uint64][]int{}
+	for ino, in := range epollTargets(t) {
+		if _, ok := before[ino]; !ok {
+			out[ino] = in
+		}
+	}
+	return out
+}
+
+// TestConnectOutlivesItsParker: a dial waiting in a parker that closes
+// (the proxy shutting down) goes on waiting in Go's poller and connects,
+// instead of waiting for an event that the closed epoll cannot give.
+func TestConnectOutlivesItsParker(t *testing.T) {
+	pk, err := newParker()
+	if err != nil {
+		t.Skipf("no epoll: %v", err)
+	}
 	addr, release := fullListener(t)
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		c   *fileConn
-		err error
-	}
-	got := make(chan result, 1)
+	got := make(chan error, 1)
 	go func() {
-		c, err := dialAddr(ap, nil, 10*time.Second)
-		got <- result{c, err}
+		c, err := dialAddr(ap, nil, 10*time.Second, pk)
+		if err == nil {
+			c.Close()
+		}
+		got <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // the SYN is dropped: the accept queue is full
-	release()                          // the SYN sent again (1 s) is accepted
-	var r result
+	if !waitFor(func() bool { pk.mu.Lock(); defer pk.mu.Unlock(); return len(pk.connecting) == 1 }) {
+		t.Fatal("the connect in progress never waited in the parker")
+	}
+	pk.close()
+	release()
 	select {
-	case r = <-got:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the dial did not end")
-	}
-	if r.err != nil {
-		t.Fatalf("dial: %v", r.err)
-	}
-	defer r.c.Close()
-	if r.c.promoted() {
-		t.Error("a socket whose connect had to wait stays in Go's poller after it connected")
-	}
-	if _, err := r.c.Write([]byte("x")); err != nil {
-		t.Errorf("write after the dial: %v", err)
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("dial after its parker closed: %v", err)
+		}
+	case <-time.After(8 * time.Second):
+		t.Fatal("the dial did not end when its parker closed and the backend accepted")
 	}
 }

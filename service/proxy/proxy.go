@@ -374,7 +374,7 @@ func (p *Proxy) dialBackend(opts *Options, b *balance.Backend) (socket, syscall.
 		if p.ownListener(addr) {
 			return nil, nil, errOwnListener
 		}
-		c, err := dialAddr(addr, opts.connectOpts, opts.DialTimeout)
+		c, err := dialAddr(addr, opts.connectOpts, opts.DialTimeout, p.relay.pickParker())
 		if err != nil {
 			return nil, nil, err
 		}
