@@ -286,30 +286,18 @@ func (c *fileConn) await(fn func(fd uintptr) bool, read bool) error {
 		if w, err = c.promote(); err != nil {
 			return err
 		}
-		// The poller calls fn before it waits, and fn just said it must
-		// wait: skip that call (an empty read or write). Nothing is
-		// missed: the poller's epoll reports a socket ready when the
-		// duplicate is added.
-		fn = skipFirst(fn)
+		// The poller calls fn again before it waits: an empty read or
+		// write, once a promotion. Skipping that call lost wake-ups: the
+		// readiness epoll reports when the duplicate is added can be
+		// taken by another thread's netpoll before RawRead's prepare
+		// clears it, and an edge-triggered socket that is ready already
+		// raises no new one (dials timed out in the VM scenarios).
 	}
 	defer c.leaveWaiter()
 	if read {
 		return w.Read(fn)
 	}
 	return w.Write(fn)
-}
-
-// skipFirst is fn, except that its first call does nothing and asks to
-// wait.
-func skipFirst(fn func(fd uintptr) bool) func(fd uintptr) bool {
-	called := false
-	return func(fd uintptr) bool {
-		if !called {
-			called = true
-			return false
-		}
-		return fn(fd)
-	}
 }
 
 // CloseWrite sends the FIN while the other direction goes on.
