@@ -17,19 +17,22 @@ import (
 // runs (use an unstripped binary for symbols). It returns the function
 // that stops perf and lets it write its file, or nil.
 func (r *runner) perfRecord(group string, cs []*contender) func() {
-	if r.opt.PerfDir == "" {
-		return nil
-	}
-	var pid int
 	for _, c := range cs {
 		if c.name == "vipproxy" {
-			pid = c.pid()
+			return r.perfRecordPID(group, c.pid())
 		}
 	}
-	if pid == 0 {
+	return nil
+}
+
+// perfRecordPID samples process pid's stacks into vipproxy-<what>.perf.data
+// until the returned function is called; nil if --perf-dir is not set or
+// perf cannot start.
+func (r *runner) perfRecordPID(what string, pid int) func() {
+	if r.opt.PerfDir == "" || pid == 0 {
 		return nil
 	}
-	out := filepath.Join(r.opt.PerfDir, "vipproxy-"+group+".perf.data")
+	out := filepath.Join(r.opt.PerfDir, "vipproxy-"+what+".perf.data")
 	cmd := exec.Command("perf", "record", "-q", "-F", "999", "-g", "-p", strconv.Itoa(pid), "-o", out)
 	if err := r.procs.start(cmd, filepath.Join(r.dir, "perf.log")); err != nil {
 		fmt.Fprintf(r.log, "bench: perf left out: %v\n", err)
@@ -37,7 +40,7 @@ func (r *runner) perfRecord(group string, cs []*contender) func() {
 	}
 	return func() {
 		r.procs.stop(cmd, syscall.SIGINT, 20*time.Second) // perf writes its file on SIGINT
-		fmt.Fprintf(r.log, "bench: perf profile of vipproxy during %s: %s\n", group, out)
+		fmt.Fprintf(r.log, "bench: perf profile of vipproxy during %s: %s\n", what, out)
 	}
 }
 

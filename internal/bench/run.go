@@ -53,7 +53,7 @@ type runner struct {
 	// activation, when set, is the listening socket vipproxy is started
 	// with (socket activation; the storm figures).
 	activation *os.File
-	epoch      string // the storm backends' event clock, Unix ms
+	epoch      time.Time // the storm backends' event clock
 }
 
 // pinLayout returns the cores for the proxy and for the load (client and

@@ -5,13 +5,17 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -58,6 +62,10 @@ type watchResult struct {
 	Lost       int64   `json:"lost"`    // events missed after the mark (gaps in the sequence)
 	Stalled    int64   `json:"stalled"` // watches that went silent for 3 periods
 	Shares     []int   `json:"shares"`  // working watches per backend (1, 2, 3) at the end
+	// FailedBy counts the failed attempts by step and cause ("connect
+	// refused", "TLS handshake reset"...): refused before a listener
+	// exists, reset in a dying one's queue, cut by the proxy.
+	FailedBy map[string]int64 `json:"failed_by,omitempty"`
 }
 
 // watcher is one watch client.
@@ -87,6 +95,7 @@ type stormClient struct {
 	lost     atomic.Int64
 	stalled  atomic.Int64
 	first    string
+	failedBy map[string]int64 // under mu
 }
 
 // markedLine is the client's answer to "mark".
@@ -162,6 +171,7 @@ func (s *stormClient) setMark() {
 	s.lost.Store(0)
 	s.stalled.Store(0)
 	s.first = ""
+	s.failedBy = map[string]int64{}
 }
 
 // expectCut marks the watches the storm cuts: all, or those that were
@@ -186,7 +196,35 @@ func (s *stormClient) fail(err error) {
 	if s.first == "" {
 		s.first = err.Error()
 	}
+	if s.failedBy == nil {
+		s.failedBy = map[string]int64{}
+	}
+	s.failedBy[failureCause(err)]++
 	s.mu.Unlock()
+}
+
+// failureCause names a failed attempt by its step (watchOnce's prefix:
+// connect, TLS handshake, send watch, read ACK) and its cause.
+func failureCause(err error) string {
+	step, _, _ := strings.Cut(err.Error(), ":")
+	cause := "other"
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		cause = "refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		cause = "reset"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		cause = "EOF"
+	case isTimeout(err):
+		cause = "timeout"
+	}
+	return step + " " + cause
+}
+
+func (s *stormClient) failures() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.failedBy)
 }
 
 func (s *stormClient) firstError() string {
@@ -369,7 +407,7 @@ func (s *stormClient) allCutEnded() bool {
 
 func (s *stormClient) result() watchResult {
 	mark, _ := s.marked()
-	res := watchResult{Clients: s.spec.Clients, Failed: s.failed.Load(), FirstError: s.firstError(),
+	res := watchResult{Clients: s.spec.Clients, Failed: s.failed.Load(), FirstError: s.firstError(), FailedBy: s.failures(),
 		Lost: s.lost.Load(), Stalled: s.stalled.Load(), Shares: make([]int, 3)}
 	var took []float64
 	for _, w := range s.watchers {
