@@ -610,8 +610,16 @@ func (d *direction) write(fd uintptr, wait bool) bool {
 // Every socket and pipe here is non-blocking, so these system calls never
 // block: RawSyscall skips the scheduler's entersyscall/exitsyscall, which
 // costs as much as a short loopback read.
+//
+// rawRead and rawWrite are recv and send, as HAProxy's are, not read and
+// write: those go through the file layer first (fdget_pos, vfs_write,
+// rw_verify_area, the security hook on files, sock_write_iter), 4 % of the
+// proxy's CPU in a backend-SIGKILL storm's profile (HAProxy's send and recv:
+// 2 %). Measured: kernel time a proxied connection 130 µs against 138 (1
+// worker), 92.6 against 97.6 (32 workers). MSG_NOSIGNAL: a peer that is
+// gone is an EPIPE, not a SIGPIPE for the runtime to catch and ignore.
 func rawRead(fd int, p []byte) (int, error) {
-	r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	r, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)), 0, 0, 0)
 	if e != 0 {
 		return 0, e
 	}
@@ -619,7 +627,7 @@ func rawRead(fd int, p []byte) (int, error) {
 }
 
 func rawWrite(fd int, p []byte) (int, error) {
-	r, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	r, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)), unix.MSG_NOSIGNAL, 0, 0)
 	if e != 0 {
 		return 0, e
 	}
