@@ -126,10 +126,6 @@ func dialAddr(addr netip.AddrPort, opts []sockOpt, timeout time.Duration, pk *pa
 		c.Close()
 		return nil, dialError(addr, "connect", err)
 	}
-	// A connect that waited in Go's poller promoted the socket; its reader
-	// starts parked, so it would keep the duplicate for the connection's
-	// life.
-	c.demote()
 	return c, nil
 }
 
@@ -153,9 +149,14 @@ func (c *fileConn) awaitConnect(sa *rawSockaddrAny, timeout time.Duration, pk *p
 			return err
 		}
 	}
+	// In Go's poller, the socket promoted for the wait. Demoted after: its
+	// reader starts parked, so it would keep the duplicate for the
+	// connection's life.
 	c.SetWriteDeadline(deadline)
-	defer c.SetWriteDeadline(time.Time{})
-	if err := c.rawConn().Write(w.check); err != nil {
+	err := c.rawConn().Write(w.check)
+	c.SetWriteDeadline(time.Time{})
+	c.demote()
+	if err != nil {
 		return err
 	}
 	return w.err

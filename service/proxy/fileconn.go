@@ -67,9 +67,6 @@ func newFileConn(fd int, peer netip.AddrPort) *fileConn {
 	return c
 }
 
-// errConnClosed is what a closed fileConn returns, as a closed os.File does.
-var errConnClosed = os.ErrClosed
-
 func (c *fileConn) Read(p []byte) (n int, err error) {
 	err = c.rawConn().Read(func(fd uintptr) bool {
 		n, err = readNow(int(fd), p)
@@ -85,20 +82,8 @@ func (c *fileConn) Read(p []byte) (n int, err error) {
 func (c *fileConn) Write(p []byte) (int, error) {
 	out, werr := p, error(nil)
 	err := c.rawConn().Write(func(fd uintptr) bool {
-		for len(out) > 0 {
-			n, err := rawWrite(int(fd), out)
-			switch err {
-			case nil:
-				out = out[n:]
-			case unix.EINTR:
-			case unix.EAGAIN:
-				return false
-			default:
-				werr = err
-				return true
-			}
-		}
-		return true
+		out, werr = writeNow(int(fd), out)
+		return werr != unix.EAGAIN
 	})
 	if err == nil && werr != nil {
 		err = os.NewSyscallError("write", werr)
@@ -117,7 +102,7 @@ func (c *fileConn) rawConn() *fileRaw { return (*fileRaw)(c) }
 // waiting on it returns at once.
 func (c *fileConn) Close() error {
 	if !c.refs.markClosed() {
-		return errConnClosed
+		return os.ErrClosed
 	}
 	c.mu.Lock()
 	c.closing = true
@@ -144,21 +129,21 @@ func (c *fileConn) SetDeadline(t time.Time) error {
 }
 
 func (c *fileConn) SetReadDeadline(t time.Time) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.rd = t
-	if c.waiter != nil {
-		return c.waiter.SetReadDeadline(t)
-	}
-	return nil
+	return c.setDeadline(&c.rd, (*os.File).SetReadDeadline, t)
 }
 
 func (c *fileConn) SetWriteDeadline(t time.Time) error {
+	return c.setDeadline(&c.wd, (*os.File).SetWriteDeadline, t)
+}
+
+// setDeadline keeps deadline t (rd or wd) for a waiter to come, and sets
+// it on the one in Go's poller now.
+func (c *fileConn) setDeadline(keep *time.Time, set func(*os.File, time.Time) error, t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.wd = t
+	*keep = t
 	if c.waiter != nil {
-		return c.waiter.SetWriteDeadline(t)
+		return set(c.waiter, t)
 	}
 	return nil
 }
@@ -172,7 +157,7 @@ func (c *fileConn) promote() (syscall.RawConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closing {
-		return nil, errConnClosed
+		return nil, os.ErrClosed
 	}
 	if c.waiter != nil {
 		c.waiting++
@@ -254,7 +239,7 @@ type fileRaw fileConn
 func (r *fileRaw) Control(fn func(fd uintptr)) error {
 	c := (*fileConn)(r)
 	if !c.refs.incref() {
-		return errConnClosed
+		return os.ErrClosed
 	}
 	fn(uintptr(c.fd))
 	c.release()
@@ -274,7 +259,7 @@ func (r *fileRaw) Write(fn func(fd uintptr) bool) error {
 // poller from the start, as os.File would, deadline included.
 func (c *fileConn) await(fn func(fd uintptr) bool, read bool) error {
 	if !c.refs.incref() {
-		return errConnClosed
+		return os.ErrClosed
 	}
 	defer c.release()
 	w := c.joinWaiter()

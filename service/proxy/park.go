@@ -520,7 +520,9 @@ func (d *direction) parkedEnd() error {
 // non-blocking read into d.pk.io, or a write of d.pk.io without waiting.
 func (d *direction) parkIO(fd uintptr) {
 	if d.pk.writing {
-		d.pk.io = writeNow(int(fd), d.pk.io)
+		// An error leaves the rest in d.pk.io: the goroutine's write
+		// meets it again.
+		d.pk.io, _ = writeNow(int(fd), d.pk.io)
 		return
 	}
 	d.pk.n, d.pk.err = readNow(int(fd), d.pk.io)
@@ -564,8 +566,9 @@ func readNow(fd int, buf []byte) (int, error) {
 	}
 }
 
-// writeNow writes what it can without waiting and returns the rest.
-func writeNow(fd int, out []byte) []byte {
+// writeNow writes what it can without waiting; it returns the rest and
+// what stopped it: EAGAIN (the rest must wait) or an error.
+func writeNow(fd int, out []byte) ([]byte, error) {
 	for len(out) > 0 {
 		n, err := rawWrite(fd, out)
 		switch err {
@@ -573,10 +576,10 @@ func writeNow(fd int, out []byte) []byte {
 			out = out[n:]
 		case unix.EINTR:
 		default:
-			return out // EAGAIN, or an error the goroutine's write meets again
+			return out, err
 		}
 	}
-	return out
+	return out, nil
 }
 
 // wake resumes a direction on a goroutine of its own: one taken out of
