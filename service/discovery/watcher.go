@@ -378,6 +378,11 @@ func (w *Watcher) logNotes(notes []Note) {
 			w.log.Log(context.Background(), level, fmt.Sprintf("discovered backends refused: %d", n.Count), "refused", n.Count, "first", n.Addr, "reason", n.Reason)
 			continue
 		}
+		if !n.Addr.IsValid() {
+			// About the answer as a whole ("kept"): no backend to name.
+			w.log.Log(context.Background(), level, "discovered backends "+n.Event, "reason", n.Reason)
+			continue
+		}
 		w.log.Log(context.Background(), level, "discovered backend "+n.Event, "backend", n.Addr, "reason", n.Reason)
 	}
 }

@@ -5,10 +5,12 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -446,5 +448,39 @@ func TestListOnceForbidden(t *testing.T) {
 	_, _, err = ListOnce(context.Background(), certCreds(a), []string{a.addr()}, 5*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "cannot list") || !strings.Contains(Fix(err), "rbac-discovery.yaml") {
 		t.Fatalf("forbidden: %v; fix %q", err, Fix(err))
+	}
+}
+
+// A note about the answer as a whole names no backend: the journal read
+// `backend="invalid AddrPort"` for an answer with no usable endpoint.
+func TestNotesNameABackendOnlyWhenTheyHaveOne(t *testing.T) {
+	var out strings.Builder
+	w := &Watcher{log: slog.New(slog.NewJSONHandler(&out, nil))}
+	p := Policy{Grace: time.Hour, Max: 8}
+	members, added := Merge(nil, []netip.AddrPort{ap("192.0.2.1:6443")}, time.Now(), p)
+	_, kept := Merge(members, nil, time.Now(), p)
+	w.logNotes(append(added, kept...))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 log lines, got %q", out.String())
+	}
+	for _, line := range lines {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		backend, named := rec["backend"]
+		switch rec["msg"] {
+		case "discovered backends kept":
+			if named {
+				t.Errorf("the kept note names a backend: %q", line)
+			}
+		case "discovered backend added":
+			if backend != "192.0.2.1:6443" {
+				t.Errorf("the added note names backend %v: %q", backend, line)
+			}
+		default:
+			t.Errorf("unexpected line %q", line)
+		}
 	}
 }
