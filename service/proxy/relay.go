@@ -591,20 +591,17 @@ func (d *direction) account(n int) {
 // stops with the rest left in d.out (inside relayOnce, which must not wait
 // while it holds the source).
 func (d *direction) write(fd uintptr, wait bool) bool {
-	for len(d.out) > 0 {
-		n, err := rawWrite(int(fd), d.out)
-		switch err {
-		case nil:
-			d.out = d.out[n:]
-		case unix.EINTR:
-		case unix.EAGAIN:
-			return !wait
-		default:
-			d.ioErr, d.out = err, nil
-			return true
-		}
+	var err error
+	d.out, err = writeNow(int(fd), d.out)
+	switch err {
+	case nil:
+		return true
+	case unix.EAGAIN:
+		return !wait
+	default:
+		d.ioErr, d.out = err, nil
+		return true
 	}
-	return true
 }
 
 // Every socket and pipe here is non-blocking, so these system calls never
