@@ -373,11 +373,16 @@ func (r *runner) waitWindowEnd(ctx context.Context, scenario string, start time.
 // stormWindow is the scenario's window (stormWindowPeriods), or, when the
 // storm lasted longer (elapsed), the whole periods that hold it.
 func stormWindow(scenario string, elapsed time.Duration) time.Duration {
-	window := time.Duration(stormWindowPeriods[scenario]) * watchPeriod
+	window := stormBaseWindow(scenario)
 	if elapsed > window {
 		window = (elapsed + watchPeriod - 1) / watchPeriod * watchPeriod
 	}
 	return window
+}
+
+// stormBaseWindow is the scenario's window when no watch is back later.
+func stormBaseWindow(scenario string) time.Duration {
+	return time.Duration(stormWindowPeriods[scenario]) * watchPeriod
 }
 
 // disrupt does what the scenario does to the running storm.
@@ -551,7 +556,7 @@ func (r *runner) recordStorm(scenario, name string, m stormMeasure, load string)
 	r.res.text(k+"share", name, shares(res.Shares))
 	r.res.text(k+"load", name, load)
 	stretched := ""
-	if want := time.Duration(stormWindowPeriods[scenario]) * watchPeriod; m.window > want {
+	if want := stormBaseWindow(scenario); m.window > want {
 		stretched = fmt.Sprintf(" (window stretched from %s: CPU not comparable)", want)
 		r.res.note(fmt.Sprintf("%s, %s: a watch was back after the %s CPU window; CPU counted over %s", name, stormTitles[scenario], want, m.window))
 	}
