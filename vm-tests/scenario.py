@@ -133,7 +133,7 @@ wait
 
 
 # The request loops of the steps that assert "no request fails" at a
-# backend's fault (6, 11; not how fast one resumes, 5; step 7 rides out a
+# backend's fault (6, 10, 11; not how fast one resumes, 5; step 7 rides out a
 # restart: BACKLOG_WAIT) give each request this long: under TCG, on a CI machine
 # running two VM lanes, the client's curl alone has taken over 6 s (a
 # request before any fault timed out at 6 s, 2026-12-02), and the in-flight
@@ -210,6 +210,35 @@ def discovery_events(node, backend, since):
         # MESSAGE is the message, then the attributes as " key=value".
         events[re.split(r" [a-z_.]+=", e["MESSAGE"], maxsplit=1)[0]] = e
     return events
+
+
+def probe_budget(node):
+    """How long the VIP survives a probe that fails from now on: keepalived
+    gives it up after fall failed probes in a row, every interval seconds
+    (vipproxy keepalived renders both: service/keepalived/render.go), so the
+    last of them comes (fall - 1) * interval after the first."""
+    conf = node.succeed("cat /run/vipproxy/keepalived.conf")
+    interval = int(re.search(r"^\s*interval (\d+)", conf, re.M).group(1))
+    fall = int(re.search(r"^\s*fall (\d+)", conf, re.M).group(1))
+    return (fall - 1) * interval
+
+
+def restart_gap(node, since):
+    """Seconds from the old daemon's "stopping" (its /readyz fails from
+    then on) to the new one's "serving", from the journal since the epoch
+    since, by when each entry was sent (as discovery_events)."""
+    out = node.succeed(f"journalctl -u vipproxy.service -o json --since @{int(since) - 1}")
+    stopping = serving = None
+    for line in out.splitlines():
+        e = json.loads(line)
+        at = int(e.get("_SOURCE_REALTIME_TIMESTAMP", e["__REALTIME_TIMESTAMP"])) / 1e6
+        msg = e.get("MESSAGE", "")
+        if stopping is None and msg.startswith("stopping:"):
+            stopping = at
+        elif stopping is not None and serving is None and msg.startswith("serving "):
+            serving = at
+    assert stopping is not None and serving is not None, f"no stopping/serving pair in the journal since {since}"
+    return serving - stopping
 
 
 def vrrp_faults(node):
@@ -338,6 +367,7 @@ with subtest("6. apiserver failure under load: no failed request, marked down an
 with subtest("7. restart and reload under load: no refused connection"):
     loop_start(f"https://{VIP4}:{PORT}", "/root/restart.log", **BACKLOG_WAIT)
     faults = vrrp_faults(cp2)
+    t_restart = now(cp2)
     cp2.succeed("systemctl restart vipproxy.service")
     cp2.wait_for_unit("vipproxy.service", timeout=60)
     client.sleep(2)
@@ -356,12 +386,23 @@ with subtest("7. restart and reload under load: no refused connection"):
     refused = [r for r in rows if r[1] == 7]
     used = {r[3] for r in rows if r[0] > t_reload and r[1] == 0}
     faults = vrrp_faults(cp2) - faults
-    print(f"RESULT restart+reload: {len(rows)} requests, {len(bad)} failed, {len(refused)} refused; after the reload answered by {sorted(used)}; VIP given up {faults} times")
+    gap, budget = restart_gap(cp2, t_restart), probe_budget(cp2)
+    print(f"RESULT restart+reload: {len(rows)} requests, {len(bad)} failed, {len(refused)} refused; after the reload answered by {sorted(used)}; VIP given up {faults} times; the new daemon served {gap:.1f} s after the old one stopped (probe budget {budget} s)")
     # The socket stays with systemd across the restart: keepalived's probe
-    # must ride it out, since moving the VIP resets every connection.
-    assert faults == 0 and master() == "cp2", f"the restart moved the VIP ({faults} FAULT states, master now {master()})"
+    # must ride it out, since moving the VIP resets every connection. It
+    # can only while the restart takes less than the probe's budget: on a
+    # real node it takes well under a second; a starved TCG arm64 guest
+    # took 10.4 s from the old daemon's stop to the new one's start
+    # (2026-12-03, two fresh runs of three), and keepalived then did what
+    # it must. So a VIP move (and the requests it resets) fails the step
+    # only when the restart was within the budget.
+    if faults and gap > budget:
+        print(f"RESULT restart: {gap:.1f} s on this emulated host, past the probe's {budget} s: the VIP move and {len(bad)} reset request(s) not judged")
+    else:
+        assert faults == 0 and master() == "cp2", f"the restart moved the VIP ({faults} FAULT states, master now {master()}) though it took {gap:.1f} s, within the probe's {budget} s"
+        assert not bad, f"failed requests: {bad[:5]}"
+    assert master() == "cp2", f"master now {master()}, not cp2"
     assert not refused, f"refused connections: {refused[:5]}"
-    assert not bad, f"failed requests: {bad[:5]}"
     assert used == {"cp3"}, f"after the reload expected cp3 alone, got {sorted(used)}"
 
 with subtest("8. IPv6 VIP: reachable from client and pods, one node answers NDP"):
@@ -453,7 +494,7 @@ with subtest("10. discovery: the static list names cp2 only, cp1 and cp3 come fr
     write_file(client, "/root/watches.sh", WATCHES.replace("CURL", CURL))
     client.succeed("rm -f /run/watch*", f"{RUN} --unit=watches bash /root/watches.sh https://{VIP4}:{PORT}")
     wait_status(cp2, lambda st: st["by_addr"][members["cp1"]]["open_connections"] >= 1, "a watch open on cp1", timeout=30)
-    loop_start(f"https://{VIP4}:{PORT}", "/root/discovery.log")
+    loop_start(f"https://{VIP4}:{PORT}", "/root/discovery.log", **PATIENT)
     client.sleep(2)
     # cp1's apiserver leaves the cluster: its endpoint is removed from the slice.
     t_leave = now(client)
