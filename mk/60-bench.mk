@@ -11,10 +11,12 @@ bench: bench-deps build bench-size bench-go
 	$(BIN)/vipproxy-bench --vipproxy $(BIN)/vipproxy --size-dir $(BENCH_SIZE_DIR) \
 		--out $(BIN)/bench-results.md $(BENCH_FLAGS)
 
-# The reconnect storms alone (issue 22): 5,000 TLS watches through each
-# proxy, one backend SIGKILLed, the proxy restarted (also socket-activated),
-# all connecting at once (also with no proxy at all: direct, the host's own
-# time). The proxy on cpu 1, clients and backends on cpu 0.
+# The reconnect storms alone (issue 22): TLS watches through each proxy
+# (as many as the load core connects at once in 5 s, at most 5,000; e.g.
+# STORM_FLAGS='--storm-clients 5000' to fix it), one backend SIGKILLed,
+# the proxy restarted (also socket-activated), all connecting at once
+# (also with no proxy at all: direct, the host's own time). The proxy on
+# cpu 1, clients and backends on cpu 0.
 STORM_FLAGS ?=
 bench-storm: bench-deps build
 	$(BIN)/vipproxy-bench --vipproxy $(BIN)/vipproxy --figures storm --contenders direct,vipproxy,haproxy,nginx \

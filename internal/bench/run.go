@@ -109,8 +109,9 @@ func run(ctx context.Context, opt options, stdout, stderr io.Writer) error {
 	for _, c := range contenders {
 		r.stopContender(c)
 	}
-	fmt.Fprint(stderr, r.res.spread(r.names(contenders), opt))
-	table := r.res.render(r.names(contenders), opt)
+	// r.opt, not opt: the storms may have sized themselves to the host.
+	fmt.Fprint(stderr, r.res.spread(r.names(contenders), r.opt))
+	table := r.res.render(r.names(contenders), r.opt)
 	machine := fmt.Sprintf("machine: %s; loadavg before %s, after %s; pinning: %s, nice %d; medians of %d interleaved repetitions (idle, failover: %d), %s per run; ratios are medians of per-repetition ratios",
 		machineLine(), loadBefore, loadavg(), pinText(opt.Pin), opt.Nice, opt.Reps, min(opt.Reps, slowReps), opt.Duration)
 	out := table + "\n" + machine + "\n"

@@ -67,6 +67,15 @@ func (r *runner) storms(ctx context.Context, cs []*contender) error {
 	if err != nil {
 		return err
 	}
+	if r.opt.StormClients == 0 {
+		n, why, err := st.fitStormClients(ctx)
+		if err != nil {
+			return fmt.Errorf("size the storms to this host: %w", err)
+		}
+		r.opt.StormClients, st.opt.StormClients = n, n
+		fmt.Fprintf(r.log, "bench:   %s\n", why)
+		r.res.note(why)
+	}
 	fmt.Fprintf(r.log, "bench:   %d watches (descriptor limit %s: a proxy holds 2 per watch), events every %s, backends %s\n",
 		r.opt.StormClients, nofileLimit(), watchPeriod, strings.Join(st.backends, ","))
 	for _, scenario := range r.opt.Storms {
@@ -197,6 +206,75 @@ func (r *runner) launch(ctx context.Context, p *stormProxy, wait bool) error {
 	return nil
 }
 
+// Sizing the storms to the host. A watch that connects costs a TLS
+// handshake at both its ends, and the bench runs both, the client's and
+// the backend's, on the load core: 1.8–2.8 ms of that core a watch
+// (session 15). 5,000 watches connecting at once took it 9–14 s with no
+// proxy at all (direct), past the clients' 10 s handshake limit, and
+// every contender, direct too, failed attempts by timeout: the storms
+// measured the load generator. So by default a storm holds as many
+// watches as the load core brings up at once within half that limit,
+// measured before the storms, and at most stormClientsMax.
+const (
+	stormClientsMax      = 5000
+	calibrationWatches   = 500
+	stormHandshakeBudget = attemptTimeout / 2
+	calibrationRuns      = 2 // the slower counts
+)
+
+// fitStormClients measures how long calibrationWatches direct watches
+// take to connect at once and returns the storm size that fits, with a
+// sentence that says why.
+func (r *runner) fitStormClients(ctx context.Context) (int, string, error) {
+	var slowest time.Duration
+	for range calibrationRuns {
+		took, err := r.directAtOnce(ctx, calibrationWatches)
+		if err != nil {
+			return 0, "", err
+		}
+		slowest = max(slowest, took)
+	}
+	each := slowest / calibrationWatches
+	n := fitWatches(each)
+	why := fmt.Sprintf("storms sized to this host: %d watches, as %d direct ones connecting at once all worked after %s (the slower of %d runs: %s of the load core each), so %d fit in %s, half the clients' %s handshake limit (at most %d; --storm-clients sets it)",
+		n, calibrationWatches, slowest.Round(time.Millisecond), calibrationRuns, each.Round(10*time.Microsecond), n, stormHandshakeBudget, attemptTimeout, stormClientsMax)
+	return n, why, nil
+}
+
+// fitWatches is the number of watches, in hundreds, that connect within
+// stormHandshakeBudget when each takes the load core each, from 100 to
+// stormClientsMax.
+func fitWatches(each time.Duration) int {
+	if each <= 0 {
+		return stormClientsMax
+	}
+	n := int(stormHandshakeBudget/each) / 100 * 100
+	return min(max(n, 100), stormClientsMax)
+}
+
+// directAtOnce connects clients watches straight to the backends at once
+// and returns how long the last one took to work.
+func (r *runner) directAtOnce(ctx context.Context, clients int) (time.Duration, error) {
+	p := &stormProxy{name: "direct"}
+	if err := r.launch(ctx, p, false); err != nil {
+		return 0, err
+	}
+	wc, err := r.startWatchClient(ctx, p, true, clients)
+	if err != nil {
+		return 0, err
+	}
+	defer wc.stop()
+	res, err := wc.result()
+	if err != nil {
+		return 0, err
+	}
+	if res.Recovered < res.Disrupted || res.Failed > 0 {
+		return 0, fmt.Errorf("%d direct watches at once: %d of %d working, %d failed attempts (first: %s)",
+			clients, res.Recovered, res.Disrupted, res.Failed, res.FirstError)
+	}
+	return time.Duration(res.MaxMs * float64(time.Millisecond)), nil
+}
+
 // storm runs one scenario against a fresh instance of contender name.
 func (r *runner) storm(ctx context.Context, scenario, name string) error {
 	ports, err := freePorts(1)
@@ -225,7 +303,7 @@ func (r *runner) storm(ctx context.Context, scenario, name string) error {
 		}
 		start = r.waitQuietPoint(ctx)
 	}
-	wc, err := r.startWatchClient(ctx, p, scenario == "at-once")
+	wc, err := r.startWatchClient(ctx, p, scenario == "at-once", r.opt.StormClients)
 	if err != nil {
 		return err
 	}
@@ -434,9 +512,9 @@ type watchClient struct {
 	wait  time.Duration
 }
 
-func (r *runner) startWatchClient(ctx context.Context, p *stormProxy, atOnce bool) (*watchClient, error) {
+func (r *runner) startWatchClient(ctx context.Context, p *stormProxy, atOnce bool, clients int) (*watchClient, error) {
 	wait := 90 * time.Second
-	args := []string{"watch", "--target", strings.Join(p.cur.Load().targets, ","), "--clients", strconv.Itoa(r.opt.StormClients),
+	args := []string{"watch", "--target", strings.Join(p.cur.Load().targets, ","), "--clients", strconv.Itoa(clients),
 		"--pki", filepath.Join(r.dir, "pki"), "--period", watchPeriod.String(), "--wait", wait.String()}
 	if atOnce {
 		args = append(args, "--at-once")

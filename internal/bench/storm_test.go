@@ -99,3 +99,27 @@ func TestFailureCauseFromRealSockets(t *testing.T) {
 		t.Errorf("failedBy = %q", got)
 	}
 }
+
+// The storms hold what the load core connects at once within half the
+// clients' handshake limit, in hundreds, from 100 to 5,000: 5,000 that
+// take it 12 s would time out with no proxy at all.
+func TestStormSizeFitsTheHandshakeBudget(t *testing.T) {
+	for _, tc := range []struct {
+		each time.Duration
+		want int
+	}{
+		{2 * time.Millisecond, 2500},
+		{2800 * time.Microsecond, 1700},
+		{500 * time.Microsecond, stormClientsMax},
+		{100 * time.Millisecond, 100},
+		{0, stormClientsMax},
+	} {
+		got := fitWatches(tc.each)
+		if got != tc.want {
+			t.Errorf("%s a watch: %d watches, want %d", tc.each, got, tc.want)
+		}
+		if got > 100 && time.Duration(got)*tc.each > stormHandshakeBudget {
+			t.Errorf("%s a watch: %d watches take %s, past the %s budget", tc.each, got, time.Duration(got)*tc.each, stormHandshakeBudget)
+		}
+	}
+}
