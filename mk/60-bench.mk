@@ -12,8 +12,8 @@ bench: bench-deps build bench-size bench-go
 		--out $(BIN)/bench-results.md $(BENCH_FLAGS)
 
 # The reconnect storms alone (issue 22): TLS watches through each proxy
-# (as many as the load core connects at once in 5 s, at most 5,000; e.g.
-# STORM_FLAGS='--storm-clients 5000' to fix it), one backend SIGKILLed,
+# (sized to the load core, see --storm-clients in vipproxy-bench --help;
+# e.g. STORM_FLAGS='--storm-clients 5000' to fix it), one backend SIGKILLed,
 # the proxy restarted (also socket-activated), all connecting at once
 # (also with no proxy at all: direct, the host's own time). The proxy on
 # cpu 1, clients and backends on cpu 0.

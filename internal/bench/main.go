@@ -55,7 +55,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&opt.SizeDir, "size-dir", "", "directory with vipproxy-linux-{amd64,arm64,riscv64} to report sizes")
 	fs.StringVar(&opt.Out, "out", "", "also write the table as markdown to this file")
 	fs.StringVar(&opt.CPUProfileDir, "cpuprofile-dir", "", "ask vipproxy for a CPU profile here (VIPPROXY_CPUPROFILE)")
-	fs.IntVar(&opt.StormClients, "storm-clients", 0, "TLS watches held through the proxy in the storm figures (2 proxy descriptors each, under the 20,000 limit); 0: as many as this host's load core connects at once in 5 s, at most 5,000")
+	fs.IntVar(&opt.StormClients, "storm-clients", 0, stormClientsUsage())
 	fs.IntVar(&opt.StormReps, "storm-reps", 1, "repetitions of each storm")
 	var storms string
 	fs.StringVar(&storms, "storms", strings.Join(stormScenarios, ","), "storm scenarios to run")
@@ -78,8 +78,8 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opt.Figures = splitList(figures)
 	opt.Storms = splitList(storms)
 	if opt.Reps < 1 || opt.Reps > 20 || opt.Duration <= 0 || opt.Duration > time.Minute || opt.IdleConns < 1 || opt.IdleSettle < 0 || opt.IdleSettle > time.Minute || opt.FailoverRate < 1 || opt.Nice < -20 || opt.Nice > 19 ||
-		opt.StormClients < 0 || opt.StormClients > 9900 || opt.StormReps < 1 || opt.StormReps > 5 {
-		fmt.Fprintln(stderr, "vipproxy-bench: --reps 1..20, --duration up to 1m, --idle and --failover-rate > 0, --nice -20..19, --storm-clients 0..9900, --storm-reps 1..5")
+		opt.StormClients < 0 || opt.StormClients > stormClientsLimit || opt.StormReps < 1 || opt.StormReps > 5 {
+		fmt.Fprintf(stderr, "vipproxy-bench: --reps 1..20, --duration up to 1m, --idle and --failover-rate > 0, --nice -20..19, --storm-clients 0..%d, --storm-reps 1..5\n", stormClientsLimit)
 		return 2
 	}
 	return exitCode(stderr, "vipproxy-bench", run(ctx, opt, stdout, stderr))

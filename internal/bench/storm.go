@@ -217,10 +217,17 @@ func (r *runner) launch(ctx context.Context, p *stormProxy, wait bool) error {
 // measured before the storms, and at most stormClientsMax.
 const (
 	stormClientsMax      = 5000
+	stormClientsLimit    = 9900 // what --storm-clients may ask: 2 proxy descriptors each under the bench's 20,000
 	calibrationWatches   = 500
 	stormHandshakeBudget = attemptTimeout / 2
 	calibrationRuns      = 2 // the slower counts
 )
+
+// stormClientsUsage is --storm-clients' help, from the constants above.
+func stormClientsUsage() string {
+	return fmt.Sprintf("TLS watches held through the proxy in the storm figures (1..%d); 0: as many as this host's load core connects at once, direct, within %s, at most %d",
+		stormClientsLimit, stormHandshakeBudget, stormClientsMax)
+}
 
 // fitStormClients measures how long calibrationWatches direct watches
 // take to connect at once and returns the storm size that fits, with a
@@ -236,8 +243,8 @@ func (r *runner) fitStormClients(ctx context.Context) (int, string, error) {
 	}
 	each := slowest / calibrationWatches
 	n := fitWatches(each)
-	why := fmt.Sprintf("storms sized to this host: %d watches, as %d direct ones connecting at once all worked after %s (the slower of %d runs: %s of the load core each), so %d fit in %s, half the clients' %s handshake limit (at most %d; --storm-clients sets it)",
-		n, calibrationWatches, slowest.Round(time.Millisecond), calibrationRuns, each.Round(10*time.Microsecond), n, stormHandshakeBudget, attemptTimeout, stormClientsMax)
+	why := fmt.Sprintf("storms sized to this host: %d watches; %d direct ones connecting at once all worked after %s (the slower of %d runs: %s of the load core each), and %s is half the clients' %s handshake limit (at most %d; --storm-clients sets it)",
+		n, calibrationWatches, slowest.Round(time.Millisecond), calibrationRuns, each.Round(10*time.Microsecond), stormHandshakeBudget, attemptTimeout, stormClientsMax)
 	return n, why, nil
 }
 
