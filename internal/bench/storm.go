@@ -243,8 +243,8 @@ func (r *runner) fitStormClients(ctx context.Context) (int, string, error) {
 	}
 	each := slowest / calibrationWatches
 	n := fitWatches(each)
-	why := fmt.Sprintf("storms sized to this host: %d watches; %d direct ones connecting at once all worked after %s (the slower of %d runs: %s of the load core each), and %s is half the clients' %s handshake limit (at most %d; --storm-clients sets it)",
-		n, calibrationWatches, slowest.Round(time.Millisecond), calibrationRuns, each.Round(10*time.Microsecond), stormHandshakeBudget, attemptTimeout, stormClientsMax)
+	why := fmt.Sprintf("storms sized to this host: %d watches, as many as connect in %s (half the clients' %s handshake limit; at most %d) at %s of the load core each: %d direct watches connecting at once all worked after %s, the slower of %d runs (--storm-clients sets the size)",
+		n, stormHandshakeBudget, attemptTimeout, stormClientsMax, each.Round(10*time.Microsecond), calibrationWatches, slowest.Round(time.Millisecond), calibrationRuns)
 	return n, why, nil
 }
 
