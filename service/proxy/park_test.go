@@ -266,7 +266,12 @@ func TestParkedUnansweredBackendCloseIsReplayed(t *testing.T) {
 // passes on costs it one epoll_wait and no epoll_ctl (edge-triggered
 // entries need no re-arm, and readiness is kept between rounds). With
 // one-shot entries and a fresh wait per round it cost three calls: a
-// wait, a re-arm and an empty wait.
+// wait, a re-arm and an empty wait. The kernel may wake Go's poller twice
+// for one message (ep_poll_callback wakes the outer epoll on every
+// callback, even for an entry already ready), and the second wake finds
+// nothing: under qemu-user (arm64) one empty wait showed in 3 of ~1,000
+// runs (and failed CI at stop 35), so a tenth more calls than messages
+// is allowed.
 func TestParkerRelaysWithOneEpollCallPerMessage(t *testing.T) {
 	p, _, addr := startParking(t, echoBackend(t))
 	conns := openParked(t, p, addr, 2)
@@ -282,8 +287,8 @@ func TestParkerRelaysWithOneEpollCallPerMessage(t *testing.T) {
 		t.Fatalf("parker relayed %d of %d messages in place", pk.relayedInPlace()-relayedBefore, 2*rounds)
 	}
 	relayed, calls := pk.relayedInPlace()-relayedBefore, pk.parkerCalls()-callsBefore
-	if calls > relayed {
-		t.Errorf("parker made %d epoll calls for %d messages relayed in place, want at most one each", calls, relayed)
+	if spuriousWakes := relayed / 10; calls > relayed+spuriousWakes {
+		t.Errorf("parker made %d epoll calls for %d messages relayed in place, want one each (and at most %d empty waits)", calls, relayed, spuriousWakes)
 	}
 	if got := pk.parked(); got != 4 {
 		t.Errorf("%d of 4 directions parked after the messages, want all", got)
