@@ -61,7 +61,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&storms, "storms", strings.Join(stormScenarios, ","), "storm scenarios to run")
 	var alt string
 	fs.StringVar(&alt, "alt", "", "other vipproxy builds as extra contenders: label=path,... (then list the labels in --contenders)")
-	fs.StringVar(&opt.PerfDir, "perf-dir", "", "record vipproxy with perf here, one file per figure group (give an unstripped --vipproxy)")
+	fs.StringVar(&opt.PerfDir, "perf-dir", "", "record with perf here: vipproxy, one file per figure group, and every proxy during a backend-SIGKILL storm (give an unstripped --vipproxy)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

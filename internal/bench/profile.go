@@ -19,28 +19,37 @@ import (
 func (r *runner) perfRecord(group string, cs []*contender) func() {
 	for _, c := range cs {
 		if c.name == "vipproxy" {
-			return r.perfRecordPID(group, c.pid())
+			return r.perfRecordTree("vipproxy-"+group, c.pid())
 		}
 	}
 	return nil
 }
 
-// perfRecordPID samples process pid's stacks into vipproxy-<what>.perf.data
-// until the returned function is called; nil if --perf-dir is not set or
-// perf cannot start.
-func (r *runner) perfRecordPID(what string, pid int) func() {
-	if r.opt.PerfDir == "" || pid == 0 {
+// perfRecordTree samples the stacks of process root and its children
+// (nginx's worker) into <what>.perf.data until the returned function is
+// called; nil if --perf-dir is not set or perf cannot start.
+func (r *runner) perfRecordTree(what string, root int) func() {
+	if r.opt.PerfDir == "" || root == 0 {
 		return nil
 	}
-	out := filepath.Join(r.opt.PerfDir, "vipproxy-"+what+".perf.data")
-	cmd := exec.Command("perf", "record", "-q", "-F", "999", "-g", "-p", strconv.Itoa(pid), "-o", out)
+	pids, err := treePIDs(root)
+	if err != nil {
+		fmt.Fprintf(r.log, "bench: perf left out: %v\n", err)
+		return nil
+	}
+	list := make([]string, len(pids))
+	for i, pid := range pids {
+		list[i] = strconv.Itoa(pid)
+	}
+	out := filepath.Join(r.opt.PerfDir, what+".perf.data")
+	cmd := exec.Command("perf", "record", "-q", "-F", "999", "-g", "-p", strings.Join(list, ","), "-o", out)
 	if err := r.procs.start(cmd, filepath.Join(r.dir, "perf.log")); err != nil {
 		fmt.Fprintf(r.log, "bench: perf left out: %v\n", err)
 		return nil
 	}
 	return func() {
 		r.procs.stop(cmd, syscall.SIGINT, 20*time.Second) // perf writes its file on SIGINT
-		fmt.Fprintf(r.log, "bench: perf profile of vipproxy during %s: %s\n", what, out)
+		fmt.Fprintf(r.log, "bench: perf profile during %s: %s\n", what, out)
 	}
 }
 

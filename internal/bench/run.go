@@ -32,7 +32,7 @@ type options struct {
 	SizeDir       string            // holds vipproxy-linux-{amd64,arm64,riscv64}
 	Out           string            // markdown copy of the table
 	CPUProfileDir string            // passed to vipproxy as VIPPROXY_CPUPROFILE
-	PerfDir       string            // record vipproxy with perf, one file per figure group
+	PerfDir       string            // record with perf: vipproxy per figure group, every proxy in storms
 	Alt           map[string]string // more vipproxy builds to compare: contender label -> binary
 	StormClients  int               // watches held through the proxy in the storms
 	StormReps     int               // repetitions of each storm

@@ -370,14 +370,15 @@ func sleepUntil(ctx context.Context, at time.Time) {
 	}
 }
 
-// perfStorm records vipproxy with perf (--perf-dir) during a storm that
-// keeps its process: a restart's new process starts too late for perf.
-// perf takes a moment to attach, so the storm waits for it.
+// perfStorm records the proxy with perf (--perf-dir) during a storm that
+// keeps its process (a restart's new process starts too late for perf),
+// every contender alike so that their profiles compare. perf takes a
+// moment to attach, so the storm waits for it.
 func (r *runner) perfStorm(scenario string, p *stormProxy) func() {
-	if p.name != "vipproxy" || strings.HasPrefix(scenario, "restart") {
+	if strings.HasPrefix(scenario, "restart") {
 		return nil
 	}
-	stop := r.perfRecordPID("storm-"+scenario, p.pid())
+	stop := r.perfRecordTree(p.name+"-storm-"+scenario, p.pid())
 	if stop != nil {
 		time.Sleep(500 * time.Millisecond)
 	}
