@@ -17,8 +17,9 @@ import (
 	"net/netip"
 	"os"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/vipproxy/vipproxy/service/rtnl"
 )
 
 // Link is the announce link, present while it is open.
@@ -76,21 +77,25 @@ func createTUN(name string) (*os.File, error) {
 // duplicate address detection: every node holds the VIP by design, and a
 // tentative address is not exported.
 func (l *Link) configure(vips []netip.Addr) error {
-	link, err := netlink.LinkByName(l.name)
+	h, err := rtnl.Open()
+	if err != nil {
+		return fmt.Errorf("announce link %s: %w", l.name, err)
+	}
+	defer h.Close()
+	link, err := h.LinkByName(l.name)
 	if err != nil {
 		return fmt.Errorf("announce link %s: %w", l.name, err)
 	}
 	for _, vip := range vips {
-		host := &net.IPNet{IP: vip.AsSlice(), Mask: net.CIDRMask(vip.BitLen(), vip.BitLen())}
-		addr := &netlink.Addr{IPNet: host, Scope: unix.RT_SCOPE_UNIVERSE}
+		addr := rtnl.Addr{Prefix: netip.PrefixFrom(vip, vip.BitLen()), Scope: unix.RT_SCOPE_UNIVERSE}
 		if vip.Is6() {
 			addr.Flags = unix.IFA_F_NODAD
 		}
-		if err := netlink.AddrReplace(link, addr); err != nil {
+		if err := h.AddrReplace(link, addr); err != nil {
 			return fmt.Errorf("announce link %s: add %s: %w", l.name, vip, err)
 		}
 	}
-	if err := netlink.LinkSetUp(link); err != nil {
+	if err := h.LinkSetUp(link); err != nil {
 		return fmt.Errorf("announce link %s: set up: %w", l.name, err)
 	}
 	return nil
@@ -108,25 +113,28 @@ func (l *Link) Close() error {
 // VIP: what BIRD exports now (vipproxy_bgp_announced, doctor). A missing
 // link is no error: it is not announcing.
 func Announced(name string, vips []netip.Addr) (bool, error) {
-	link, err := netlink.LinkByName(name)
-	if errors.As(err, new(netlink.LinkNotFoundError)) {
+	h, err := rtnl.Open()
+	if err != nil {
+		return false, fmt.Errorf("announce link %s: %w", name, err)
+	}
+	defer h.Close()
+	link, err := h.LinkByName(name)
+	if errors.Is(err, rtnl.ErrLinkNotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("announce link %s: %w", name, err)
 	}
-	if link.Attrs().Flags&net.FlagUp == 0 {
+	if link.Flags&net.FlagUp == 0 {
 		return false, nil
 	}
-	addrs, err := netlink.AddrList(link, netlink.FAMILY_ALL)
+	addrs, err := h.AddrList(link.Index)
 	if err != nil {
 		return false, fmt.Errorf("announce link %s: addresses: %w", name, err)
 	}
 	have := map[netip.Addr]bool{}
 	for _, a := range addrs {
-		if ip, ok := netip.AddrFromSlice(a.IP); ok {
-			have[ip.Unmap()] = true
-		}
+		have[a.Prefix.Addr().Unmap()] = true
 	}
 	for _, vip := range vips {
 		if !have[vip] {

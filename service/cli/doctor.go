@@ -9,11 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
-
 	"github.com/vipproxy/vipproxy/service/admin"
 	"github.com/vipproxy/vipproxy/service/doctor"
+	"github.com/vipproxy/vipproxy/service/rtnl"
 )
 
 // runDoctor runs the host checks and prints each as PASS, WARN or FAIL
@@ -43,7 +41,7 @@ func runDoctor(ctx context.Context, env Env, args []string) int {
 	if !ok {
 		return ExitUsage
 	}
-	if nl, err := netlink.NewHandle(unix.NETLINK_ROUTE); err == nil {
+	if nl, err := rtnl.Open(); err == nil {
 		defer nl.Close()
 		h.Netlink = nl
 	}

@@ -7,12 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
-
 	"github.com/vipproxy/vipproxy/service/atomicfile"
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/netcfg"
+	"github.com/vipproxy/vipproxy/service/rtnl"
 )
 
 const networkUsage = "usage: vipproxy network render|write|apply|check|remove [--config FILE] [--root DIR] [--netlink] [--diff]\n" +
@@ -64,9 +62,9 @@ func runNetwork(ctx context.Context, env Env, args []string) int {
 	if sub == "render" || sub == "write" || diff {
 		return networkFiles(env, cfg, sub, root, diff)
 	}
-	nl, err := netlink.NewHandle(unix.NETLINK_ROUTE) // links, addresses, neighbours: nothing else
+	nl, err := rtnl.Open()
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "vipproxy network %s: open netlink: %v\n", sub, err)
+		fmt.Fprintf(env.Stderr, "vipproxy network %s: %v\n", sub, err)
 		return ExitFailure
 	}
 	defer nl.Close()
@@ -92,9 +90,9 @@ func networkNodeLocal(env Env, cfg *config.Valid, sub, root string) int {
 		fmt.Fprintf(env.Stderr, "vipproxy network render: nothing to render: %s\n", note)
 		return ExitOK
 	}
-	nl, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	nl, err := rtnl.Open()
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "vipproxy network %s: open netlink: %v\n", sub, err)
+		fmt.Fprintf(env.Stderr, "vipproxy network %s: %v\n", sub, err)
 		return ExitFailure
 	}
 	defer nl.Close()

@@ -5,26 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
-	"net/netip"
 	"os"
 	"slices"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netlink/nl"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/vipproxy/vipproxy/service/atomicfile"
 	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/rtnl"
 )
 
 // Host is the machine (or network namespace) being set up.
 type Host struct {
-	Netlink  *netlink.Handle // the namespace to act in
-	Sysctl   Sysctl          // /proc/sys of the same namespace
-	Reloader Reloader        // systemd-networkd; unused with Options.Netlink
+	Netlink  *rtnl.Handle // the namespace to act in
+	Sysctl   Sysctl       // /proc/sys of the same namespace
+	Reloader Reloader     // systemd-networkd; unused with Options.Netlink
 	// Write replaces one file atomically; nil means atomicfile.Write.
 	Write atomicfile.WriteFunc
 }
@@ -156,7 +152,7 @@ func (h Host) checkVIPHolders(cfg *config.Valid) error {
 		return fmt.Errorf("list links: %w", err)
 	}
 	for _, link := range links {
-		name := link.Attrs().Name
+		name := link.Name
 		if allowed[name] {
 			continue
 		}
@@ -181,7 +177,7 @@ func (h Host) ensureLink(cfg *config.Valid) error {
 	name := cfg.Network.Interface
 	link, err := h.Netlink.LinkByName(name)
 	switch {
-	case errors.As(err, new(netlink.LinkNotFoundError)):
+	case errors.Is(err, rtnl.ErrLinkNotFound):
 		if link, err = h.createDummy(name); err != nil {
 			return err
 		}
@@ -192,7 +188,7 @@ func (h Host) ensureLink(cfg *config.Valid) error {
 		return fmt.Errorf("set link %s up: %w", name, err)
 	}
 	for _, vip := range cfg.VIP.Addresses {
-		addr := &netlink.Addr{IPNet: ipNet(hostPrefix(vip))}
+		addr := rtnl.Addr{Prefix: hostPrefix(vip)}
 		if vip.Is6() {
 			addr.Flags = unix.IFA_F_NODAD
 		}
@@ -205,47 +201,18 @@ func (h Host) ensureLink(cfg *config.Valid) error {
 
 // createDummy adds the dummy link with IPv6 address generation off (like
 // LinkLocalAddressing=no: the link holds the VIP and nothing else).
-func (h Host) createDummy(name string) (netlink.Link, error) {
-	if err := h.addDummy(name); err != nil {
-		return nil, fmt.Errorf("create dummy link %s: %w (is the dummy kernel module available?)", name, err)
+func (h Host) createDummy(name string) (rtnl.Link, error) {
+	if err := h.Netlink.AddDummy(name); err != nil {
+		return rtnl.Link{}, fmt.Errorf("%w (is the dummy kernel module available?)", err)
 	}
 	link, err := h.Netlink.LinkByName(name)
 	if err != nil {
-		return nil, fmt.Errorf("look up new link %s: %w", name, err)
+		return rtnl.Link{}, fmt.Errorf("the new link: %w", err)
 	}
-	if err := h.Netlink.LinkSetIP6AddrGenMode(link, nl.IN6_ADDR_GEN_MODE_NONE); err != nil {
-		return nil, fmt.Errorf("turn off IPv6 link-local on %s: %w", name, err)
+	if err := h.Netlink.DisableIPv6AddrGen(link); err != nil {
+		return rtnl.Link{}, err
 	}
 	return link, nil
-}
-
-// addDummy sends the RTM_NEWLINK request for a dummy link itself, with the
-// library's nl layer, in the namespace of h.Sysctl (that of h.Netlink):
-// netlink.LinkAdd would link in the attribute code of every link type the
-// library knows, 0.14 MB of a binary that must stay under 10 MB.
-func (h Host) addDummy(name string) error {
-	ns := h.Sysctl.NS
-	if ns <= 0 {
-		ns = netns.None() // the caller's namespace, as Sysctl reads it
-	}
-	sock, err := nl.GetNetlinkSocketAt(ns, netns.None(), unix.NETLINK_ROUTE)
-	if err != nil {
-		return err
-	}
-	defer sock.Close()
-	req := nl.NewNetlinkRequest(unix.RTM_NEWLINK, unix.NLM_F_CREATE|unix.NLM_F_EXCL|unix.NLM_F_ACK)
-	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: {Socket: sock}}
-	req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
-	req.AddData(nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(name)))
-	info := nl.NewRtAttr(unix.IFLA_LINKINFO, nil)
-	info.AddRtAttr(nl.IFLA_INFO_KIND, nl.NonZeroTerminated("dummy"))
-	req.AddData(info)
-	_, err = req.Execute(unix.NETLINK_ROUTE, 0)
-	return err
-}
-
-func ipNet(p netip.Prefix) *net.IPNet {
-	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
 // setUplinkSysctls applies the ARP values at once (sysctl.d only acts at
@@ -317,13 +284,13 @@ func (h Host) Remove(ctx context.Context, cfg *config.Valid, opts Options) (Remo
 func (h Host) removeLink(cfg *config.Valid, res *RemoveResult) error {
 	name := cfg.Network.Interface
 	link, err := h.Netlink.LinkByName(name)
-	if errors.As(err, new(netlink.LinkNotFoundError)) {
+	if errors.Is(err, rtnl.ErrLinkNotFound) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("look up link %s: %w", name, err)
 	}
-	if link.Type() == "dummy" {
+	if link.Kind == "dummy" {
 		if err := h.Netlink.LinkDel(link); err != nil {
 			return fmt.Errorf("delete link %s: %w", name, err)
 		}
@@ -338,7 +305,7 @@ func (h Host) removeLink(cfg *config.Valid, res *RemoveResult) error {
 		if !have[vip] {
 			continue
 		}
-		if err := h.Netlink.AddrDel(link, &netlink.Addr{IPNet: ipNet(hostPrefix(vip))}); err != nil {
+		if err := h.Netlink.AddrDel(link, hostPrefix(vip)); err != nil {
 			return fmt.Errorf("remove %s from %s: %w", hostPrefix(vip), name, err)
 		}
 		res.AddrsGone = append(res.AddrsGone, hostPrefix(vip).String())

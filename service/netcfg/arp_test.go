@@ -91,7 +91,7 @@ func arpingCommand(t *testing.T) func(t *testing.T, ns *testNS, iface, ip string
 
 func macOf(t *testing.T, ns *testNS, iface string) string {
 	t.Helper()
-	link, err := ns.nl.LinkByName(iface)
+	link, err := ns.oracle.LinkByName(iface)
 	if err != nil {
 		t.Fatal(err)
 	}

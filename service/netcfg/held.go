@@ -4,8 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
+	"github.com/vipproxy/vipproxy/service/rtnl"
 )
 
 // HeldVIPs reports, for each VIP, the link on which this node holds it,
@@ -14,34 +13,34 @@ import (
 // put by keepalived, so this node is the one the network sends the VIP's
 // traffic to. It is the one answer to "does this node hold the VIP", for
 // vipproxy_vip_held and `vipproxy status` alike.
-func HeldVIPs(h *netlink.Handle, dummy string, vips []netip.Addr) (map[netip.Addr]string, error) {
-	addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
+func HeldVIPs(h *rtnl.Handle, dummy string, vips []netip.Addr) (map[netip.Addr]string, error) {
+	addrs, err := h.AddrList(0)
 	if err != nil {
-		return nil, fmt.Errorf("list addresses: %w", err)
+		return nil, err
 	}
 	dummyIndex := -1
 	if l, err := h.LinkByName(dummy); err == nil {
-		dummyIndex = l.Attrs().Index
+		dummyIndex = l.Index
 	}
 	held := make(map[netip.Addr]string, len(vips))
 	for _, v := range vips {
 		held[v] = ""
 	}
 	for _, a := range addrs {
-		ip, ok := netip.AddrFromSlice(a.IP)
-		if link, vip := held[ip.Unmap()]; !ok || !vip || link != "" || a.LinkIndex == dummyIndex {
+		ip := a.Prefix.Addr().Unmap()
+		if link, vip := held[ip]; !vip || link != "" || a.LinkIndex == dummyIndex {
 			continue
 		}
-		held[ip.Unmap()] = linkName(h, a.LinkIndex)
+		held[ip] = linkName(h, a.LinkIndex)
 	}
 	return held, nil
 }
 
 // HeldVIPsHere is HeldVIPs in this process's network namespace.
 func HeldVIPsHere(dummy string, vips []netip.Addr) (map[netip.Addr]string, error) {
-	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	h, err := rtnl.Open()
 	if err != nil {
-		return nil, fmt.Errorf("netlink: %w", err)
+		return nil, err
 	}
 	defer h.Close()
 	return HeldVIPs(h, dummy, vips)
@@ -49,9 +48,9 @@ func HeldVIPsHere(dummy string, vips []netip.Addr) (map[netip.Addr]string, error
 
 // linkName names the link with index i; a link gone meanwhile keeps its
 // number, so that the VIP still counts as held.
-func linkName(h *netlink.Handle, i int) string {
+func linkName(h *rtnl.Handle, i int) string {
 	if l, err := h.LinkByIndex(i); err == nil {
-		return l.Attrs().Name
+		return l.Name
 	}
 	return fmt.Sprintf("link#%d", i)
 }

@@ -9,14 +9,18 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vipproxy/vipproxy/internal/testutil"
+	"github.com/vipproxy/vipproxy/service/rtnl"
 )
 
-// testNS is a private network namespace created and deleted by one test.
+// testNS is a private network namespace created and deleted by one test,
+// with the handle the product uses (nl) and the vishvananda/netlink
+// library's (oracle) for what the product does not read (MAC addresses).
 type testNS struct {
 	*testutil.NetNS
-	name string
-	nl   *netlink.Handle
-	ns   netns.NsHandle
+	name   string
+	nl     *rtnl.Handle
+	oracle *netlink.Handle
+	ns     netns.NsHandle
 }
 
 // newTestNS creates a namespace with lo up and all/default arp_ignore at
@@ -29,12 +33,17 @@ func newTestNS(t *testing.T) *testNS {
 		t.Fatalf("open netns %s: %v", base.Name, err)
 	}
 	t.Cleanup(func() { ns.Close() })
-	nl, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	nl, err := rtnl.OpenAt(int(ns))
 	if err != nil {
 		t.Fatalf("netlink handle in %s: %v", base.Name, err)
 	}
 	t.Cleanup(nl.Close)
-	n := &testNS{NetNS: base, name: base.Name, nl: nl, ns: ns}
+	oracle, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		t.Fatalf("library's netlink handle in %s: %v", base.Name, err)
+	}
+	t.Cleanup(oracle.Close)
+	n := &testNS{NetNS: base, name: base.Name, nl: nl, oracle: oracle, ns: ns}
 	for _, scope := range []string{"all", "default"} {
 		if err := n.sysctl().Set(scope, "arp_ignore", 0); err != nil {
 			t.Fatal(err)
@@ -43,7 +52,7 @@ func newTestNS(t *testing.T) *testNS {
 	return n
 }
 
-func (n *testNS) sysctl() Sysctl { return Sysctl{NS: n.ns} }
+func (n *testNS) sysctl() Sysctl { return Sysctl{NS: int(n.ns)} }
 
 func (n *testNS) ip(t *testing.T, args ...string) { t.Helper(); n.IP(t, args...) }
 

@@ -3,12 +3,12 @@ package netcfg
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/rtnl"
 )
 
 // NodeLocalNote is what `network` says on a node whose mode needs no host
@@ -22,7 +22,7 @@ func NodeLocalNote(cfg *config.Valid) string {
 // must not keep: vipproxy's networkd and sysctl drop-ins (networkd would
 // bring the dummy link back at boot, with the old VIP on it) and the dummy
 // link itself. h may be nil (files only).
-func Leftovers(h *netlink.Handle, cfg *config.Valid, root string) []string {
+func Leftovers(h *rtnl.Handle, cfg *config.Valid, root string) []string {
 	var out []string
 	for _, f := range Render(cfg, root).List() {
 		if _, err := os.Lstat(f.Path); err == nil {
@@ -43,24 +43,24 @@ const LeftoversFix = "vipproxy network remove (it deletes vipproxy's networkd an
 // VerifyNodeLocal is Verify for a node-local node: lo is up and holds each
 // VIP (127.0.0.0/8 as a whole, ::1 when IPv6 is on), and nothing of a vrrp
 // setup is left.
-func VerifyNodeLocal(h *netlink.Handle, cfg *config.Valid, root string) []string {
+func VerifyNodeLocal(h *rtnl.Handle, cfg *config.Valid, root string) []string {
 	var problems []string
 	if left := Leftovers(h, cfg, root); len(left) > 0 {
 		problems = append(problems, fmt.Sprintf("left from a vrrp setup: %s; remove them: %s", strings.Join(left, ", "), LeftoversFix))
 	}
 	lo, err := h.LinkByName("lo")
 	if err != nil {
-		return append(problems, fmt.Sprintf("look up link lo: %v", err))
+		return append(problems, err.Error())
 	}
-	if lo.Attrs().Flags&net.FlagUp == 0 {
+	if lo.Flags&net.FlagUp == 0 {
 		return append(problems, "link lo is down: no loopback VIP can answer")
 	}
-	addrs, err := h.AddrList(lo, netlink.FAMILY_ALL)
+	addrs, err := h.AddrList(lo.Index)
 	if err != nil {
 		return append(problems, fmt.Sprintf("list addresses of lo: %v", err))
 	}
 	for _, vip := range cfg.VIP.Addresses {
-		if !onLink(addrs, vip.AsSlice()) {
+		if !onLink(addrs, vip) {
 			problems = append(problems, fmt.Sprintf("lo holds no address covering the VIP %s (IPv6 off on lo?)", vip))
 		}
 	}
@@ -68,9 +68,9 @@ func VerifyNodeLocal(h *netlink.Handle, cfg *config.Valid, root string) []string
 }
 
 // onLink: some address of the link has a prefix holding ip.
-func onLink(addrs []netlink.Addr, ip net.IP) bool {
+func onLink(addrs []rtnl.Addr, ip netip.Addr) bool {
 	for _, a := range addrs {
-		if a.IPNet != nil && a.IPNet.Contains(ip) {
+		if a.Prefix.Contains(ip) {
 			return true
 		}
 	}

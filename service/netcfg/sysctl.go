@@ -6,11 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 
-	"github.com/vishvananda/netns"
+	"github.com/vipproxy/vipproxy/service/rtnl"
 )
 
 // Sysctl reads and writes net.ipv4.conf.<if>.* through /proc/sys, which
@@ -18,9 +17,10 @@ import (
 type Sysctl struct {
 	// Dir is the /proc/sys mount; empty means /proc/sys.
 	Dir string
-	// NS, when open (> 0), is the network namespace to act in; tests use it
-	// to run against a private namespace. Zero or negative: the caller's.
-	NS netns.NsHandle
+	// NS, when open (> 0), is a descriptor of the network namespace to act
+	// in; tests use it to run against a private namespace. Zero or
+	// negative: the caller's.
+	NS int
 }
 
 func (s Sysctl) path(iface, name string) string {
@@ -65,29 +65,10 @@ func (s Sysctl) Set(iface, name string, v int) error {
 	return nil
 }
 
-// inNS runs fn on a thread switched into s.NS. The thread is locked for the
-// switch; if switching back fails it stays locked so Go retires it.
+// inNS runs fn in the namespace s.NS, or here if none is set.
 func (s Sysctl) inNS(fn func() error) error {
 	if s.NS <= 0 {
 		return fn()
 	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- fmt.Errorf("get current netns: %w", err)
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(s.NS); err != nil {
-			errc <- fmt.Errorf("enter netns: %w", err)
-			return
-		}
-		errc <- fn()
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
-		}
-	}()
-	return <-errc
+	return rtnl.InNetNS(s.NS, fn)
 }

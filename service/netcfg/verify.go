@@ -7,26 +7,25 @@ import (
 	"net"
 	"net/netip"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/rtnl"
 )
 
 // Verify checks the live state against cfg and returns one line per
 // problem; none means the host is set up. h selects the network namespace
-// (netlink.NewHandleAt), sys the /proc/sys view of the same namespace.
+// (rtnl.OpenAt), sys the /proc/sys view of the same namespace.
 //
 // Checked: the VIP link exists, is administratively up and not
 // operationally down (a dummy link reports "unknown", which is fine), holds
 // each VIP; each uplink exists and has arp_ignore=1, arp_announce=2; and
 // all/default arp_ignore are 0, since the kernel uses the maximum of "all"
 // and the interface value, which breaks pod -> VIP hairpin traffic.
-func Verify(h *netlink.Handle, sys Sysctl, cfg *config.Valid) []string {
+func Verify(h *rtnl.Handle, sys Sysctl, cfg *config.Valid) []string {
 	return append(VerifyLink(h, cfg), VerifyARP(sys, cfg)...)
 }
 
 // VerifyLink is Verify's part about the VIP link and its addresses.
-func VerifyLink(h *netlink.Handle, cfg *config.Valid) []string { return verifyLink(h, cfg) }
+func VerifyLink(h *rtnl.Handle, cfg *config.Valid) []string { return verifyLink(h, cfg) }
 
 // VerifyARP is Verify's part about the ARP sysctls: per uplink, and
 // all/default untouched.
@@ -46,21 +45,19 @@ func VerifyARP(sys Sysctl, cfg *config.Valid) []string {
 	return problems
 }
 
-func verifyLink(h *netlink.Handle, cfg *config.Valid) []string {
+func verifyLink(h *rtnl.Handle, cfg *config.Valid) []string {
 	name := cfg.Network.Interface
 	link, err := h.LinkByName(name)
 	if err != nil {
-		var nf netlink.LinkNotFoundError
-		if errors.As(err, &nf) {
+		if errors.Is(err, rtnl.ErrLinkNotFound) {
 			return []string{fmt.Sprintf("link %s does not exist", name)}
 		}
-		return []string{fmt.Sprintf("look up link %s: %v", name, err)}
+		return []string{err.Error()}
 	}
 	var problems []string
-	attrs := link.Attrs()
-	if attrs.Flags&net.FlagUp == 0 {
+	if link.Flags&net.FlagUp == 0 {
 		problems = append(problems, fmt.Sprintf("link %s is down (administratively)", name))
-	} else if s := attrs.OperState; s != netlink.OperUp && s != netlink.OperUnknown {
+	} else if s := link.OperState; s != rtnl.OperUp && s != rtnl.OperUnknown {
 		problems = append(problems, fmt.Sprintf("link %s is up but its operational state is %s", name, s))
 	}
 	have, err := linkAddrs(h, link)
@@ -92,16 +89,14 @@ func verifyUplink(sys Sysctl, up string) []string {
 }
 
 // linkAddrs returns the addresses on link, IPv4 and IPv6.
-func linkAddrs(h *netlink.Handle, link netlink.Link) (map[netip.Addr]bool, error) {
-	addrs, err := h.AddrList(link, netlink.FAMILY_ALL)
+func linkAddrs(h *rtnl.Handle, link rtnl.Link) (map[netip.Addr]bool, error) {
+	addrs, err := h.AddrList(link.Index)
 	if err != nil {
-		return nil, fmt.Errorf("list addresses of %s: %w", link.Attrs().Name, err)
+		return nil, fmt.Errorf("list addresses of %s: %w", link.Name, err)
 	}
 	have := map[netip.Addr]bool{}
 	for _, a := range addrs {
-		if ip, ok := netip.AddrFromSlice(a.IP); ok {
-			have[ip.Unmap()] = true
-		}
+		have[a.Prefix.Addr().Unmap()] = true
 	}
 	return have, nil
 }
