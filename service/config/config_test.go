@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden testdata/bad/*.err files")
@@ -52,6 +53,7 @@ func TestBadConfigs(t *testing.T) {
 			if got := err.Error(); got != strings.TrimSpace(string(want)) {
 				t.Errorf("error text\n got: %s\nwant: %s", got, strings.TrimSpace(string(want)))
 			}
+			assertOneLine(t, err)
 		})
 	}
 }
@@ -230,10 +232,22 @@ func FuzzParse(f *testing.F) {
 			if !errors.As(err, &cerr) || cerr.File != "fuzz.toml" {
 				t.Fatalf("error %v (%T) is not a *config.Error naming the file", err, err)
 			}
+			assertOneLine(t, err)
 			return
 		}
 		assertRoundTrip(t, cfg)
 	})
+}
+
+// assertOneLine: every problem is one line (of `check`'s output, of the
+// journal) whatever bytes the file held.
+func assertOneLine(t *testing.T, err error) {
+	t.Helper()
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if strings.ContainsFunc(line, unicode.IsControl) || line == "" {
+			t.Errorf("error %q: a problem spans lines or holds control characters", err)
+		}
+	}
 }
 
 // TestDefaultProbeIsThisBinary: keepalived's track script runs the vipproxy

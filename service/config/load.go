@@ -10,6 +10,9 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strconv"
+	"strings"
+	"unicode"
 
 	"github.com/BurntSushi/toml"
 	"github.com/vipproxy/vipproxy/service/regularfile"
@@ -25,14 +28,34 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	loc := e.File
+	loc := oneLine(e.File)
 	if e.Line > 0 {
-		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
+		loc = fmt.Sprintf("%s:%d", loc, e.Line)
 	}
 	if e.Key == "" {
-		return fmt.Sprintf("%s: %s", loc, e.Reason)
+		return fmt.Sprintf("%s: %s", loc, oneLine(e.Reason))
 	}
-	return fmt.Sprintf("%s: %s: %s", loc, e.Key, e.Reason)
+	return fmt.Sprintf("%s: %s: %s", loc, oneLine(e.Key), oneLine(e.Reason))
+}
+
+// oneLine writes the control characters of s as Go escapes (\n, \x00):
+// an error is one line of `check`'s output and of the journal, and its
+// parts can hold what the file held (the TOML parser quotes the bytes it
+// stopped at, a quoted key may contain a newline).
+func oneLine(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // maxFileSize bounds what Load reads; a config is a few kilobytes.
