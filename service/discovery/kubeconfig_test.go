@@ -247,6 +247,11 @@ func FuzzKubeconfigAgainstYAML(f *testing.F) {
 		"\"k\": 'v' # c\n", "a: b # c\nd:\n  - e # f\n  -\n  - g: h\n    i: j\n"} {
 		f.Add([]byte(s))
 	}
+	// Keys past YAML's 1,024 characters with a colon early in them: the
+	// bound counts to the key's end, not to its first colon.
+	long := strings.Repeat("b", 1100)
+	f.Add([]byte("a:" + long + " c: d\n"))
+	f.Add([]byte("\"a:" + long + "\": d\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if msg := differ(data); msg != "" {
 			t.Fatalf("%s\ninput: %q", msg, data)

@@ -264,8 +264,8 @@ func isKey(text string) bool {
 // comment after the colon. A plain key YAML reads as anything but a
 // string (true, 1, null) is refused: kubectl would see another key.
 func splitKey(text string, line int) (key, rest string, err error) {
-	if i := strings.IndexByte(text, ':'); i > maxKey || (i < 0 && len(text) > maxKey) {
-		return "", "", errorAt(line, "a key longer than %d characters (YAML's bound on a simple key)", maxKey)
+	tooLong := func() error {
+		return errorAt(line, "a key longer than %d characters (YAML's bound on a simple key)", maxKey)
 	}
 	if text[0] == '"' || text[0] == '\'' {
 		k, after, err := quoted(text, line)
@@ -275,9 +275,17 @@ func splitKey(text string, line int) (key, rest string, err error) {
 		if after != ":" && !strings.HasPrefix(after, ": ") {
 			return "", "", errorAt(line, "expected `key: value`")
 		}
+		if len(text)-len(after) > maxKey {
+			return "", "", tooLong()
+		}
 		return k, valuePart(after[1:]), nil
 	}
+	// The key ends at the first ": " (a colon inside it, "a:b", is its
+	// own), so that is where YAML's bound is counted.
 	i := strings.Index(text+" ", ": ")
+	if i > maxKey || (i < 0 && len(text) > maxKey) {
+		return "", "", tooLong()
+	}
 	if i <= 0 || strings.ContainsAny(text[:i], "\t#") || strings.ContainsRune(indicators, rune(text[0])) {
 		return "", "", errorAt(line, "expected `key: value`")
 	}
