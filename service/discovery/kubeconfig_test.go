@@ -252,6 +252,7 @@ func FuzzKubeconfigAgainstYAML(f *testing.F) {
 	long := strings.Repeat("b", 1100)
 	f.Add([]byte("a:" + long + " c: d\n"))
 	f.Add([]byte("\"a:" + long + "\": d\n"))
+	f.Add([]byte("a: \"caf\\xe9 \\x41\"\n")) // YAML's \xNN is a character, not a byte
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if msg := differ(data); msg != "" {
 			t.Fatalf("%s\ninput: %q", msg, data)

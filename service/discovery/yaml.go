@@ -444,15 +444,25 @@ func quoted(s string, line int) (string, string, error) {
 // unescape reads YAML's double-quoted escapes that Go's also has; the
 // others (\e, \N, \_, \L, \P, \/, \ , line folding) are refused.
 func unescape(s string) (string, error) {
-	for i := 0; i < len(s)-1; i++ {
-		if s[i] == '\\' && strings.IndexByte(`"\\abfnrtvxuU`, s[i+1]) < 0 {
-			return "", fmt.Errorf("escape \\%c is not supported here", s[i+1])
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		b.WriteByte(s[i])
+		if s[i] != '\\' || i == len(s)-1 {
+			continue
 		}
-		if s[i] == '\\' {
-			i++
+		i++
+		if strings.IndexByte(`"\\abfnrtvxuU`, s[i]) < 0 {
+			return "", fmt.Errorf("escape \\%c is not supported here", s[i])
+		}
+		if s[i] == 'x' {
+			// YAML's \xNN is the character U+00NN (\x80 is "\u0080"),
+			// Go's the byte NN.
+			b.WriteString("u00")
+		} else {
+			b.WriteByte(s[i])
 		}
 	}
-	v, err := strconv.Unquote(`"` + s + `"`)
+	v, err := strconv.Unquote(`"` + b.String() + `"`)
 	if err != nil {
 		return "", fmt.Errorf("an escape this reader does not support")
 	}
