@@ -381,6 +381,14 @@ func plain(s string, line int) (any, error) {
 	if !strings.ContainsRune("+-.0123456789", rune(s[0])) {
 		return s, nil
 	}
+	if s[0] == '.' {
+		// go-yaml reads these with ParseFloat as written: an underscore
+		// (".0_", "._5") leaves a string.
+		if isFloat(s) {
+			return yamlNumber(s), nil
+		}
+		return s, nil
+	}
 	n := strings.ReplaceAll(s, "_", "")
 	if _, err := strconv.ParseInt(n, 0, 64); err == nil {
 		return yamlNumber(s), nil
@@ -388,7 +396,7 @@ func plain(s string, line int) (any, error) {
 	if _, err := strconv.ParseUint(n, 0, 64); err == nil {
 		return yamlNumber(s), nil
 	}
-	if (isYAMLFloat(n) && isFloat(n)) || (s[0] == '.' && isFloat(s)) {
+	if isYAMLFloat(n) && isFloat(n) {
 		return yamlNumber(s), nil
 	}
 	if b, ok := strings.CutPrefix(strings.TrimPrefix(n, "-"), "0b"); ok && isBinary(b) {
