@@ -448,9 +448,16 @@ func (v *validator) keepalived() {
 	}
 	if strings.TrimSpace(k.ProbeCommand) == "" || strings.ContainsAny(k.ProbeCommand, "\n\r\"") {
 		v.bad("keepalived.probe_command", "%q must be a non-empty single line without double quotes", k.ProbeCommand)
+	} else if strings.Count(k.ProbeCommand, "'")%2 != 0 {
+		v.bad("keepalived.probe_command", "%q has an unmatched single quote; keepalived would drop the script and stop tracking the proxy", k.ProbeCommand)
 	}
-	if p := ProbeConfigPath(v.c.Path); strings.ContainsAny(p, " \"\n\r") {
-		v.bad("keepalived.probe_command", "the config path %q contains a space or quote; the vrrp_script line cannot carry it", p)
+	// keepalived reads the script line as a quoted string with shell-like
+	// escapes and splits it at spaces, single quotes grouping: a space or
+	// tab splits the path, a backslash begins an escape, and an unmatched
+	// single quote makes keepalived drop the script and with it the
+	// instance's tracking of the proxy (keepalived_kernel_test.go).
+	if p := ProbeConfigPath(v.c.Path); strings.ContainsFunc(p, isSpaceOrControl) || strings.ContainsAny(p, `"'\`) {
+		v.bad("keepalived.probe_command", "the config path %q contains a space, a control character, a quote or a backslash; the vrrp_script line cannot carry it", p)
 	}
 }
 

@@ -1,11 +1,17 @@
 package keepalived
 
 import (
+	"errors"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/internal/testutil/testconfig"
+	"github.com/vipproxy/vipproxy/service/config"
 )
 
 // mainConf includes the snippet as documented: keepalived.conf's
@@ -41,5 +47,81 @@ func TestGoldenPassesKeepalivedConfigTest(t *testing.T) {
 		if err != nil {
 			t.Errorf("keepalived --config-test (case %s): %v\n%s\n%s", name, err, out, data)
 		}
+	}
+}
+
+// TestProbeGetsTheConfigPath runs keepalived on the snippet of a config
+// kept at each of some awkward paths: whatever path the config accepts,
+// the probe keepalived runs gets it unchanged after --config. keepalived
+// reads the script line as a quoted string with shell-like escapes and
+// splits it at spaces, single quotes grouping: a path with a single quote
+// made it drop the script and the instance's tracking of it (the VIP no
+// longer followed the proxy's readiness), and a backslash began an escape
+// (a\b.toml reached the probe as "a", a backspace, ".toml").
+func TestProbeGetsTheConfigPath(t *testing.T) {
+	if _, err := exec.LookPath("keepalived"); err != nil {
+		t.Skip("keepalived not installed")
+	}
+	ns := testutil.NewNetNS(t, "vpk")
+	ns.Veth(t, "eth1", "eth1p")
+	dir := t.TempDir()
+	// The probe records its arguments, each ended by a NUL.
+	probe := writeConf(t, dir, "probe.sh", "#!/bin/sh\nprintf '%s\\0' \"$@\" > \"$0.args\"\n")
+	if err := os.Chmod(probe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	accepted := 0
+	for i, path := range []string{
+		"/etc/vipproxy/vipproxy.toml",
+		"/etc/vipproxy/a#b!c.toml",
+		"/etc/vipproxy/a$b;c&d|e.toml",
+		"/etc/vipproxy/a{b}c*d?e[f].toml",
+		"/etc/vipproxy/a%b~cé(d)=e,f@g+h.toml",
+		"/etc/vip proxy/vipproxy.toml",
+		"/etc/vipproxy/it's.toml",
+		`/etc/vipproxy/a\b.toml`,
+		`/etc/vipproxy/"a".toml`,
+		"/etc/vipproxy/a\tb.toml",
+	} {
+		cfg, err := config.Parse(path, []byte(`[vip]
+addresses = ["192.168.1.100"]
+[network]
+uplinks = ["eth1"]
+[keepalived]
+probe_command = "`+probe+`"
+[[backend]]
+address = "192.168.1.1:6443"
+`))
+		if err != nil {
+			var cerr *config.Error
+			if !errors.As(err, &cerr) || cerr.Key != "keepalived.probe_command" {
+				t.Errorf("config at %q refused for another reason: %v", path, err)
+			}
+			continue
+		}
+		accepted++
+		// A plain name: t.TempDir is named after the test, and keepalived
+		// expands braces in its -f path.
+		t.Run(fmt.Sprintf("path%d", i), func(t *testing.T) {
+			os.Remove(probe + ".args")
+			run := t.TempDir()
+			writeConf(t, run, "vipproxy.conf", string(Render(cfg)))
+			conf := writeConf(t, run, "keepalived.conf", mainConf)
+			testutil.Start(t, exec.Command("ip", "netns", "exec", ns.Name, "keepalived", "--dont-fork", "--log-console",
+				"--vrrp", "-f", conf, "-p", filepath.Join(run, "keepalived.pid"), "-r", filepath.Join(run, "vrrp.pid")))
+			var args []byte
+			for range 200 { // 20 s: the script runs at keepalived's start
+				if args, err = os.ReadFile(probe + ".args"); err == nil && len(args) > 0 {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if want := "--config\x00" + path + "\x00"; string(args) != want {
+				t.Errorf("config at %q: the probe got %q, want %q", path, args, want)
+			}
+		})
+	}
+	if accepted < 2 {
+		t.Errorf("only %d of the paths accepted; the test needs a few", accepted)
 	}
 }
