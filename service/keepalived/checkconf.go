@@ -17,11 +17,12 @@ import (
 const maxIncludeDepth = 8
 
 // CheckConf reads the keepalived configuration at path, following include
-// directives (globs, relative to the including file), and rejects any
-// virtual_server for a VIP: directly (address and any port) or through a
-// virtual_server_group that contains it. IPVS must not balance the VIP:
-// vipproxy replaces it, and IPVS together with arp_ignore breaks pod hairpin
-// on nodes that are both controller and worker.
+// directives (globs with csh-style {a,b} alternatives, relative to the
+// including file), and rejects any virtual_server for a VIP: directly
+// (address and any port) or through a virtual_server_group that contains
+// it. IPVS must not balance the VIP: vipproxy replaces it, and IPVS
+// together with arp_ignore breaks pod hairpin on nodes that are both
+// controller and worker.
 func CheckConf(cfg *config.Valid, path string) error {
 	lines, err := readLines(path, 0)
 	if err != nil {
@@ -154,39 +155,43 @@ func readLines(path string, depth int) ([]line, error) {
 		if i := strings.IndexAny(text, "#!"); i >= 0 {
 			text = text[:i]
 		}
+		// An include's pattern keeps its braces: they are alternatives.
+		if words := strings.Fields(text); len(words) >= 2 && words[0] == "include" {
+			included, err := readIncludes(path, words[1], depth)
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", path, num, err)
+			}
+			out = append(out, included...)
+			continue
+		}
 		text = strings.NewReplacer("{", " { ", "}", " } ").Replace(text)
-		words := strings.Fields(text)
-		if len(words) == 0 {
-			continue
-		}
-		if words[0] != "include" || len(words) < 2 {
+		if words := strings.Fields(text); len(words) > 0 {
 			out = append(out, line{path, num, words})
-			continue
 		}
-		included, err := readIncludes(path, words[1], depth)
-		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, num, err)
-		}
-		out = append(out, included...)
 	}
-	return out, sc.Err()
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read keepalived config %s: %w", path, err)
+	}
+	return out, nil
 }
 
 func readIncludes(from, pattern string, depth int) ([]line, error) {
-	if !filepath.IsAbs(pattern) {
-		pattern = filepath.Join(filepath.Dir(from), pattern)
-	}
-	matches, err := filepath.Glob(pattern)
-	if err != nil {
-		return nil, fmt.Errorf("include %s: %w", pattern, err)
-	}
 	var out []line
-	for _, m := range matches { // Glob returns them sorted, as keepalived reads them
-		ls, err := readLines(m, depth+1)
-		if err != nil {
-			return nil, err
+	for _, alt := range expandBraces(pattern) {
+		if !filepath.IsAbs(alt) {
+			alt = filepath.Join(filepath.Dir(from), alt)
 		}
-		out = append(out, ls...)
+		matches, err := filepath.Glob(alt)
+		if err != nil {
+			return nil, fmt.Errorf("include %s: %w", pattern, err)
+		}
+		for _, m := range matches { // Glob returns them sorted, as keepalived reads them
+			ls, err := readLines(m, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, ls...)
+		}
 	}
 	return out, nil
 }
@@ -217,4 +222,62 @@ func CheckTracksProbe(cfg *config.Valid, path string) error {
 		return fmt.Errorf("%s (with its includes) has no vrrp_script %s tracked by a vrrp_instance", path, script)
 	}
 	return nil
+}
+
+// maxBraceAlternatives bounds expandBraces: an include line of nested
+// alternatives must not cost more than keepalived would ever read.
+const maxBraceAlternatives = 1024
+
+// expandBraces writes out the csh-style alternatives of an include pattern
+// ("{conf.d,extra}/*.conf"), which keepalived globs with GLOB_BRACE, in the
+// order glibc's glob reads them: each alternative of the first brace pair
+// in turn, the rest of the pattern expanded after it. As there, a first
+// brace without its pair leaves the pattern as it is (Glob reads braces
+// literally), and a pair without a comma is its one alternative.
+func expandBraces(pattern string) []string {
+	var out []string
+	expandInto(&out, pattern)
+	return out
+}
+
+func expandInto(out *[]string, pattern string) {
+	open := strings.IndexByte(pattern, '{')
+	end, alts := -1, []string(nil)
+	if open >= 0 {
+		end, alts = alternatives(pattern, open)
+	}
+	if end < 0 {
+		*out = append(*out, pattern)
+		return
+	}
+	for _, alt := range alts {
+		if len(*out) == maxBraceAlternatives {
+			return
+		}
+		expandInto(out, pattern[:open]+alt+pattern[end+1:])
+	}
+}
+
+// alternatives reads the brace pair opening at pattern[open]: the index of
+// its closing brace (-1: none) and the alternatives its top-level commas
+// separate.
+func alternatives(pattern string, open int) (int, []string) {
+	depth, start := 0, open+1
+	var alts []string
+	for i := open; i < len(pattern); i++ {
+		switch pattern[i] {
+		case '{':
+			depth++
+		case ',':
+			if depth == 1 {
+				alts = append(alts, pattern[start:i])
+				start = i + 1
+			}
+		case '}':
+			if depth--; depth == 0 {
+				return i, append(alts, pattern[start:i])
+			}
+		}
+	}
+	return -1, nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +124,28 @@ address = "192.168.1.1:6443"
 	}
 	if accepted < 2 {
 		t.Errorf("only %d of the paths accepted; the test needs a few", accepted)
+	}
+}
+
+// TestBraceIncludeReadAsKeepalivedReads: keepalived globs an include with
+// csh-style alternatives, so the vipproxy snippet reached only through
+// them is tracked, and CheckTracksProbe must see it there too.
+func TestBraceIncludeReadAsKeepalivedReads(t *testing.T) {
+	if _, err := exec.LookPath("keepalived"); err != nil {
+		t.Skip("keepalived not installed")
+	}
+	ns := testutil.NewNetNS(t, "vpk")
+	ns.Veth(t, "eth1", "eth1p")
+	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
+	cfg.Keepalived.ProbeCommand = "/bin/true"
+	dir := t.TempDir()
+	writeConf(t, dir, "extra/vipproxy.conf", string(Render(cfg)))
+	conf := writeConf(t, dir, "keepalived.conf", strings.Replace(mainConf, "include vipproxy.conf", "include {conf.d,extra}/*.conf", 1))
+	out, err := ns.Exec("keepalived", "--config-test", "-f", conf)
+	if err != nil || strings.Contains(out, "not found") {
+		t.Fatalf("keepalived --config-test does not read the snippet through the braces: %v\n%s", err, out)
+	}
+	if err := CheckTracksProbe(cfg, conf); err != nil {
+		t.Errorf("CheckTracksProbe: %v", err)
 	}
 }

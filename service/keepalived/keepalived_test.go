@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -81,13 +82,24 @@ func TestCheckConf(t *testing.T) {
 			"conf.d/20-ipvs.conf": "\n\nvirtual_server 192.168.1.100 6443 {\n}\n",
 			"conf.d/ignored.txt":  "virtual_server 192.168.1.100 6443 {\n}\n",
 		}, "conf.d/20-ipvs.conf:3: virtual_server"},
+		{"include brace alternatives", map[string]string{
+			"keepalived.conf":     "include {conf.d,extra}/*.conf\n",
+			"conf.d/10-vrrp.conf": string(rendered),
+			"extra/20-ipvs.conf":  "\n\nvirtual_server 192.168.1.100 6443 {\n}\n",
+		}, "extra/20-ipvs.conf:3: virtual_server"},
+		{"include absolute alternative", map[string]string{
+			"keepalived.conf":     "include {conf.d/*.conf,TMP/extra/20-ipvs.conf}\n",
+			"conf.d/10-vrrp.conf": string(rendered),
+			"extra/20-ipvs.conf":  "\n\nvirtual_server 192.168.1.100 6443 {\n}\n",
+		}, "extra/20-ipvs.conf:3: virtual_server"},
 		{"include loop", map[string]string{"keepalived.conf": "include keepalived.conf\n"}, "nested deeper"},
+		{"line past the reader's bound", map[string]string{"keepalived.conf": "global_defs {\n" + strings.Repeat("x", 70000) + "\n}\n"}, "keepalived.conf: bufio.Scanner: token too long"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			for name, text := range c.files {
-				writeConf(t, dir, name, text)
+				writeConf(t, dir, name, strings.ReplaceAll(text, "TMP/", dir+"/"))
 			}
 			err := CheckConf(cfg, filepath.Join(dir, "keepalived.conf"))
 			switch {
@@ -95,7 +107,7 @@ func TestCheckConf(t *testing.T) {
 				t.Errorf("rejected: %v", err)
 			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 				t.Errorf("got %v, want an error containing %q", err, c.want)
-			case c.want != "" && c.want != "nested deeper" && !strings.Contains(err.Error(), "hairpin"):
+			case c.want != "" && !strings.Contains(c.want, "nested deeper") && !strings.Contains(c.want, "too long") && !strings.Contains(err.Error(), "hairpin"):
 				t.Errorf("error does not explain why: %v", err)
 			}
 		})
@@ -107,5 +119,31 @@ func TestCheckConfMissingFile(t *testing.T) {
 	err := CheckConf(cfg, filepath.Join(t.TempDir(), "nope.conf"))
 	if err == nil || !strings.Contains(err.Error(), "nope.conf") {
 		t.Errorf("got %v, want an error naming the file", err)
+	}
+}
+
+// TestExpandBraces: the alternatives of an include pattern in the order
+// glibc's glob(GLOB_BRACE) reads them (checked against glibc 2.36 with a
+// C program on the same patterns).
+func TestExpandBraces(t *testing.T) {
+	for _, c := range []struct {
+		pattern string
+		want    []string
+	}{
+		{"/a/b.conf", []string{"/a/b.conf"}},
+		{"/a/{y,x}.conf", []string{"/a/y.conf", "/a/x.conf"}},
+		{"/{a,b}/{x,y}", []string{"/a/x", "/a/y", "/b/x", "/b/y"}},
+		{"/{a,{b,c}d}/e", []string{"/a/e", "/bd/e", "/cd/e"}},
+		{"/{a}/e", []string{"/a/e"}},
+		{"/{a/e", []string{"/{a/e"}},
+		{"/{}y", []string{"/y"}},
+		{"/{,x}y", []string{"/y", "/xy"}},
+	} {
+		if got := expandBraces(c.pattern); !slices.Equal(got, c.want) {
+			t.Errorf("expandBraces(%q) = %q, want %q", c.pattern, got, c.want)
+		}
+	}
+	if n := len(expandBraces(strings.Repeat("{a,b}", 40))); n != maxBraceAlternatives {
+		t.Errorf("2^40 alternatives gave %d patterns, want the bound %d", n, maxBraceAlternatives)
 	}
 }
