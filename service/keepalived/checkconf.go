@@ -207,21 +207,49 @@ func CheckTracksProbe(cfg *config.Valid, path string) error {
 		return err
 	}
 	script := cfg.Keepalived.Instance + "_probe"
-	declared, tracked := false, false
+	declared := false
 	for _, l := range lines {
-		switch {
-		case len(l.words) >= 2 && l.words[0] == "vrrp_script" && l.words[1] == script:
+		if len(l.words) >= 2 && l.words[0] == "vrrp_script" && l.words[1] == script {
 			declared = true
-		case len(l.words) == 1 && l.words[0] == script:
-			tracked = true
 		}
 	}
-	if !declared || !tracked {
+	if !declared || !trackedScripts(lines)[script] {
 		// The cause only: the fix depends on how vipproxy was installed
 		// (doctor words it for Debian or NixOS).
 		return fmt.Errorf("%s (with its includes) has no vrrp_script %s tracked by a vrrp_instance", path, script)
 	}
 	return nil
+}
+
+// trackedScripts returns the scripts that track_script blocks name: the
+// first word of each entry ("name", "name weight N"), wherever keepalived
+// lets the braces sit ("track_script { name }" on one line, or "{" on
+// the line after the keyword).
+func trackedScripts(lines []line) map[string]bool {
+	tracked := map[string]bool{}
+	var blocks []string // the keyword of each open block, innermost last
+	head := ""          // the first word of the latest entry: a "{" opens its block
+	for _, l := range lines {
+		entry := true // the next word begins an entry
+		for _, w := range l.words {
+			switch {
+			case w == "{":
+				blocks = append(blocks, head)
+				entry = true
+			case w == "}":
+				if len(blocks) > 0 {
+					blocks = blocks[:len(blocks)-1]
+				}
+				entry = true
+			case entry:
+				head, entry = w, false
+				if len(blocks) > 0 && blocks[len(blocks)-1] == "track_script" {
+					tracked[w] = true
+				}
+			}
+		}
+	}
+	return tracked
 }
 
 // maxBraceAlternatives bounds expandBraces: an include line of nested

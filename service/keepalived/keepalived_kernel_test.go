@@ -149,3 +149,33 @@ func TestBraceIncludeReadAsKeepalivedReads(t *testing.T) {
 		t.Errorf("CheckTracksProbe: %v", err)
 	}
 }
+
+// TestTrackingReadAsKeepalivedReads starts keepalived on each trackForms
+// text and reads its configuration dump (-d): the instance's "Tracked
+// scripts" must list vipproxy_probe exactly when the form says it is
+// tracked, the verdict TestCheckTracksProbe holds CheckTracksProbe to.
+func TestTrackingReadAsKeepalivedReads(t *testing.T) {
+	if _, err := exec.LookPath("keepalived"); err != nil {
+		t.Skip("keepalived not installed")
+	}
+	ns := testutil.NewNetNS(t, "vpk")
+	ns.Veth(t, "eth1", "eth1p")
+	for i, f := range trackForms {
+		t.Run(fmt.Sprintf("form%d", i), func(t *testing.T) {
+			dir := t.TempDir()
+			conf := writeConf(t, dir, "keepalived.conf", trackConf(f.track))
+			out := testutil.Start(t, exec.Command("ip", "netns", "exec", ns.Name, "keepalived", "--dont-fork", "--log-console",
+				"--dump-conf", "--vrrp", "-f", conf, "-p", filepath.Join(dir, "keepalived.pid"), "-r", filepath.Join(dir, "vrrp.pid")))
+			// The instance's dump ends its tracked scripts with this line.
+			testutil.WaitFor(t, "keepalived's configuration dump", func() bool {
+				return strings.Contains(out.String(), "Using smtp notification")
+			})
+			dump := out.String()
+			list := dump[:strings.Index(dump, "Using smtp notification")]
+			tracked := strings.Contains(list, "Tracked scripts") && strings.Contains(list[strings.Index(list, "Tracked scripts"):], " vipproxy_probe weight ")
+			if tracked != f.tracked {
+				t.Errorf("%s: keepalived tracks vipproxy_probe: %v, the form says %v", f.name, tracked, f.tracked)
+			}
+		})
+	}
+}

@@ -147,3 +147,59 @@ func TestExpandBraces(t *testing.T) {
 		t.Errorf("2^40 alternatives gave %d patterns, want the bound %d", n, maxBraceAlternatives)
 	}
 }
+
+// trackForms are keepalived.conf texts declaring vipproxy_probe, tracked
+// or not; TestCheckTracksProbe says what CheckTracksProbe must find, and
+// TestTrackingReadAsKeepalivedReads holds that to keepalived's own dump.
+var trackForms = []struct {
+	name    string
+	tracked bool
+	track   string // what the vrrp_instance holds besides its addresses
+}{
+	{"block on its own lines", true, "track_script {\n        vipproxy_probe\n    }"},
+	{"block on one line", true, "track_script { vipproxy_probe }"},
+	{"brace on the next line", true, "track_script\n    {\n        vipproxy_probe\n    }"},
+	{"with a weight", true, "track_script {\n        other_probe\n        vipproxy_probe weight 10\n    }"},
+	{"not tracked", false, "track_script {\n        other_probe\n    }"},
+	{"only in a comment", false, "track_script {\n        other_probe # vipproxy_probe\n    }"},
+	{"in another block", false, "track_file {\n        vipproxy_probe\n    }"},
+}
+
+// trackConf is a whole keepalived.conf for a trackForms entry.
+func trackConf(track string) string {
+	return `global_defs {
+    enable_script_security
+    script_user root
+}
+vrrp_script vipproxy_probe {
+    script "/bin/true"
+}
+vrrp_script other_probe {
+    script "/bin/true"
+}
+vrrp_instance vipproxy {
+    state BACKUP
+    interface eth1
+    virtual_router_id 51
+    priority 100
+    advert_int 1
+    virtual_ipaddress {
+        192.168.1.100/32 dev eth1
+    }
+    ` + track + `
+}
+`
+}
+
+func TestCheckTracksProbe(t *testing.T) {
+	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
+	for _, f := range trackForms {
+		t.Run(f.name, func(t *testing.T) {
+			conf := writeConf(t, t.TempDir(), "keepalived.conf", trackConf(f.track))
+			err := CheckTracksProbe(cfg, conf)
+			if (err == nil) != f.tracked {
+				t.Errorf("CheckTracksProbe = %v; want tracked %v in:\n%s", err, f.tracked, trackConf(f.track))
+			}
+		})
+	}
+}
