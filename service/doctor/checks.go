@@ -198,6 +198,9 @@ func checkKeepalived(ctx context.Context, h Host, cfg *config.Valid) Result {
 	if err := keepalived.CheckConf(cfg, conf); err != nil {
 		return fail(fix.virtualServer, "%v", err)
 	}
+	if err := keepalived.CheckOtherHolders(cfg, conf); err != nil {
+		return fail(fix.otherInstance, "%v", err)
+	}
 	if h.Systemctl == nil {
 		return pass("%s tracks %s_probe (keepalived's unit not checked: no systemd)", conf, cfg.Keepalived.Instance)
 	}

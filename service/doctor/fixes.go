@@ -10,6 +10,7 @@ type fixes struct {
 	keepalivedConf string // keepalived has no config (it does not start)
 	trackProbe     string // no vrrp_script running the probe, or not tracked
 	virtualServer  string // an IPVS virtual_server on the VIP
+	otherInstance  string // another vrrp_instance holds the VIP
 	keepalivedUnit string // keepalived.service not active
 	twoHolders     string // two nodes answer for the VIP: split brain or ARP flux
 	birdConf       string // BIRD runs without vipproxy's protocols
@@ -26,6 +27,7 @@ var debianFixes = fixes{
 	keepalivedConf: "create it with `include /etc/keepalived/conf.d/*.conf` (Debian's unit has ConditionFileNotEmpty= on it and ships only a sample), then systemctl restart keepalived",
 	trackProbe:     "vipproxy keepalived --out /etc/keepalived/conf.d/vipproxy.conf; include it from keepalived.conf; systemctl reload keepalived",
 	virtualServer:  "remove the virtual_server: vipproxy balances the VIP",
+	otherInstance:  "remove the VIP from that vrrp_instance (or the instance): vipproxy's instance holds it; systemctl reload keepalived",
 	keepalivedUnit: "systemctl enable --now keepalived; journalctl -u keepalived",
 	twoHolders: "vipproxy network apply on every node (arp_ignore=1 on the uplinks: only the VRRP master may answer); " +
 		"let VRRP adverts (IP protocol 112) pass between the nodes, or the backups also become masters",
@@ -46,6 +48,8 @@ var nixosFixes = fixes{
 	trackProbe: "services.vipproxy.keepalived.enable = true declares services.keepalived.vrrpScripts and the instance's " +
 		"trackScripts; an instance of your own in services.keepalived must list it in trackScripts; nixos-rebuild switch",
 	virtualServer: "remove that virtual_server from services.keepalived.extraConfig (vipproxy balances the VIP), nixos-rebuild switch",
+	otherInstance: "remove the VIP from that instance in services.keepalived.vrrpInstances or extraConfig (vipproxy's instance " +
+		"holds it), nixos-rebuild switch",
 	keepalivedUnit: "systemctl start keepalived (NixOS starts it 5 s after boot, keepalived-boot-delay.timer); " +
 		"journalctl -u keepalived; services.vipproxy.keepalived.enable must be true",
 	twoHolders: "services.vipproxy on every node with settings.network.uplinks set (arp_ignore=1 on the uplinks: only the " +

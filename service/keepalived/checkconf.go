@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -222,34 +223,85 @@ func CheckTracksProbe(cfg *config.Valid, path string) error {
 }
 
 // trackedScripts returns the scripts that track_script blocks name: the
-// first word of each entry ("name", "name weight N"), wherever keepalived
-// lets the braces sit ("track_script { name }" on one line, or "{" on
-// the line after the keyword).
+// first word of each entry ("name", "name weight N").
 func trackedScripts(lines []line) map[string]bool {
 	tracked := map[string]bool{}
-	var blocks []string // the keyword of each open block, innermost last
-	head := ""          // the first word of the latest entry: a "{" opens its block
+	walk(lines, func(_ line, words []string, blocks [][]string) {
+		if n := len(blocks); n > 0 && blocks[n-1][0] == "track_script" {
+			tracked[words[0]] = true
+		}
+	})
+	return tracked
+}
+
+// CheckOtherHolders rejects a vrrp_instance other than vipproxy's that
+// lists a VIP among its addresses (an instance left from an earlier
+// keepalived setup, say). Each instance has its own router ID and its
+// own election, so two of them can make two nodes master at once and put
+// the VIP on both.
+func CheckOtherHolders(cfg *config.Valid, path string) error {
+	lines, err := readLines(path, 0)
+	if err != nil {
+		return err
+	}
+	var found *config.Error
+	walk(lines, func(l line, words []string, blocks [][]string) {
+		n := len(blocks)
+		if found != nil || n < 2 || blocks[n-1][0] != "virtual_ipaddress" && blocks[n-1][0] != "virtual_ipaddress_excluded" {
+			return
+		}
+		instance := blocks[n-2]
+		if instance[0] != "vrrp_instance" || len(instance) < 2 || instance[1] == cfg.Keepalived.Instance {
+			return
+		}
+		addr, _, _ := strings.Cut(words[0], "/") // "192.0.2.10/24 dev eth0"
+		if ip, err := netip.ParseAddr(addr); err == nil && slices.Contains(cfg.VIP.Addresses, ip.Unmap()) {
+			found = &config.Error{File: l.file, Line: l.num, Key: "vrrp_instance", Reason: fmt.Sprintf(
+				"vrrp_instance %s also holds the VIP %s: it is elected apart from vipproxy's instance %s, so two nodes can hold the VIP at once; remove it from %s",
+				instance[1], ip.Unmap(), cfg.Keepalived.Instance, instance[1])}
+		}
+	})
+	if found != nil {
+		return found
+	}
+	return nil
+}
+
+// walk calls visit with each statement of lines (its words, braces left
+// out) and the statements that opened the blocks around it, innermost
+// last, wherever keepalived lets the braces sit ("track_script { name }"
+// on one line, or "{" on the line after the keyword).
+func walk(lines []line, visit func(l line, words []string, blocks [][]string)) {
+	var blocks [][]string
+	var last []string // the latest statement: a "{" opens its block
 	for _, l := range lines {
-		entry := true // the next word begins an entry
+		var words []string
+		end := func() {
+			if len(words) > 0 {
+				visit(l, words, blocks)
+				last, words = words, nil
+			}
+		}
 		for _, w := range l.words {
-			switch {
-			case w == "{":
-				blocks = append(blocks, head)
-				entry = true
-			case w == "}":
+			switch w {
+			case "{":
+				end()
+				opener := last
+				if len(opener) == 0 {
+					opener = []string{""} // a brace with no keyword before it
+				}
+				blocks = append(blocks, opener)
+			case "}":
+				end()
 				if len(blocks) > 0 {
 					blocks = blocks[:len(blocks)-1]
 				}
-				entry = true
-			case entry:
-				head, entry = w, false
-				if len(blocks) > 0 && blocks[len(blocks)-1] == "track_script" {
-					tracked[w] = true
-				}
+			default:
+				words = append(words, w)
 			}
 		}
+		end()
 	}
-	return tracked
 }
 
 // maxBraceAlternatives bounds expandBraces: an include line of nested

@@ -203,3 +203,36 @@ func TestCheckTracksProbe(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckOtherHolders(t *testing.T) {
+	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["dual-stack"]...)
+	rendered := string(Render(cfg))
+	other := func(addresses string) string {
+		return "vrrp_instance old_vip {\n    interface eth1\n    virtual_router_id 60\n    " + addresses + "\n}\n"
+	}
+	cases := []struct {
+		name, conf string
+		want       string // "" means accepted; else a substring of the error
+	}{
+		{"vipproxy's own instance", rendered, ""},
+		{"another instance with the VIP", rendered + other("virtual_ipaddress {\n        192.168.1.100/24 dev eth1\n    }"),
+			"keepalived.conf:34: vrrp_instance: vrrp_instance old_vip also holds the VIP 192.168.1.100"},
+		{"on one line", rendered + other("virtual_ipaddress { 192.168.1.100 }"), "old_vip also holds the VIP 192.168.1.100"},
+		{"the IPv6 VIP, excluded", rendered + other("virtual_ipaddress_excluded {\n        2001:db8:1::100/128\n    }"),
+			"old_vip also holds the VIP 2001:db8:1::100"},
+		{"another address", rendered + other("virtual_ipaddress {\n        192.168.1.101/24\n    }"), ""},
+		{"the VIP elsewhere in the instance", rendered + other("unicast_peer {\n        192.168.1.100\n    }"), ""},
+		{"the VIP in a comment", rendered + other("virtual_ipaddress {\n        # 192.168.1.100\n    }"), ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := CheckOtherHolders(cfg, writeConf(t, t.TempDir(), "keepalived.conf", c.conf))
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("rejected: %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("got %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+}
