@@ -201,6 +201,9 @@ func checkKeepalived(ctx context.Context, h Host, cfg *config.Valid) Result {
 	if err := keepalived.CheckOtherHolders(cfg, conf); err != nil {
 		return fail(fix.otherInstance, "%v", err)
 	}
+	if err := keepalived.CheckStrict(cfg, conf); err != nil {
+		return fail(fix.strict, "%v", err)
+	}
 	if h.Systemctl == nil {
 		return pass("%s tracks %s_probe (keepalived's unit not checked: no systemd)", conf, cfg.Keepalived.Instance)
 	}

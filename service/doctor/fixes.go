@@ -11,6 +11,7 @@ type fixes struct {
 	trackProbe     string // no vrrp_script running the probe, or not tracked
 	virtualServer  string // an IPVS virtual_server on the VIP
 	otherInstance  string // another vrrp_instance holds the VIP
+	strict         string // vrrp_strict or no_accept: keepalived drops the VIP's packets
 	keepalivedUnit string // keepalived.service not active
 	twoHolders     string // two nodes answer for the VIP: split brain or ARP flux
 	birdConf       string // BIRD runs without vipproxy's protocols
@@ -28,6 +29,7 @@ var debianFixes = fixes{
 	trackProbe:     "vipproxy keepalived --out /etc/keepalived/conf.d/vipproxy.conf; include it from keepalived.conf; systemctl reload keepalived",
 	virtualServer:  "remove the virtual_server: vipproxy balances the VIP",
 	otherInstance:  "remove the VIP from that vrrp_instance (or the instance): vipproxy's instance holds it; systemctl reload keepalived",
+	strict:         "remove that line (keepalived's sample keepalived.conf has vrrp_strict); systemctl restart keepalived (it deletes its drop rule when it stops)",
 	keepalivedUnit: "systemctl enable --now keepalived; journalctl -u keepalived",
 	twoHolders: "vipproxy network apply on every node (arp_ignore=1 on the uplinks: only the VRRP master may answer); " +
 		"let VRRP adverts (IP protocol 112) pass between the nodes, or the backups also become masters",
@@ -50,6 +52,8 @@ var nixosFixes = fixes{
 	virtualServer: "remove that virtual_server from services.keepalived.extraConfig (vipproxy balances the VIP), nixos-rebuild switch",
 	otherInstance: "remove the VIP from that instance in services.keepalived.vrrpInstances or extraConfig (vipproxy's instance " +
 		"holds it), nixos-rebuild switch",
+	strict: "remove it from services.keepalived.extraGlobalDefs or the instance's extraConfig, nixos-rebuild switch, " +
+		"systemctl restart keepalived (it deletes its drop rule when it stops)",
 	keepalivedUnit: "systemctl start keepalived (NixOS starts it 5 s after boot, keepalived-boot-delay.timer); " +
 		"journalctl -u keepalived; services.vipproxy.keepalived.enable must be true",
 	twoHolders: "services.vipproxy on every node with settings.network.uplinks set (arp_ignore=1 on the uplinks: only the " +

@@ -164,7 +164,7 @@ func TestDoctorNixOSWording(t *testing.T) {
 // the files or commands of the Debian install.
 func TestNixOSFixesNameNoDebianPath(t *testing.T) {
 	f := nixosFixes
-	for i, fix := range []string{f.network, f.arp, f.socket, f.keepalivedConf, f.trackProbe, f.virtualServer, f.otherInstance, f.keepalivedUnit, f.twoHolders} {
+	for i, fix := range []string{f.network, f.arp, f.socket, f.keepalivedConf, f.trackProbe, f.virtualServer, f.otherInstance, f.strict, f.keepalivedUnit, f.twoHolders} {
 		if fix == "" || !strings.Contains(fix, "services.") && !strings.Contains(fix, "systemctl") {
 			t.Errorf("NixOS fix %d is empty or names no option or unit: %q", i, fix)
 		}
@@ -176,22 +176,33 @@ func TestNixOSFixesNameNoDebianPath(t *testing.T) {
 	}
 }
 
-// A vrrp_instance left from an earlier keepalived setup that still lists
-// the VIP fails the keepalived check, with each install's fix.
-func TestDoctorFindsAnotherInstanceHoldingTheVIP(t *testing.T) {
+// A keepalived.conf that would cut the VIP off fails the keepalived
+// check, with each install's fix: a vrrp_instance left from an earlier
+// setup that still lists the VIP, and vrrp_strict (keepalived's sample
+// config has it).
+func TestDoctorFindsKeepalivedCuttingTheVIP(t *testing.T) {
 	cfg := nixosConfig(t)
-	for _, nixos := range []bool{false, true} {
-		conf := filepath.Join(t.TempDir(), "keepalived.conf")
-		write(t, conf, string(keepalived.Render(cfg))+"vrrp_instance VI_1 {\n  virtual_router_id 51\n  virtual_ipaddress {\n    192.0.2.10/24 dev eth1\n  }\n}\n")
-		h := Host{Root: t.TempDir(), Install: &Install{NixOS: nixos, KeepalivedConf: conf, KeepalivedFrom: "keepalived's default"}}
-		rs, err := Run(t.Context(), h, cfg, []string{"keepalived"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := map[bool]string{false: "systemctl reload keepalived", true: "services.keepalived.vrrpInstances"}[nixos]
-		if len(rs) != 1 || rs[0].Status != Fail || !strings.Contains(rs[0].Detail, "vrrp_instance VI_1 also holds the VIP 192.0.2.10") ||
-			!strings.Contains(rs[0].Fix, want) {
-			t.Errorf("NixOS %v: %+v, want FAIL naming VI_1 with a fix naming %q", nixos, rs, want)
+	rendered := string(keepalived.Render(cfg))
+	for _, c := range []struct {
+		conf, detail string
+		fix          map[bool]string // by NixOS
+	}{
+		{rendered + "vrrp_instance VI_1 {\n  virtual_router_id 51\n  virtual_ipaddress {\n    192.0.2.10/24 dev eth1\n  }\n}\n",
+			"vrrp_instance VI_1 also holds the VIP 192.0.2.10", map[bool]string{false: "systemctl reload keepalived", true: "services.keepalived.vrrpInstances"}},
+		{"global_defs {\n  vrrp_strict\n}\n" + rendered,
+			"vrrp_strict in global_defs", map[bool]string{false: "systemctl restart keepalived", true: "services.keepalived.extraGlobalDefs"}},
+	} {
+		for _, nixos := range []bool{false, true} {
+			conf := filepath.Join(t.TempDir(), "keepalived.conf")
+			write(t, conf, c.conf)
+			h := Host{Root: t.TempDir(), Install: &Install{NixOS: nixos, KeepalivedConf: conf, KeepalivedFrom: "keepalived's default"}}
+			rs, err := Run(t.Context(), h, cfg, []string{"keepalived"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rs) != 1 || rs[0].Status != Fail || !strings.Contains(rs[0].Detail, c.detail) || !strings.Contains(rs[0].Fix, c.fix[nixos]) {
+				t.Errorf("NixOS %v: %+v, want FAIL naming %q with a fix naming %q", nixos, rs, c.detail, c.fix[nixos])
+			}
 		}
 	}
 }

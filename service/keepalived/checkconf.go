@@ -240,25 +240,71 @@ func trackedScripts(lines []line) map[string]bool {
 // own election, so two of them can make two nodes master at once and put
 // the VIP on both.
 func CheckOtherHolders(cfg *config.Valid, path string) error {
+	return firstProblem(path, func(l line, words []string, blocks [][]string) *config.Error {
+		n := len(blocks)
+		if n < 2 || blocks[n-1][0] != "virtual_ipaddress" && blocks[n-1][0] != "virtual_ipaddress_excluded" {
+			return nil
+		}
+		instance := blocks[n-2]
+		if instance[0] != "vrrp_instance" || len(instance) < 2 || instance[1] == cfg.Keepalived.Instance {
+			return nil
+		}
+		addr, _, _ := strings.Cut(words[0], "/") // "192.0.2.10/24 dev eth0"
+		ip, err := netip.ParseAddr(addr)
+		if err != nil || !slices.Contains(cfg.VIP.Addresses, ip.Unmap()) {
+			return nil
+		}
+		return &config.Error{File: l.file, Line: l.num, Key: "vrrp_instance", Reason: fmt.Sprintf(
+			"vrrp_instance %s also holds the VIP %s: it is elected apart from vipproxy's instance %s, so two nodes can hold the VIP at once; remove it from %s",
+			instance[1], ip.Unmap(), cfg.Keepalived.Instance, instance[1])}
+	})
+}
+
+// CheckStrict rejects the settings that make keepalived drop every packet
+// to and from the VIP on the master: vrrp_strict in global_defs, or
+// strict_mode or no_accept in vipproxy's vrrp_instance. RFC 5798 has a
+// master that does not own the address refuse its packets, keepalived
+// enforces that with a firewall drop rule (its nftables table
+// "keepalived") and, under vrrp_strict with VRRPv2, resets an instance's
+// accept: nothing reaches the proxy on the VIP. keepalived's own sample
+// configuration sets vrrp_strict.
+func CheckStrict(cfg *config.Valid, path string) error {
+	return firstProblem(path, func(l line, words []string, blocks [][]string) *config.Error {
+		n := len(blocks)
+		if n == 0 {
+			return nil
+		}
+		in := blocks[n-1]
+		var what string
+		switch {
+		case in[0] == "global_defs" && words[0] == "vrrp_strict":
+			what = "vrrp_strict in global_defs"
+		case in[0] != "vrrp_instance" || len(in) < 2 || in[1] != cfg.Keepalived.Instance:
+			return nil
+		case words[0] == "no_accept":
+			what = "no_accept in vrrp_instance " + in[1]
+		case words[0] == "strict_mode" && (len(words) == 1 || !slices.Contains([]string{"off", "false", "no", "0"}, strings.ToLower(words[1]))):
+			what = "strict_mode in vrrp_instance " + in[1]
+		default:
+			return nil
+		}
+		return &config.Error{File: l.file, Line: l.num, Key: words[0], Reason: what +
+			": on the master keepalived drops every packet to and from the VIP (a firewall drop rule, RFC 5798's Accept_Mode), so nothing reaches vipproxy there; remove it"}
+	})
+}
+
+// firstProblem reads the keepalived configuration at path (with its
+// includes) and returns the first problem check finds in its statements
+// (walk), nil if none.
+func firstProblem(path string, check func(l line, words []string, blocks [][]string) *config.Error) error {
 	lines, err := readLines(path, 0)
 	if err != nil {
 		return err
 	}
 	var found *config.Error
 	walk(lines, func(l line, words []string, blocks [][]string) {
-		n := len(blocks)
-		if found != nil || n < 2 || blocks[n-1][0] != "virtual_ipaddress" && blocks[n-1][0] != "virtual_ipaddress_excluded" {
-			return
-		}
-		instance := blocks[n-2]
-		if instance[0] != "vrrp_instance" || len(instance) < 2 || instance[1] == cfg.Keepalived.Instance {
-			return
-		}
-		addr, _, _ := strings.Cut(words[0], "/") // "192.0.2.10/24 dev eth0"
-		if ip, err := netip.ParseAddr(addr); err == nil && slices.Contains(cfg.VIP.Addresses, ip.Unmap()) {
-			found = &config.Error{File: l.file, Line: l.num, Key: "vrrp_instance", Reason: fmt.Sprintf(
-				"vrrp_instance %s also holds the VIP %s: it is elected apart from vipproxy's instance %s, so two nodes can hold the VIP at once; remove it from %s",
-				instance[1], ip.Unmap(), cfg.Keepalived.Instance, instance[1])}
+		if found == nil {
+			found = check(l, words, blocks)
 		}
 	})
 	if found != nil {

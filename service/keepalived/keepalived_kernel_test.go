@@ -179,3 +179,43 @@ func TestTrackingReadAsKeepalivedReads(t *testing.T) {
 		})
 	}
 }
+
+// TestStrictDropsTheVIP starts keepalived on the rendered snippet, once
+// with vrrp_strict in global_defs (as keepalived's sample config has it)
+// and once without, until its instance is master: CheckStrict must fail
+// exactly when keepalived put the VIP in the drop set of its nftables
+// table, which cuts every connection to the proxy on the VIP.
+func TestStrictDropsTheVIP(t *testing.T) {
+	for _, tool := range []string{"keepalived", "nft"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skip(tool + " not installed")
+		}
+	}
+	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
+	cfg.Keepalived.ProbeCommand = "/bin/true"
+	for _, strict := range []bool{false, true} {
+		t.Run(fmt.Sprintf("vrrp_strict=%v", strict), func(t *testing.T) {
+			ns := testutil.NewNetNS(t, "vpk")
+			ns.Veth(t, "eth1", "eth1p")
+			ns.IP(t, "addr", "add", "192.168.1.2/24", "dev", "eth1")
+			dir := t.TempDir()
+			writeConf(t, dir, "vipproxy.conf", string(Render(cfg)))
+			top := mainConf
+			if strict {
+				top = strings.Replace(top, "global_defs {", "global_defs {\n    vrrp_strict", 1)
+			}
+			conf := writeConf(t, dir, "keepalived.conf", top)
+			out := testutil.Start(t, exec.Command("ip", "netns", "exec", ns.Name, "keepalived", "--dont-fork", "--log-console",
+				"--vrrp", "-f", conf, "-p", filepath.Join(dir, "keepalived.pid"), "-r", filepath.Join(dir, "vrrp.pid")))
+			testutil.WaitFor(t, "keepalived's instance to become master", func() bool {
+				return strings.Contains(out.String(), "Entering MASTER STATE")
+			})
+			rules, _ := ns.Exec("nft", "list", "table", "ip", "keepalived")
+			drops := strings.Contains(rules, "192.168.1.100") && strings.Contains(rules, "drop")
+			checkErr := CheckStrict(cfg, conf)
+			if drops != strict || (checkErr != nil) != drops {
+				t.Errorf("keepalived drops the VIP: %v; CheckStrict: %v\n%s", drops, checkErr, rules)
+			}
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/internal/testutil/testconfig"
+	"github.com/vipproxy/vipproxy/service/config"
 )
 
 func selfExe(t *testing.T) string {
@@ -210,10 +211,7 @@ func TestCheckOtherHolders(t *testing.T) {
 	other := func(addresses string) string {
 		return "vrrp_instance old_vip {\n    interface eth1\n    virtual_router_id 60\n    " + addresses + "\n}\n"
 	}
-	cases := []struct {
-		name, conf string
-		want       string // "" means accepted; else a substring of the error
-	}{
+	cases := []confCase{
 		{"vipproxy's own instance", rendered, ""},
 		{"another instance with the VIP", rendered + other("virtual_ipaddress {\n        192.168.1.100/24 dev eth1\n    }"),
 			"keepalived.conf:34: vrrp_instance: vrrp_instance old_vip also holds the VIP 192.168.1.100"},
@@ -224,9 +222,40 @@ func TestCheckOtherHolders(t *testing.T) {
 		{"the VIP elsewhere in the instance", rendered + other("unicast_peer {\n        192.168.1.100\n    }"), ""},
 		{"the VIP in a comment", rendered + other("virtual_ipaddress {\n        # 192.168.1.100\n    }"), ""},
 	}
+	checkEach(t, CheckOtherHolders, cfg, cases)
+}
+
+func TestCheckStrict(t *testing.T) {
+	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
+	instance := func(name, extra string) string {
+		return "vrrp_instance " + name + " {\n    interface eth1\n    virtual_router_id 51\n" + extra + "    track_script {\n        vipproxy_probe\n    }\n}\n"
+	}
+	cases := []confCase{
+		{"the rendered snippet", string(Render(cfg)), ""},
+		{"vrrp_strict", "global_defs {\n    router_id LVS_DEVEL\n    vrrp_strict\n}\n" + string(Render(cfg)),
+			"keepalived.conf:3: vrrp_strict: vrrp_strict in global_defs: on the master keepalived drops every packet to and from the VIP"},
+		{"strict_mode", instance("vipproxy", "    strict_mode\n"), "strict_mode in vrrp_instance vipproxy"},
+		{"strict_mode on", instance("vipproxy", "    strict_mode on\n"), "strict_mode in vrrp_instance vipproxy"},
+		{"strict_mode off", instance("vipproxy", "    strict_mode off\n"), ""},
+		{"no_accept", instance("vipproxy", "    no_accept\n"), "no_accept in vrrp_instance vipproxy"},
+		{"no_accept in another instance", instance("other", "    no_accept\n"), ""},
+		{"vrrp_strict in a comment", "global_defs {\n    # vrrp_strict\n}\n", ""},
+	}
+	checkEach(t, CheckStrict, cfg, cases)
+}
+
+// confCase is a keepalived.conf and what a check must say of it.
+type confCase struct {
+	name, conf string
+	want       string // "" means accepted; else a substring of the error
+}
+
+// checkEach runs check on each case's file.
+func checkEach(t *testing.T, check func(*config.Valid, string) error, cfg *config.Valid, cases []confCase) {
+	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := CheckOtherHolders(cfg, writeConf(t, t.TempDir(), "keepalived.conf", c.conf))
+			err := check(cfg, writeConf(t, t.TempDir(), "keepalived.conf", c.conf))
 			switch {
 			case c.want == "" && err != nil:
 				t.Errorf("rejected: %v", err)
