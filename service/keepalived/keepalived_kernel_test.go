@@ -29,11 +29,7 @@ include vipproxy.conf
 // (keepalived --config-test) on every golden case, inside a private network
 // namespace that has the interfaces the snippets name.
 func TestGoldenPassesKeepalivedConfigTest(t *testing.T) {
-	if _, err := exec.LookPath("keepalived"); err != nil {
-		t.Skip("keepalived not installed")
-	}
-	ns := testutil.NewNetNS(t, "vpk")
-	ns.Veth(t, "eth1", "eth1p")
+	ns := keepalivedNS(t)
 	ns.Veth(t, "eth2", "eth2p")
 	for name, lines := range goldenCases {
 		cfg := testconfig.WithBackend(t, "192.168.1.1:6443", lines...)
@@ -60,11 +56,7 @@ func TestGoldenPassesKeepalivedConfigTest(t *testing.T) {
 // longer followed the proxy's readiness), and a backslash began an escape
 // (a\b.toml reached the probe as "a", a backspace, ".toml").
 func TestProbeGetsTheConfigPath(t *testing.T) {
-	if _, err := exec.LookPath("keepalived"); err != nil {
-		t.Skip("keepalived not installed")
-	}
-	ns := testutil.NewNetNS(t, "vpk")
-	ns.Veth(t, "eth1", "eth1p")
+	ns := keepalivedNS(t)
 	dir := t.TempDir()
 	// The probe records its arguments, each ended by a NUL.
 	probe := writeConf(t, dir, "probe.sh", "#!/bin/sh\nprintf '%s\\0' \"$@\" > \"$0.args\"\n")
@@ -108,8 +100,7 @@ address = "192.168.1.1:6443"
 			run := t.TempDir()
 			writeConf(t, run, "vipproxy.conf", string(Render(cfg)))
 			conf := writeConf(t, run, "keepalived.conf", mainConf)
-			testutil.Start(t, exec.Command("ip", "netns", "exec", ns.Name, "keepalived", "--dont-fork", "--log-console",
-				"--vrrp", "-f", conf, "-p", filepath.Join(run, "keepalived.pid"), "-r", filepath.Join(run, "vrrp.pid")))
+			startKeepalived(t, ns, conf, "--vrrp")
 			var args []byte
 			for range 200 { // 20 s: the script runs at keepalived's start
 				if args, err = os.ReadFile(probe + ".args"); err == nil && len(args) > 0 {
@@ -131,11 +122,7 @@ address = "192.168.1.1:6443"
 // csh-style alternatives, so the vipproxy snippet reached only through
 // them is tracked, and CheckTracksProbe must see it there too.
 func TestBraceIncludeReadAsKeepalivedReads(t *testing.T) {
-	if _, err := exec.LookPath("keepalived"); err != nil {
-		t.Skip("keepalived not installed")
-	}
-	ns := testutil.NewNetNS(t, "vpk")
-	ns.Veth(t, "eth1", "eth1p")
+	ns := keepalivedNS(t)
 	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
 	cfg.Keepalived.ProbeCommand = "/bin/true"
 	dir := t.TempDir()
@@ -155,17 +142,12 @@ func TestBraceIncludeReadAsKeepalivedReads(t *testing.T) {
 // scripts" must list vipproxy_probe exactly when the form says it is
 // tracked, the verdict TestCheckTracksProbe holds CheckTracksProbe to.
 func TestTrackingReadAsKeepalivedReads(t *testing.T) {
-	if _, err := exec.LookPath("keepalived"); err != nil {
-		t.Skip("keepalived not installed")
-	}
-	ns := testutil.NewNetNS(t, "vpk")
-	ns.Veth(t, "eth1", "eth1p")
+	ns := keepalivedNS(t)
 	for i, f := range trackForms {
 		t.Run(fmt.Sprintf("form%d", i), func(t *testing.T) {
 			dir := t.TempDir()
 			conf := writeConf(t, dir, "keepalived.conf", trackConf(f.track))
-			out := testutil.Start(t, exec.Command("ip", "netns", "exec", ns.Name, "keepalived", "--dont-fork", "--log-console",
-				"--dump-conf", "--vrrp", "-f", conf, "-p", filepath.Join(dir, "keepalived.pid"), "-r", filepath.Join(dir, "vrrp.pid")))
+			out := startKeepalived(t, ns, conf, "--dump-conf", "--vrrp")
 			// The instance's dump ends its tracked scripts with this line.
 			testutil.WaitFor(t, "keepalived's configuration dump", func() bool {
 				return strings.Contains(out.String(), "Using smtp notification")
@@ -186,17 +168,14 @@ func TestTrackingReadAsKeepalivedReads(t *testing.T) {
 // exactly when keepalived put the VIP in the drop set of its nftables
 // table, which cuts every connection to the proxy on the VIP.
 func TestStrictDropsTheVIP(t *testing.T) {
-	for _, tool := range []string{"keepalived", "nft"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skip(tool + " not installed")
-		}
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("nft not installed")
 	}
 	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
 	cfg.Keepalived.ProbeCommand = "/bin/true"
 	for _, strict := range []bool{false, true} {
 		t.Run(fmt.Sprintf("vrrp_strict=%v", strict), func(t *testing.T) {
-			ns := testutil.NewNetNS(t, "vpk")
-			ns.Veth(t, "eth1", "eth1p")
+			ns := keepalivedNS(t)
 			ns.IP(t, "addr", "add", "192.168.1.2/24", "dev", "eth1")
 			dir := t.TempDir()
 			writeConf(t, dir, "vipproxy.conf", string(Render(cfg)))
@@ -205,8 +184,7 @@ func TestStrictDropsTheVIP(t *testing.T) {
 				top = strings.Replace(top, "global_defs {", "global_defs {\n    vrrp_strict", 1)
 			}
 			conf := writeConf(t, dir, "keepalived.conf", top)
-			out := testutil.Start(t, exec.Command("ip", "netns", "exec", ns.Name, "keepalived", "--dont-fork", "--log-console",
-				"--vrrp", "-f", conf, "-p", filepath.Join(dir, "keepalived.pid"), "-r", filepath.Join(dir, "vrrp.pid")))
+			out := startKeepalived(t, ns, conf, "--vrrp")
 			testutil.WaitFor(t, "keepalived's instance to become master", func() bool {
 				return strings.Contains(out.String(), "Entering MASTER STATE")
 			})
@@ -218,4 +196,26 @@ func TestStrictDropsTheVIP(t *testing.T) {
 			}
 		})
 	}
+}
+
+// keepalivedNS is a private network namespace with an up veth eth1 for
+// keepalived's instances; the test is skipped without keepalived.
+func keepalivedNS(t *testing.T) *testutil.NetNS {
+	t.Helper()
+	if _, err := exec.LookPath("keepalived"); err != nil {
+		t.Skip("keepalived not installed")
+	}
+	ns := testutil.NewNetNS(t, "vpk")
+	ns.Veth(t, "eth1", "eth1p")
+	return ns
+}
+
+// startKeepalived runs keepalived in ns on conf in the foreground, logging
+// to its output, its pid files beside conf, until the test ends.
+func startKeepalived(t *testing.T, ns *testutil.NetNS, conf string, flags ...string) *testutil.Buffer {
+	t.Helper()
+	dir := filepath.Dir(conf)
+	args := append([]string{"netns", "exec", ns.Name, "keepalived", "--dont-fork", "--log-console"}, flags...)
+	args = append(args, "-f", conf, "-p", filepath.Join(dir, "keepalived.pid"), "-r", filepath.Join(dir, "vrrp.pid"))
+	return testutil.Start(t, exec.Command("ip", args...))
 }
