@@ -1,21 +1,15 @@
 package keepalived
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/vipproxy/vipproxy/service/config"
 )
-
-// maxIncludeDepth stops include loops (a file including itself).
-const maxIncludeDepth = 8
 
 // CheckConf reads the keepalived configuration at path, following include
 // directives (globs with csh-style {a,b} alternatives, relative to the
@@ -25,7 +19,7 @@ const maxIncludeDepth = 8
 // together with arp_ignore breaks pod hairpin on nodes that are both
 // controller and worker.
 func CheckConf(cfg *config.Valid, path string) error {
-	lines, err := readLines(path, 0)
+	lines, err := readLines(path)
 	if err != nil {
 		return err
 	}
@@ -47,12 +41,6 @@ func CheckConf(cfg *config.Valid, path string) error {
 		}
 	}
 	return nil
-}
-
-type line struct {
-	file  string
-	num   int
-	words []string
 }
 
 type entry struct {
@@ -139,71 +127,13 @@ func inRange(lo netip.Addr, last string, vip netip.Addr) bool {
 	return err == nil && bytes.Equal(a[:14], b[:14]) && group(b) >= group(a) && group(b) <= end
 }
 
-// readLines returns the significant lines of path with includes expanded in
-// place, comments (# and !) removed and "{" "}" split into their own words.
-func readLines(path string, depth int) ([]line, error) {
-	if depth > maxIncludeDepth {
-		return nil, fmt.Errorf("keepalived config %s: includes nested deeper than %d (a loop?)", path, maxIncludeDepth)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read keepalived config: %w", err)
-	}
-	var out []line
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for num := 1; sc.Scan(); num++ {
-		text := sc.Text()
-		if i := strings.IndexAny(text, "#!"); i >= 0 {
-			text = text[:i]
-		}
-		// An include's pattern keeps its braces: they are alternatives.
-		if words := strings.Fields(text); len(words) >= 2 && words[0] == "include" {
-			included, err := readIncludes(path, words[1], depth)
-			if err != nil {
-				return nil, fmt.Errorf("%s:%d: %w", path, num, err)
-			}
-			out = append(out, included...)
-			continue
-		}
-		text = strings.NewReplacer("{", " { ", "}", " } ").Replace(text)
-		if words := strings.Fields(text); len(words) > 0 {
-			out = append(out, line{path, num, words})
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read keepalived config %s: %w", path, err)
-	}
-	return out, nil
-}
-
-func readIncludes(from, pattern string, depth int) ([]line, error) {
-	var out []line
-	for _, alt := range expandBraces(pattern) {
-		if !filepath.IsAbs(alt) {
-			alt = filepath.Join(filepath.Dir(from), alt)
-		}
-		matches, err := filepath.Glob(alt)
-		if err != nil {
-			return nil, fmt.Errorf("include %s: %w", pattern, err)
-		}
-		for _, m := range matches { // Glob returns them sorted, as keepalived reads them
-			ls, err := readLines(m, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, ls...)
-		}
-	}
-	return out, nil
-}
-
 // CheckTracksProbe reports whether the keepalived configuration at path
 // (with its includes) declares the vrrp_script that runs the probe and a
 // track_script naming it: without them keepalived holds the VIP whatever
 // the local proxy's state, or (Debian: no include of conf.d) never reads
 // vipproxy's instance at all.
 func CheckTracksProbe(cfg *config.Valid, path string) error {
-	lines, err := readLines(path, 0)
+	lines, err := readLines(path)
 	if err != nil {
 		return err
 	}
@@ -297,7 +227,7 @@ func CheckStrict(cfg *config.Valid, path string) error {
 // includes) and returns the first problem check finds in its statements
 // (walk), nil if none.
 func firstProblem(path string, check func(l line, words []string, blocks [][]string) *config.Error) error {
-	lines, err := readLines(path, 0)
+	lines, err := readLines(path)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -120,20 +121,27 @@ address = "192.168.1.1:6443"
 
 // TestBraceIncludeReadAsKeepalivedReads: keepalived globs an include with
 // csh-style alternatives, so the vipproxy snippet reached only through
-// them is tracked, and CheckTracksProbe must see it there too.
+// them is tracked, and CheckTracksProbe must see it there too; so with
+// each of the include variants (includer, includem, ...), which differ
+// only in the errors keepalived reports.
 func TestBraceIncludeReadAsKeepalivedReads(t *testing.T) {
 	ns := keepalivedNS(t)
 	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
 	cfg.Keepalived.ProbeCommand = "/bin/true"
-	dir := t.TempDir()
-	writeConf(t, dir, "extra/vipproxy.conf", string(Render(cfg)))
-	conf := writeConf(t, dir, "keepalived.conf", strings.Replace(mainConf, "include vipproxy.conf", "include {conf.d,extra}/*.conf", 1))
-	out, err := ns.Exec("keepalived", "--config-test", "-f", conf)
-	if err != nil || strings.Contains(out, "not found") {
-		t.Fatalf("keepalived --config-test does not read the snippet through the braces: %v\n%s", err, out)
-	}
-	if err := CheckTracksProbe(cfg, conf); err != nil {
-		t.Errorf("CheckTracksProbe: %v", err)
+	for _, keyword := range []string{"include", "includer", "includem", "includew", "includeb", "includea"} {
+		t.Run(keyword, func(t *testing.T) {
+			dir := t.TempDir()
+			writeConf(t, dir, "extra/vipproxy.conf", string(Render(cfg)))
+			writeConf(t, dir, "conf.d/empty.conf", "# nothing here\n")
+			conf := writeConf(t, dir, "keepalived.conf", strings.Replace(mainConf, "include vipproxy.conf", keyword+" {conf.d,extra}/*.conf", 1))
+			out, err := ns.Exec("keepalived", "--config-test", "-f", conf)
+			if err != nil || strings.Contains(out, "not found") {
+				t.Fatalf("keepalived --config-test does not read the snippet through the braces: %v\n%s", err, out)
+			}
+			if err := CheckTracksProbe(cfg, conf); err != nil {
+				t.Errorf("CheckTracksProbe: %v", err)
+			}
+		})
 	}
 }
 
@@ -145,21 +153,47 @@ func TestTrackingReadAsKeepalivedReads(t *testing.T) {
 	ns := keepalivedNS(t)
 	for i, f := range trackForms {
 		t.Run(fmt.Sprintf("form%d", i), func(t *testing.T) {
-			dir := t.TempDir()
-			conf := writeConf(t, dir, "keepalived.conf", trackConf(f.track))
-			out := startKeepalived(t, ns, conf, "--dump-conf", "--vrrp")
-			// The instance's dump ends its tracked scripts with this line.
-			testutil.WaitFor(t, "keepalived's configuration dump", func() bool {
-				return strings.Contains(out.String(), "Using smtp notification")
-			})
-			dump := out.String()
-			list := dump[:strings.Index(dump, "Using smtp notification")]
+			list := instanceDump(t, ns, trackConf(f.track))
 			tracked := strings.Contains(list, "Tracked scripts") && strings.Contains(list[strings.Index(list, "Tracked scripts"):], " vipproxy_probe weight ")
 			if tracked != f.tracked {
 				t.Errorf("%s: keepalived tracks vipproxy_probe: %v, the form says %v", f.name, tracked, f.tracked)
 			}
 		})
 	}
+}
+
+// TestHoldersReadAsKeepalivedReads starts keepalived on each holderForms
+// text and reads its configuration dump (-d): old_vip's virtual IPs must
+// list 192.168.1.100 exactly when the form says it holds the VIP, the
+// verdict TestCheckOtherHoldersAsKeepalived holds CheckOtherHolders to.
+func TestHoldersReadAsKeepalivedReads(t *testing.T) {
+	ns := keepalivedNS(t)
+	listed := regexp.MustCompile(`\s192\.168\.1\.100[/ ]`)
+	for i, f := range holderForms {
+		t.Run(fmt.Sprintf("form%d", i), func(t *testing.T) {
+			dump := instanceDump(t, ns, holderConf(f.conf))
+			instance := dump[strings.Index(dump, "VRRP Instance = old_vip"):]
+			if holds := listed.MatchString(instance); holds != f.holds {
+				t.Errorf("%s: keepalived's old_vip holds 192.168.1.100: %v, the form says %v\n%s", f.name, holds, f.holds, instance)
+			}
+		})
+	}
+}
+
+// instanceDump starts keepalived in ns on the keepalived.conf text with
+// its configuration dump (-d) and returns the dump up to the end of its
+// one vrrp_instance.
+func instanceDump(t *testing.T, ns *testutil.NetNS, text string) string {
+	t.Helper()
+	conf := writeConf(t, t.TempDir(), "keepalived.conf", text)
+	out := startKeepalived(t, ns, conf, "--dump-conf", "--vrrp")
+	// The instance's dump ends with this line.
+	const end = "Using smtp notification"
+	testutil.WaitFor(t, "keepalived's configuration dump", func() bool {
+		return strings.Contains(out.String(), end)
+	})
+	dump := out.String()
+	return dump[:strings.Index(dump, end)]
 }
 
 // TestStrictDropsTheVIP starts keepalived on the rendered snippet, once

@@ -164,9 +164,26 @@ var trackForms = []struct {
 	{"not tracked", false, "track_script {\n        other_probe\n    }"},
 	{"only in a comment", false, "track_script {\n        other_probe # vipproxy_probe\n    }"},
 	{"in another block", false, "track_file {\n        vipproxy_probe\n    }"},
+	// As keepalived reads parameters, conditional lines and quotes.
+	{"a parameter", true, "$P=vipproxy_probe\n    track_script {\n        $P\n    }"},
+	{"a parameter in braces", true, "$P=vipproxy\n    track_script {\n        ${P}_probe\n    }"},
+	{"a parameter without braces before text", false, "$P=vipproxy\n    track_script {\n        other_probe\n        $P_probe\n    }"},
+	{"a parameter naming another script", false, "$P=other_probe\n    track_script {\n        $P\n    }"},
+	{"a parameter redefined", true, "$P=other_probe\n    $P=vipproxy_probe\n    track_script {\n        $P\n    }"},
+	{"parameters within parameters", true, "$S=${N}_probe\n    $N=vipproxy\n    track_script {\n        $S\n    }"},
+	{"a multiline definition", true, "$TRACK= \\\n    track_script { \\\n        vipproxy_probe \\\n    }\n\n    $TRACK"},
+	{"a multiline definition not alone", false, "$TRACK= \\\n    track_script { \\\n        vipproxy_probe \\\n    }\n\n    $TRACK x"},
+	{"a line for this host", true, "track_script {\n        @HOST vipproxy_probe\n    }"},
+	{"a line for another host", false, "track_script {\n        other_probe\n        @not-HOST vipproxy_probe\n    }"},
+	{"a line for every host but this", false, "track_script {\n        other_probe\n        @^HOST vipproxy_probe\n    }"},
+	{"a line for every host but another", true, "track_script {\n        @^not-HOST vipproxy_probe\n    }"},
+	{"a parameter for this host", true, "@HOST $P=vipproxy_probe\n    @not-HOST $P=other_probe\n    track_script {\n        $P\n    }"},
+	{"a quoted name", true, "track_script {\n        \"vipproxy_probe\"\n    }"},
+	{"a # inside quotes", false, "track_script { other_probe \"#\" }\n    vipproxy_probe"},
 }
 
-// trackConf is a whole keepalived.conf for a trackForms entry.
+// trackConf is a whole keepalived.conf for a trackForms entry, HOST
+// standing for keepalived's config id (conditional lines).
 func trackConf(track string) string {
 	return `global_defs {
     enable_script_security
@@ -187,7 +204,7 @@ vrrp_instance vipproxy {
     virtual_ipaddress {
         192.168.1.100/32 dev eth1
     }
-    ` + track + `
+    ` + strings.ReplaceAll(track, "HOST", configID()) + `
 }
 `
 }
@@ -223,6 +240,56 @@ func TestCheckOtherHolders(t *testing.T) {
 		{"the VIP in a comment", rendered + other("virtual_ipaddress {\n        # 192.168.1.100\n    }"), ""},
 	}
 	checkEach(t, CheckOtherHolders, cfg, cases)
+}
+
+// holderForms are keepalived.conf texts (after global_defs) with an
+// instance old_vip that holds 192.168.1.100 or not, as keepalived reads
+// parameters, conditional lines (HOST stands for keepalived's config id)
+// and quotes. TestCheckOtherHoldersAsKeepalived says what
+// CheckOtherHolders must find, TestHoldersReadAsKeepalivedReads holds that
+// to keepalived's own dump.
+var holderForms = []struct {
+	name  string
+	holds bool
+	conf  string
+}{
+	{"the VIP", true, oldVIP("192.168.1.100/24 dev eth1")},
+	{"another address", false, oldVIP("192.168.1.101/24 dev eth1")},
+	{"a parameter", true, "$VIP=192.168.1.100\n" + oldVIP("${VIP}/24 dev eth1")},
+	{"a parameter keepalived leaves as written", false, "$VIP=192.168.1.100\n" + oldVIP("192.168.1.101\n        $VIP/24 dev eth1")},
+	{"a parameter defined after its use", false, oldVIP("192.168.1.101\n        ${VIP}") + "$VIP=192.168.1.100\n"},
+	{"the instance in a multiline definition", true,
+		"$OLD= \\\n" + strings.ReplaceAll(strings.TrimSuffix(oldVIP("${VIP}"), "\n"), "\n", " \\\n") + "\n\n$VIP=192.168.1.100\n$OLD\n"},
+	{"a line for this host", true, oldVIP("@HOST 192.168.1.100")},
+	{"a line for another host", false, oldVIP("192.168.1.101\n        @not-HOST 192.168.1.100")},
+	{"quoted", true, oldVIP(`"192.168.1.100/24"`)},
+	{"in a comment", false, oldVIP("192.168.1.101 # 192.168.1.100")},
+	{"after an escaped #", false, oldVIP("192.168.1.101\n        \\# 192.168.1.100")},
+}
+
+// oldVIP is an instance old_vip holding addresses (lines of
+// virtual_ipaddress).
+func oldVIP(addresses string) string {
+	return "vrrp_instance old_vip {\n    state BACKUP\n    interface eth1\n    virtual_router_id 60\n    priority 100\n    advert_int 1\n" +
+		"    virtual_ipaddress {\n        " + addresses + "\n    }\n}\n"
+}
+
+// holderConf is a whole keepalived.conf for a holderForms entry.
+func holderConf(conf string) string {
+	return "global_defs {\n    enable_script_security\n    script_user root\n}\n" + strings.ReplaceAll(conf, "HOST", configID())
+}
+
+func TestCheckOtherHoldersAsKeepalived(t *testing.T) {
+	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
+	for _, f := range holderForms {
+		t.Run(f.name, func(t *testing.T) {
+			conf := writeConf(t, t.TempDir(), "keepalived.conf", holderConf(f.conf))
+			err := CheckOtherHolders(cfg, conf)
+			if (err != nil) != f.holds {
+				t.Errorf("CheckOtherHolders = %v; want old_vip holding the VIP %v in:\n%s", err, f.holds, holderConf(f.conf))
+			}
+		})
+	}
 }
 
 func TestCheckStrict(t *testing.T) {
@@ -263,5 +330,41 @@ func checkEach(t *testing.T, check func(*config.Valid, string) error, cfg *confi
 				t.Errorf("got %v, want an error containing %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestDecomment holds decomment to keepalived's (lib/parser.c).
+func TestDecomment(t *testing.T) {
+	for in, want := range map[string]string{
+		"  a b  ":               "a b",
+		"a # b":                 "a",
+		"a ! b":                 "a",
+		`a "b # c" # d`:         `a "b # c"`,
+		`a \# b`:                "a # b",
+		`a \! b # c`:            "a ! b",
+		`a "\# b"`:              `a "\# b"`,
+		`a \" # b`:              `a \"`,
+		`a \`:                   `a\`,
+		`a # b \`:               `a\`,
+		`"unterminated # b`:     `"unterminated # b`,
+		"# only a comment":      "",
+		"\tvirtual_ipaddress {": "virtual_ipaddress {",
+	} {
+		if got := decomment(in); got != want {
+			t.Errorf("decomment(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestSubstitutionEnds: keepalived loops for ever on a parameter whose
+// value holds itself; reading such a file must end, and the lines after
+// it still count.
+func TestSubstitutionEnds(t *testing.T) {
+	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
+	for _, def := range []string{"$A=$A", "$A=$A $A", "$A=${A}x", "$M= \\\n$M\n\n$M", "$M= \\\nx \\\n$M\n\n$M"} {
+		conf := writeConf(t, t.TempDir(), "keepalived.conf", def+"\n$A\n${A}\n"+trackConf("track_script {\n        vipproxy_probe\n    }"))
+		if err := CheckTracksProbe(cfg, conf); err != nil && !strings.Contains(err.Error(), "deeper than") {
+			t.Errorf("%q: %v", def, err)
+		}
 	}
 }

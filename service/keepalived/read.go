@@ -1,0 +1,437 @@
+package keepalived
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// This file reads a keepalived configuration the way keepalived 2.2.7's
+// parser does before it looks at a keyword (lib/parser.c: read_line,
+// decomment, check_include, check_definition, replace_param,
+// alloc_strvec_r), so that the checks see the statements keepalived sees:
+// comments that are not inside double quotes, the include variants,
+// conditional lines (@id, @^id) and parameter substitution ($NAME=value,
+// multiline definitions, $NAME and ${NAME}). Not read: ~SEQ and ~LST lines
+// (skipped) and ${_RANDOM}, left as written.
+
+// maxIncludeDepth stops include loops (a file including itself).
+const maxIncludeDepth = 8
+
+// maxLineLen is keepalived's line buffer (MAXBUF): a substitution that
+// would make a line longer is not made, as there.
+const maxLineLen = 1024
+
+// maxSubstitutions bounds the substitutions in one pass over a line, and
+// maxRounds the passes: keepalived loops for ever on "$A=$A" (the value
+// replaces the name in place, forever).
+const (
+	maxSubstitutions = 256
+	maxRounds        = 32
+)
+
+// maxExpansionDepth bounds multiline definitions expanding each other.
+const maxExpansionDepth = 32
+
+type line struct {
+	file  string
+	num   int
+	words []string
+}
+
+// reader holds what keepalived carries from line to line: the config id
+// conditional lines compare against, and the definitions so far.
+type reader struct {
+	configID string
+	defs     map[string]*definition
+	open     *definition // the multiline definition a trailing backslash continues
+	out      []line
+}
+
+type definition struct {
+	value     string // a multiline definition's lines, each ended by "\n" but the last
+	multiline bool
+	// builtin computes a pre-defined parameter's value in the file that
+	// uses it; nil once redefined.
+	builtin func(file string) string
+}
+
+// readLines returns the statements of the keepalived configuration at
+// path, includes expanded in place, each "{" and "}" a word of its own.
+func readLines(path string) ([]line, error) {
+	id := configID()
+	r := &reader{configID: id, defs: map[string]*definition{
+		"_PWD":      {builtin: pwd},
+		"_INSTANCE": {value: id},
+		"_HASH":     {value: "#"},
+		"_BANG":     {value: "!"},
+	}}
+	if err := r.readFile(path, 0); err != nil {
+		return nil, err
+	}
+	return r.out, nil
+}
+
+// configID is keepalived's default config id, which conditional lines
+// (@id) compare against: the host name up to its first dot. (keepalived -i
+// sets another; vipproxy does not know of it.)
+func configID() string {
+	host, _ := os.Hostname()
+	id, _, _ := strings.Cut(host, ".")
+	return id
+}
+
+// pwd is ${_PWD}: keepalived changes to the directory of each file it
+// reads.
+func pwd(file string) string {
+	dir, err := filepath.Abs(filepath.Dir(file))
+	if err != nil {
+		return filepath.Dir(file)
+	}
+	return dir
+}
+
+func (r *reader) readFile(path string, depth int) error {
+	if depth > maxIncludeDepth {
+		return fmt.Errorf("keepalived config %s: includes nested deeper than %d (a loop?)", path, maxIncludeDepth)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read keepalived config: %w", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for num := 1; sc.Scan(); num++ {
+		raw := strings.TrimRight(sc.Text(), "\r")
+		if raw == "" {
+			r.endDefinition() // an empty line ends a multiline definition
+			continue
+		}
+		text := decomment(raw)
+		if text == "" {
+			continue
+		}
+		// keepalived finds includes before conditions and substitution.
+		if pattern, ok := includePattern(text); ok && r.open == nil {
+			if err := r.readIncludes(path, pattern, depth); err != nil {
+				return fmt.Errorf("%s:%d: %w", path, num, err)
+			}
+			continue
+		}
+		if err := r.process(path, num, text, 0); err != nil {
+			return fmt.Errorf("%s:%d: %w", path, num, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read keepalived config %s: %w", path, err)
+	}
+	return nil
+}
+
+func (r *reader) readIncludes(from, pattern string, depth int) error {
+	for _, alt := range expandBraces(pattern) {
+		if !filepath.IsAbs(alt) {
+			alt = filepath.Join(filepath.Dir(from), alt)
+		}
+		matches, err := filepath.Glob(alt)
+		if err != nil {
+			return fmt.Errorf("include %s: %w", pattern, err)
+		}
+		for _, m := range matches { // Glob returns them sorted, as keepalived reads them
+			if err := r.readFile(m, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// includePattern reads "include PATTERN" and its variants includer,
+// includem, includew, includeb and includea (which differ only in the
+// errors keepalived reports): the pattern is the rest of the line.
+func includePattern(text string) (string, bool) {
+	rest, ok := strings.CutPrefix(text, "include")
+	if !ok || rest == "" {
+		return "", false
+	}
+	if strings.ContainsRune("rmwba", rune(rest[0])) && len(rest) > 1 && isSpace(rest[1]) {
+		rest = rest[1:]
+	} else if !isSpace(rest[0]) {
+		return "", false
+	}
+	return strings.TrimLeft(rest, " \t"), true
+}
+
+// process is keepalived's read_line after a line is read: a conditional
+// line is kept or dropped, a definition recorded, parameters substituted
+// (the line checked again after each round), and the lines a multiline
+// definition brings read after it.
+func (r *reader) process(file string, num int, text string, depth int) error {
+	if r.open != nil {
+		r.continueDefinition(text)
+		return nil
+	}
+	if depth > maxExpansionDepth {
+		return fmt.Errorf("multiline definitions expand each other deeper than %d", maxExpansionDepth)
+	}
+	var more []string
+	for range maxRounds {
+		var ok bool
+		if text, ok = r.condition(text); !ok {
+			break
+		}
+		if r.define(text) || strings.HasPrefix(text, "~SEQ") || strings.HasPrefix(text, "~LST") {
+			text = ""
+			break
+		}
+		if strings.HasPrefix(text, "~") || !strings.Contains(text, "$") {
+			break
+		}
+		replaced, extra, changed := r.substitute(file, text)
+		if text = replaced; !changed {
+			break
+		}
+		more = append(extra, more...)
+		text = decomment(text)
+		if !strings.HasPrefix(text, "@") && !strings.Contains(text, "$") {
+			break
+		}
+	}
+	if ws := words(text); len(ws) > 0 {
+		r.out = append(r.out, line{file, num, ws})
+	}
+	for _, l := range more {
+		if l == "" {
+			continue
+		}
+		if err := r.process(file, num, l, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// condition applies a conditional line: "@id rest" is rest when id is the
+// config id, "@^id rest" when it is not; otherwise the line is dropped.
+func (r *reader) condition(text string) (string, bool) {
+	id, ok := strings.CutPrefix(text, "@")
+	if !ok {
+		return text, true
+	}
+	id, negated := strings.CutPrefix(id, "^")
+	end := strings.IndexAny(id, " \t")
+	if end < 0 {
+		return "", false
+	}
+	if (id[:end] == r.configID) == negated {
+		return "", false
+	}
+	return strings.TrimLeft(id[end:], " \t"), true
+}
+
+// define records "$NAME=value" (no space before the "="); a value ending
+// in a backslash starts a multiline definition.
+func (r *reader) define(text string) bool {
+	name, value, ok := strings.Cut(strings.TrimPrefix(text, "$"), "=")
+	if !ok || !strings.HasPrefix(text, "$") || !isName(name) {
+		return false
+	}
+	value = strings.TrimLeft(value, " \t")
+	d := &definition{value: value}
+	if strings.HasSuffix(value, `\`) {
+		d.multiline = true
+		d.value = strings.TrimRight(strings.TrimSuffix(value, `\`), " \t")
+		if d.value != "" {
+			d.value += "\n"
+		}
+		r.open = d
+	}
+	r.defs[name] = d
+	return true
+}
+
+// continueDefinition adds a line to the open multiline definition; a line
+// without the trailing backslash is its last.
+func (r *reader) continueDefinition(text string) {
+	d := r.open
+	if body, ok := strings.CutSuffix(text, `\`); ok {
+		if body = strings.TrimRight(body, " \t"); body != "" {
+			d.value += body + "\n"
+		}
+		return
+	}
+	r.endDefinition() // whether it is multiline is decided before its last line
+	d.value += text
+}
+
+func (r *reader) endDefinition() {
+	if r.open != nil && r.open.value == "" {
+		r.open.multiline = false
+	}
+	r.open = nil
+}
+
+// substitute replaces each defined $NAME (followed by a space, tab, comma,
+// ")" or the end of the line) and ${NAME}, scanning on from the start of
+// each value as keepalived does. A multiline definition is substituted
+// only where it ends the line: its first line takes the name's place and
+// its other lines are returned, to be read after this one. A substitution
+// that would overflow keepalived's line buffer ends the pass as not
+// changed, the line as far as it got, its other lines dropped, as there.
+func (r *reader) substitute(file, text string) (string, []string, bool) {
+	var more []string
+	changed := false
+	for i, n := 0, 0; i < len(text) && n < maxSubstitutions; n++ {
+		at := strings.IndexByte(text[i:], '$')
+		if at < 0 {
+			break
+		}
+		i += at
+		ref, d := r.reference(text[i+1:])
+		if d == nil {
+			i++
+			continue
+		}
+		value := d.value
+		if d.builtin != nil {
+			value = d.builtin(file)
+		}
+		var rest []string
+		if d.multiline {
+			first, after, _ := strings.Cut(value, "\n")
+			value, rest = first, strings.Split(after, "\n")
+		}
+		if len(text)-len(ref)-1+len(value) >= maxLineLen {
+			return text, nil, false
+		}
+		more = append(rest, more...)
+		text = text[:i] + value + text[i+1+len(ref):]
+		changed = true
+		if strings.HasPrefix(strings.TrimLeft(value, " \t"), "~") {
+			break
+		}
+	}
+	return text, more, changed
+}
+
+// reference reads a parameter reference after a "$": the text it spans
+// ("NAME" or "{NAME}") and its definition, nil if it names none that may
+// stand there.
+func (r *reader) reference(s string) (string, *definition) {
+	braced := strings.HasPrefix(s, "{")
+	name := strings.TrimPrefix(s, "{")
+	end := 0
+	for end < len(name) && isNameByte(name[end], end == 0) {
+		end++
+	}
+	if end == 0 {
+		return "", nil
+	}
+	ref, after := name[:end], name[end:]
+	if braced {
+		if !strings.HasPrefix(after, "}") {
+			return "", nil
+		}
+		ref, after = "{"+ref+"}", after[1:]
+	} else if after != "" && !strings.ContainsRune(" \t,)", rune(after[0])) {
+		return "", nil
+	}
+	d := r.defs[name[:end]]
+	if d == nil || d.multiline && after != "" {
+		return "", nil
+	}
+	return ref, d
+}
+
+func isName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !isNameByte(s[i], i == 0) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func isNameByte(c byte, first bool) bool {
+	return c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || !first && '0' <= c && c <= '9'
+}
+
+func isSpace(c byte) bool { return strings.IndexByte(" \t\f\n\r\v", c) >= 0 }
+
+// decomment is keepalived's: leading and trailing blanks go, a comment
+// starts at the first # or ! outside double quotes, \# and \! outside
+// quotes stand for the characters themselves, and a final backslash (the
+// continuation of a multiline definition) is kept, even after a comment.
+func decomment(s string) string {
+	s = strings.TrimLeft(s, " \t")
+	var b strings.Builder
+	quoted, comment, cont := false, -1, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"':
+			if comment < 0 {
+				quoted = !quoted
+			}
+		case c == '\\' && i+1 == len(s):
+			cont = true
+			continue
+		case c == '\\':
+			if !quoted && (s[i+1] == '#' || s[i+1] == '!') {
+				i++
+				c = s[i]
+			} else {
+				b.WriteByte(c)
+				i++
+				c = s[i]
+			}
+		case (c == '#' || c == '!') && !quoted && comment < 0:
+			comment = b.Len()
+		}
+		b.WriteByte(c)
+	}
+	out := b.String()
+	if comment >= 0 {
+		out = out[:comment]
+	}
+	out = strings.TrimRight(out, " \t")
+	if cont {
+		out += `\`
+	}
+	return out
+}
+
+// words splits a statement as keepalived does (alloc_strvec_r, after
+// read_line puts each brace outside quotes on a line of its own): at
+// blanks, a double-quoted string one word without its quotes, "{" and "}"
+// words of their own.
+func words(text string) []string {
+	var out []string
+	for i := 0; i < len(text); {
+		c := text[i]
+		switch {
+		case isSpace(c):
+			i++
+		case c == '{' || c == '}':
+			out = append(out, string(c))
+			i++
+		case c == '"':
+			end := strings.IndexByte(text[i+1:], '"')
+			if end < 0 { // keepalived reports the unmatched quote and drops the rest
+				return out
+			}
+			out = append(out, text[i+1:i+1+end])
+			i += end + 2
+		default:
+			end := i
+			for end < len(text) && !isSpace(text[end]) && !strings.ContainsRune(`"{}`, rune(text[end])) {
+				end++
+			}
+			out = append(out, text[i:end])
+			i = end
+		}
+	}
+	return out
+}
