@@ -15,7 +15,7 @@ func runCheck(_ context.Context, env Env, args []string) int {
 	var quiet bool
 	fs := newFlags(env, "check", &configPath)
 	fs.BoolVar(&quiet, "quiet", false, "print nothing when the config is valid (ExecStartPre=)")
-	fs.StringVar(&keepalivedConf, "keepalived-conf", "", "also check this keepalived.conf: it must not declare a virtual_server for the VIP")
+	fs.StringVar(&keepalivedConf, "keepalived-conf", "", "also check this keepalived.conf: no virtual_server for the VIP, no other vrrp_instance holding it, no vrrp_strict, strict_mode or no_accept (what doctor's keepalived check rejects)")
 	if code, ok := parseFlags(env, fs, args); !ok {
 		return code
 	}
@@ -28,7 +28,11 @@ func runCheck(_ context.Context, env Env, args []string) int {
 		return ExitUsage
 	}
 	if keepalivedConf != "" {
-		if err := keepalived.CheckConf(cfg, keepalivedConf); err != nil {
+		k, err := keepalived.Read(keepalivedConf, "")
+		if err == nil {
+			err = k.CheckVIPReachable(cfg)
+		}
+		if err != nil {
 			fmt.Fprintf(env.Stderr, "vipproxy: %v\n", err)
 			return ExitUsage
 		}

@@ -181,8 +181,10 @@ func same(path string, want []byte) bool {
 }
 
 // checkKeepalived: keepalived runs, reads vipproxy's instance with the
-// probe as track script, and has no IPVS virtual_server for the VIP. The
-// file is the one the running keepalived reads (Install.KeepalivedConf).
+// probe as track script, and nothing in its config cuts or splits the VIP
+// (an IPVS virtual_server, another instance holding it, strict mode). The
+// file is the one the running keepalived reads (Install.KeepalivedConf),
+// read once, with that keepalived's config id.
 func checkKeepalived(ctx context.Context, h Host, cfg *config.Valid) Result {
 	if !cfg.VIP.Mode.UsesKeepalived() {
 		return skip("vip.mode = %q: no keepalived on this node", cfg.VIP.Mode)
@@ -192,16 +194,20 @@ func checkKeepalived(ctx context.Context, h Host, cfg *config.Valid) Result {
 	if errors.Is(err, fs.ErrNotExist) || err == nil && info.Size() == 0 {
 		return fail(fix.keepalivedConf, "%s is missing or empty (found as %s): keepalived does not start", conf, h.Install.KeepalivedFrom)
 	}
-	if err := keepalived.CheckTracksProbe(cfg, conf); err != nil {
+	k, err := keepalived.Read(conf, h.Install.KeepalivedConfigID)
+	if err != nil { // unreadable: vipproxy's instance cannot be seen there
 		return fail(fix.trackProbe, "%v", err)
 	}
-	if err := keepalived.CheckConf(cfg, conf); err != nil {
+	if err := k.CheckTracksProbe(cfg); err != nil {
+		return fail(fix.trackProbe, "%v", err)
+	}
+	if err := k.CheckVirtualServers(cfg); err != nil {
 		return fail(fix.virtualServer, "%v", err)
 	}
-	if err := keepalived.CheckOtherHolders(cfg, conf); err != nil {
+	if err := k.CheckOtherHolders(cfg); err != nil {
 		return fail(fix.otherInstance, "%v", err)
 	}
-	if err := keepalived.CheckStrict(cfg, conf); err != nil {
+	if err := k.CheckStrict(cfg); err != nil {
 		return fail(fix.strict, "%v", err)
 	}
 	if h.Systemctl == nil {
@@ -210,7 +216,7 @@ func checkKeepalived(ctx context.Context, h Host, cfg *config.Valid) Result {
 	if out, err := h.Systemctl(ctx, "is-active", "keepalived.service"); err != nil {
 		return fail(fix.keepalivedUnit, "keepalived.service is %s", strings.TrimSpace(out))
 	}
-	return pass("keepalived.service active; %s (%s) tracks %s_probe; no virtual_server for the VIP", conf, h.Install.KeepalivedFrom, cfg.Keepalived.Instance)
+	return pass("keepalived.service active; %s (%s) tracks %s_probe; no virtual_server, other instance or strict mode for the VIP", conf, h.Install.KeepalivedFrom, cfg.Keepalived.Instance)
 }
 
 // checkDiscovery lists the kubernetes EndpointSlices once with discovery's

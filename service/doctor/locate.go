@@ -24,6 +24,10 @@ type Install struct {
 	// keepalived's default. KeepalivedFrom says which.
 	KeepalivedConf string
 	KeepalivedFrom string
+	// KeepalivedConfigID is the config id (-i, --config-id) of that
+	// keepalived, which decides its conditional lines (@id); "" for
+	// keepalived's default, the host name up to its first dot.
+	KeepalivedConfigID string
 }
 
 // DefaultKeepalivedConf is where keepalived reads its config without -f.
@@ -39,7 +43,7 @@ func Locate(ctx context.Context, h Host) Install {
 		_, err := os.Stat(filepath.Join(h.Root, "etc/NIXOS"))
 		in.NixOS = err == nil
 	}
-	in.KeepalivedConf, in.KeepalivedFrom = keepalivedConf(ctx, h)
+	in.KeepalivedConf, in.KeepalivedFrom, in.KeepalivedConfigID = keepalivedConf(ctx, h)
 	return in
 }
 
@@ -53,45 +57,79 @@ func inNixStore(path string) bool {
 }
 
 // keepalivedConf: the -f of the keepalived that runs, then of the one
-// keepalived.service would start, then keepalived's default.
-func keepalivedConf(ctx context.Context, h Host) (path, from string) {
-	if h.KeepalivedConf != "" {
-		return h.KeepalivedConf, "--keepalived-conf"
+// keepalived.service would start, then keepalived's default; and the
+// config id (-i) the same keepalived reads its conditional lines with.
+func keepalivedConf(ctx context.Context, h Host) (path, from, id string) {
+	args, pid := keepalivedArgs(ctx, h)
+	id = keepalivedOption(args, 'i', "config-id")
+	file := keepalivedOption(args, 'f', "use-file")
+	switch {
+	case h.KeepalivedConf != "":
+		return h.KeepalivedConf, "--keepalived-conf", id
+	case file != "" && pid > 0:
+		return file, "the running keepalived (pid " + strconv.Itoa(pid) + ")", id
+	case file != "":
+		return file, "keepalived.service's ExecStart", id
+	case pid > 0:
+		return DefaultKeepalivedConf, "the running keepalived's default (pid " + strconv.Itoa(pid) + ", no -f)", id
 	}
-	if pid, _ := strconv.Atoi(systemdProperty(ctx, h, "keepalived.service", "MainPID")); pid > 0 {
-		if raw, err := os.ReadFile(filepath.Join(h.Proc, strconv.Itoa(pid), "cmdline")); err == nil {
-			args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
-			if f := useFile(args); f != "" {
-				return f, "the running keepalived (pid " + strconv.Itoa(pid) + ")"
-			}
-			return DefaultKeepalivedConf, "the running keepalived's default (pid " + strconv.Itoa(pid) + ", no -f)"
-		}
-	}
-	if exec := systemdProperty(ctx, h, "keepalived.service", "ExecStart"); exec != "" {
-		if f := useFile(execArgv(exec)); f != "" {
-			return f, "keepalived.service's ExecStart"
-		}
-	}
-	return DefaultKeepalivedConf, "keepalived's default"
+	return DefaultKeepalivedConf, "keepalived's default", id
 }
 
-// useFile is the config file keepalived's arguments name: -f FILE, -fFILE,
-// --use-file FILE or --use-file=FILE (the last one wins); "" for none.
-func useFile(args []string) string {
-	file := ""
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case (a == "-f" || a == "--use-file") && i+1 < len(args):
-			file = args[i+1]
-			i++
-		case strings.HasPrefix(a, "--use-file="):
-			file = strings.TrimPrefix(a, "--use-file=")
-		case strings.HasPrefix(a, "-f") && len(a) > 2 && !strings.HasPrefix(a, "--"):
-			file = a[2:]
+// keepalivedArgs: the arguments of the keepalived that runs (its pid),
+// else of the one keepalived.service would start (pid 0).
+func keepalivedArgs(ctx context.Context, h Host) ([]string, int) {
+	if pid, _ := strconv.Atoi(systemdProperty(ctx, h, "keepalived.service", "MainPID")); pid > 0 {
+		if raw, err := os.ReadFile(filepath.Join(h.Proc, strconv.Itoa(pid), "cmdline")); err == nil {
+			return strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00"), pid
 		}
 	}
-	return file
+	return execArgv(systemdProperty(ctx, h, "keepalived.service", "ExecStart")), 0
+}
+
+// keepalivedArgOptions are keepalived 2.2.7's short options that take an
+// argument (its getopt_long string, keepalived/core/main.c).
+const keepalivedArgOptions = "uSfpisrcbA"
+
+// keepalivedOption is the value keepalived's arguments give the option
+// short/long, read as getopt_long reads them: -f FILE, -fFILE, -Df FILE
+// (clustered), --use-file FILE, --use-file=FILE; the last one wins, "--"
+// ends the options. "" for none.
+func keepalivedOption(args []string, short byte, long string) string {
+	value := ""
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		if name, rest, ok := strings.Cut(strings.TrimPrefix(a, "--"), "="); strings.HasPrefix(a, "--") {
+			switch {
+			case name != long:
+			case ok:
+				value = rest
+			case i+1 < len(args):
+				value, i = args[i+1], i+1
+			}
+			continue
+		}
+		if len(a) < 2 || a[0] != '-' {
+			continue
+		}
+		for j := 1; j < len(a); j++ {
+			if !strings.ContainsRune(keepalivedArgOptions, rune(a[j])) {
+				continue
+			}
+			arg := a[j+1:]
+			if arg == "" && i+1 < len(args) {
+				arg, i = args[i+1], i+1
+			}
+			if a[j] == short {
+				value = arg
+			}
+			break
+		}
+	}
+	return value
 }
 
 // execArgv takes the argv[] of systemctl show's ExecStart=

@@ -92,19 +92,23 @@ func TestLocateDebian(t *testing.T) {
 	}
 }
 
-func TestUseFile(t *testing.T) {
+func TestKeepalivedOption(t *testing.T) {
 	for _, tc := range []struct {
-		args []string
-		want string
+		args     []string
+		file, id string
 	}{
-		{[]string{"keepalived", "-f", "/a"}, "/a"},
-		{[]string{"keepalived", "-f/b", "--dont-fork"}, "/b"},
-		{[]string{"keepalived", "--use-file", "/c"}, "/c"},
-		{[]string{"keepalived", "--use-file=/d", "-f", "/e"}, "/e"},
-		{[]string{"keepalived", "--dont-fork", "-D"}, ""},
+		{[]string{"keepalived", "-f", "/a"}, "/a", ""},
+		{[]string{"keepalived", "-f/b", "--dont-fork"}, "/b", ""},
+		{[]string{"keepalived", "--use-file", "/c"}, "/c", ""},
+		{[]string{"keepalived", "--use-file=/d", "-f", "/e"}, "/e", ""},
+		{[]string{"keepalived", "--dont-fork", "-D"}, "", ""},
+		{[]string{"keepalived", "-Df", "/f", "-i", "main"}, "/f", "main"},
+		{[]string{"keepalived", "-lDfi", "/g"}, "i", ""}, // getopt: the rest of the cluster is -f's argument
+		{[]string{"keepalived", "-p", "-f", "--config-id=backup"}, "", "backup"},
+		{[]string{"keepalived", "-imain", "--config-id", "other", "--", "-f", "/h"}, "", "other"},
 	} {
-		if got := useFile(tc.args); got != tc.want {
-			t.Errorf("useFile(%q) = %q, want %q", tc.args, got, tc.want)
+		if file, id := keepalivedOption(tc.args, 'f', "use-file"), keepalivedOption(tc.args, 'i', "config-id"); file != tc.file || id != tc.id {
+			t.Errorf("%q: file %q, id %q; want %q, %q", tc.args, file, id, tc.file, tc.id)
 		}
 	}
 }
@@ -203,6 +207,27 @@ func TestDoctorFindsKeepalivedCuttingTheVIP(t *testing.T) {
 			if len(rs) != 1 || rs[0].Status != Fail || !strings.Contains(rs[0].Detail, c.detail) || !strings.Contains(rs[0].Fix, c.fix[nixos]) {
 				t.Errorf("NixOS %v: %+v, want FAIL naming %q with a fix naming %q", nixos, rs, c.detail, c.fix[nixos])
 			}
+		}
+	}
+}
+
+// The running keepalived's config id (-i) decides its conditional lines:
+// doctor reads them with it, here a vrrp_strict meant for node "main"
+// only.
+func TestDoctorReadsKeepalivedWithItsConfigID(t *testing.T) {
+	cfg := nixosConfig(t)
+	conf := filepath.Join(t.TempDir(), "keepalived.conf")
+	write(t, conf, "global_defs {\n  @main vrrp_strict\n}\n"+string(keepalived.Render(cfg)))
+	for id, strict := range map[string]bool{"main": true, "backup": false} {
+		proc := t.TempDir()
+		write(t, filepath.Join(proc, "4242/cmdline"), "/usr/sbin/keepalived\x00--dont-fork\x00-i\x00"+id+"\x00-f\x00"+conf+"\x00")
+		h := Host{Root: t.TempDir(), Proc: proc, Systemctl: fakeSystemd(map[string]string{"keepalived.service MainPID": "4242"}, nil)}
+		rs, err := Run(t.Context(), h, cfg, []string{"keepalived"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != 1 || (rs[0].Status == Fail && strings.Contains(rs[0].Detail, "vrrp_strict")) != strict {
+			t.Errorf("keepalived -i %s: %+v, want vrrp_strict found %v", id, rs, strict)
 		}
 	}
 }

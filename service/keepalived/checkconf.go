@@ -11,20 +11,47 @@ import (
 	"github.com/vipproxy/vipproxy/service/config"
 )
 
-// CheckConf reads the keepalived configuration at path, following include
-// directives (globs with csh-style {a,b} alternatives, relative to the
-// including file), and rejects any virtual_server for a VIP: directly
+// Conf is a keepalived configuration as keepalived reads it (read.go).
+type Conf struct {
+	path  string
+	lines []line
+}
+
+// Read reads the keepalived configuration at path with its includes, as a
+// keepalived started with config id id (-i) reads it; "" is keepalived's
+// default id, the host name up to its first dot.
+func Read(path, id string) (*Conf, error) {
+	if id == "" {
+		id = defaultConfigID()
+	}
+	lines, err := readLines(path, id)
+	if err != nil {
+		return nil, err
+	}
+	return &Conf{path: path, lines: lines}, nil
+}
+
+// CheckVIPReachable fails on what makes keepalived's node unreachable on
+// the VIP or balance it apart from vipproxy: an IPVS virtual_server for
+// it, another vrrp_instance holding it, strict mode (CheckVirtualServers,
+// CheckOtherHolders, CheckStrict).
+func (c *Conf) CheckVIPReachable(cfg *config.Valid) error {
+	for _, check := range []func(*config.Valid) error{c.CheckVirtualServers, c.CheckOtherHolders, c.CheckStrict} {
+		if err := check(cfg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckVirtualServers rejects any virtual_server for a VIP: directly
 // (address and any port) or through a virtual_server_group that contains
 // it. IPVS must not balance the VIP: vipproxy replaces it, and IPVS
 // together with arp_ignore breaks pod hairpin on nodes that are both
 // controller and worker.
-func CheckConf(cfg *config.Valid, path string) error {
-	lines, err := readLines(path)
-	if err != nil {
-		return err
-	}
-	groups := groupMembers(lines)
-	for _, l := range lines {
+func (c *Conf) CheckVirtualServers(cfg *config.Valid) error {
+	groups := groupMembers(c.lines)
+	for _, l := range c.lines {
 		if len(l.words) < 2 || l.words[0] != "virtual_server" {
 			continue
 		}
@@ -43,6 +70,7 @@ func CheckConf(cfg *config.Valid, path string) error {
 	return nil
 }
 
+// entry is a member of a virtual_server_group, its braces left out.
 type entry struct {
 	line
 	words []string
@@ -132,22 +160,18 @@ func inRange(lo netip.Addr, last string, vip netip.Addr) bool {
 // track_script naming it: without them keepalived holds the VIP whatever
 // the local proxy's state, or (Debian: no include of conf.d) never reads
 // vipproxy's instance at all.
-func CheckTracksProbe(cfg *config.Valid, path string) error {
-	lines, err := readLines(path)
-	if err != nil {
-		return err
-	}
+func (c *Conf) CheckTracksProbe(cfg *config.Valid) error {
 	script := cfg.Keepalived.Instance + "_probe"
 	declared := false
-	for _, l := range lines {
+	for _, l := range c.lines {
 		if len(l.words) >= 2 && l.words[0] == "vrrp_script" && l.words[1] == script {
 			declared = true
 		}
 	}
-	if !declared || !trackedScripts(lines)[script] {
+	if !declared || !trackedScripts(c.lines)[script] {
 		// The cause only: the fix depends on how vipproxy was installed
 		// (doctor words it for Debian or NixOS).
-		return fmt.Errorf("%s (with its includes) has no vrrp_script %s tracked by a vrrp_instance", path, script)
+		return fmt.Errorf("%s (with its includes) has no vrrp_script %s tracked by a vrrp_instance", c.path, script)
 	}
 	return nil
 }
@@ -169,8 +193,8 @@ func trackedScripts(lines []line) map[string]bool {
 // keepalived setup, say). Each instance has its own router ID and its
 // own election, so two of them can make two nodes master at once and put
 // the VIP on both.
-func CheckOtherHolders(cfg *config.Valid, path string) error {
-	return firstProblem(path, func(l line, words []string, blocks [][]string) *config.Error {
+func (c *Conf) CheckOtherHolders(cfg *config.Valid) error {
+	return c.firstProblem(func(l line, words []string, blocks [][]string) *config.Error {
 		n := len(blocks)
 		if n < 2 || blocks[n-1][0] != "virtual_ipaddress" && blocks[n-1][0] != "virtual_ipaddress_excluded" {
 			return nil
@@ -198,8 +222,8 @@ func CheckOtherHolders(cfg *config.Valid, path string) error {
 // "keepalived") and, under vrrp_strict with VRRPv2, resets an instance's
 // accept: nothing reaches the proxy on the VIP. keepalived's own sample
 // configuration sets vrrp_strict.
-func CheckStrict(cfg *config.Valid, path string) error {
-	return firstProblem(path, func(l line, words []string, blocks [][]string) *config.Error {
+func (c *Conf) CheckStrict(cfg *config.Valid) error {
+	return c.firstProblem(func(l line, words []string, blocks [][]string) *config.Error {
 		n := len(blocks)
 		if n == 0 {
 			return nil
@@ -223,16 +247,11 @@ func CheckStrict(cfg *config.Valid, path string) error {
 	})
 }
 
-// firstProblem reads the keepalived configuration at path (with its
-// includes) and returns the first problem check finds in its statements
+// firstProblem returns the first problem check finds in the statements
 // (walk), nil if none.
-func firstProblem(path string, check func(l line, words []string, blocks [][]string) *config.Error) error {
-	lines, err := readLines(path)
-	if err != nil {
-		return err
-	}
+func (c *Conf) firstProblem(check func(l line, words []string, blocks [][]string) *config.Error) error {
 	var found *config.Error
-	walk(lines, func(l line, words []string, blocks [][]string) {
+	walk(c.lines, func(l line, words []string, blocks [][]string) {
 		if found == nil {
 			found = check(l, words, blocks)
 		}

@@ -138,7 +138,7 @@ func TestBraceIncludeReadAsKeepalivedReads(t *testing.T) {
 			if err != nil || strings.Contains(out, "not found") {
 				t.Fatalf("keepalived --config-test does not read the snippet through the braces: %v\n%s", err, out)
 			}
-			if err := CheckTracksProbe(cfg, conf); err != nil {
+			if err := readAndCheck(cfg, conf, (*Conf).CheckTracksProbe); err != nil {
 				t.Errorf("CheckTracksProbe: %v", err)
 			}
 		})
@@ -180,13 +180,33 @@ func TestHoldersReadAsKeepalivedReads(t *testing.T) {
 	}
 }
 
+// TestConfigIDAsKeepalived: a keepalived started with -i reads the
+// conditional lines for that id, and so must Read given the same id.
+func TestConfigIDAsKeepalived(t *testing.T) {
+	ns := keepalivedNS(t)
+	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
+	text := trackConf("track_script {\n        other_probe\n        @main vipproxy_probe\n    }")
+	conf := writeConf(t, t.TempDir(), "keepalived.conf", text)
+	for _, id := range []string{"main", "backup"} {
+		dump := instanceDump(t, ns, text, "--config-id", id)
+		tracked := strings.Contains(dump[strings.Index(dump, "Tracked scripts"):], " vipproxy_probe weight ")
+		c, err := Read(conf, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.CheckTracksProbe(cfg); (err == nil) != tracked || tracked != (id == "main") {
+			t.Errorf("config id %s: keepalived tracks vipproxy_probe: %v; CheckTracksProbe: %v", id, tracked, err)
+		}
+	}
+}
+
 // instanceDump starts keepalived in ns on the keepalived.conf text with
-// its configuration dump (-d) and returns the dump up to the end of its
-// one vrrp_instance.
-func instanceDump(t *testing.T, ns *testutil.NetNS, text string) string {
+// its configuration dump (-d) and the flags given, and returns the dump up
+// to the end of its one vrrp_instance.
+func instanceDump(t *testing.T, ns *testutil.NetNS, text string, flags ...string) string {
 	t.Helper()
 	conf := writeConf(t, t.TempDir(), "keepalived.conf", text)
-	out := startKeepalived(t, ns, conf, "--dump-conf", "--vrrp")
+	out := startKeepalived(t, ns, conf, append([]string{"--dump-conf", "--vrrp"}, flags...)...)
 	// The instance's dump ends with this line.
 	const end = "Using smtp notification"
 	testutil.WaitFor(t, "keepalived's configuration dump", func() bool {
@@ -224,7 +244,7 @@ func TestStrictDropsTheVIP(t *testing.T) {
 			})
 			rules, _ := ns.Exec("nft", "list", "table", "ip", "keepalived")
 			drops := strings.Contains(rules, "192.168.1.100") && strings.Contains(rules, "drop")
-			checkErr := CheckStrict(cfg, conf)
+			checkErr := readAndCheck(cfg, conf, (*Conf).CheckStrict)
 			if drops != strict || (checkErr != nil) != drops {
 				t.Errorf("keepalived drops the VIP: %v; CheckStrict: %v\n%s", drops, checkErr, rules)
 			}

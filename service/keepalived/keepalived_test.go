@@ -56,7 +56,7 @@ func writeConf(t *testing.T, dir, name, text string) string {
 	return p
 }
 
-func TestCheckConf(t *testing.T) {
+func TestCheckVirtualServers(t *testing.T) {
 	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", `[vip]`, `addresses = ["192.168.1.100", "2001:db8:1::100"]`, `[network]`, `uplinks = ["eth1"]`)
 	rendered := Render(cfg)
 	cases := []struct {
@@ -102,7 +102,7 @@ func TestCheckConf(t *testing.T) {
 			for name, text := range c.files {
 				writeConf(t, dir, name, strings.ReplaceAll(text, "TMP/", dir+"/"))
 			}
-			err := CheckConf(cfg, filepath.Join(dir, "keepalived.conf"))
+			err := readAndCheck(cfg, filepath.Join(dir, "keepalived.conf"), (*Conf).CheckVirtualServers)
 			switch {
 			case c.want == "" && err != nil:
 				t.Errorf("rejected: %v", err)
@@ -115,9 +115,8 @@ func TestCheckConf(t *testing.T) {
 	}
 }
 
-func TestCheckConfMissingFile(t *testing.T) {
-	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
-	err := CheckConf(cfg, filepath.Join(t.TempDir(), "nope.conf"))
+func TestReadMissingFile(t *testing.T) {
+	_, err := Read(filepath.Join(t.TempDir(), "nope.conf"), "")
 	if err == nil || !strings.Contains(err.Error(), "nope.conf") {
 		t.Errorf("got %v, want an error naming the file", err)
 	}
@@ -204,7 +203,7 @@ vrrp_instance vipproxy {
     virtual_ipaddress {
         192.168.1.100/32 dev eth1
     }
-    ` + strings.ReplaceAll(track, "HOST", configID()) + `
+    ` + strings.ReplaceAll(track, "HOST", defaultConfigID()) + `
 }
 `
 }
@@ -214,7 +213,7 @@ func TestCheckTracksProbe(t *testing.T) {
 	for _, f := range trackForms {
 		t.Run(f.name, func(t *testing.T) {
 			conf := writeConf(t, t.TempDir(), "keepalived.conf", trackConf(f.track))
-			err := CheckTracksProbe(cfg, conf)
+			err := readAndCheck(cfg, conf, (*Conf).CheckTracksProbe)
 			if (err == nil) != f.tracked {
 				t.Errorf("CheckTracksProbe = %v; want tracked %v in:\n%s", err, f.tracked, trackConf(f.track))
 			}
@@ -239,7 +238,7 @@ func TestCheckOtherHolders(t *testing.T) {
 		{"the VIP elsewhere in the instance", rendered + other("unicast_peer {\n        192.168.1.100\n    }"), ""},
 		{"the VIP in a comment", rendered + other("virtual_ipaddress {\n        # 192.168.1.100\n    }"), ""},
 	}
-	checkEach(t, CheckOtherHolders, cfg, cases)
+	checkEach(t, (*Conf).CheckOtherHolders, cfg, cases)
 }
 
 // holderForms are keepalived.conf texts (after global_defs) with an
@@ -276,7 +275,7 @@ func oldVIP(addresses string) string {
 
 // holderConf is a whole keepalived.conf for a holderForms entry.
 func holderConf(conf string) string {
-	return "global_defs {\n    enable_script_security\n    script_user root\n}\n" + strings.ReplaceAll(conf, "HOST", configID())
+	return "global_defs {\n    enable_script_security\n    script_user root\n}\n" + strings.ReplaceAll(conf, "HOST", defaultConfigID())
 }
 
 func TestCheckOtherHoldersAsKeepalived(t *testing.T) {
@@ -284,7 +283,7 @@ func TestCheckOtherHoldersAsKeepalived(t *testing.T) {
 	for _, f := range holderForms {
 		t.Run(f.name, func(t *testing.T) {
 			conf := writeConf(t, t.TempDir(), "keepalived.conf", holderConf(f.conf))
-			err := CheckOtherHolders(cfg, conf)
+			err := readAndCheck(cfg, conf, (*Conf).CheckOtherHolders)
 			if (err != nil) != f.holds {
 				t.Errorf("CheckOtherHolders = %v; want old_vip holding the VIP %v in:\n%s", err, f.holds, holderConf(f.conf))
 			}
@@ -308,7 +307,7 @@ func TestCheckStrict(t *testing.T) {
 		{"no_accept in another instance", instance("other", "    no_accept\n"), ""},
 		{"vrrp_strict in a comment", "global_defs {\n    # vrrp_strict\n}\n", ""},
 	}
-	checkEach(t, CheckStrict, cfg, cases)
+	checkEach(t, (*Conf).CheckStrict, cfg, cases)
 }
 
 // confCase is a keepalived.conf and what a check must say of it.
@@ -318,11 +317,11 @@ type confCase struct {
 }
 
 // checkEach runs check on each case's file.
-func checkEach(t *testing.T, check func(*config.Valid, string) error, cfg *config.Valid, cases []confCase) {
+func checkEach(t *testing.T, check func(*Conf, *config.Valid) error, cfg *config.Valid, cases []confCase) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := check(cfg, writeConf(t, t.TempDir(), "keepalived.conf", c.conf))
+			err := readAndCheck(cfg, writeConf(t, t.TempDir(), "keepalived.conf", c.conf), check)
 			switch {
 			case c.want == "" && err != nil:
 				t.Errorf("rejected: %v", err)
@@ -363,8 +362,18 @@ func TestSubstitutionEnds(t *testing.T) {
 	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
 	for _, def := range []string{"$A=$A", "$A=$A $A", "$A=${A}x", "$M= \\\n$M\n\n$M", "$M= \\\nx \\\n$M\n\n$M"} {
 		conf := writeConf(t, t.TempDir(), "keepalived.conf", def+"\n$A\n${A}\n"+trackConf("track_script {\n        vipproxy_probe\n    }"))
-		if err := CheckTracksProbe(cfg, conf); err != nil && !strings.Contains(err.Error(), "deeper than") {
+		if err := readAndCheck(cfg, conf, (*Conf).CheckTracksProbe); err != nil && !strings.Contains(err.Error(), "deeper than") {
 			t.Errorf("%q: %v", def, err)
 		}
 	}
+}
+
+// readAndCheck reads the keepalived.conf at path as keepalived with its
+// default config id does and runs check on it: the error of either.
+func readAndCheck(cfg *config.Valid, path string, check func(*Conf, *config.Valid) error) error {
+	c, err := Read(path, "")
+	if err != nil {
+		return err
+	}
+	return check(c, cfg)
 }

@@ -60,9 +60,9 @@ type definition struct {
 }
 
 // readLines returns the statements of the keepalived configuration at
-// path, includes expanded in place, each "{" and "}" a word of its own.
-func readLines(path string) ([]line, error) {
-	id := configID()
+// path as keepalived with config id id reads it, includes expanded in
+// place, each "{" and "}" a word of its own.
+func readLines(path, id string) ([]line, error) {
 	r := &reader{configID: id, defs: map[string]*definition{
 		"_PWD":      {builtin: pwd},
 		"_INSTANCE": {value: id},
@@ -75,10 +75,9 @@ func readLines(path string) ([]line, error) {
 	return r.out, nil
 }
 
-// configID is keepalived's default config id, which conditional lines
-// (@id) compare against: the host name up to its first dot. (keepalived -i
-// sets another; vipproxy does not know of it.)
-func configID() string {
+// defaultConfigID is keepalived's config id without -i, which conditional
+// lines (@id) compare against: the host name up to its first dot.
+func defaultConfigID() string {
 	host, _ := os.Hostname()
 	id, _, _ := strings.Cut(host, ".")
 	return id
