@@ -271,11 +271,19 @@ func Default() Config {
 // selfProbe is the default probe_command: `probe` of the vipproxy binary
 // that reads the config, wherever it is installed (/usr/bin on Debian, a
 // store path on NixOS, which has no /usr/bin/vipproxy). When the path is
-// unknown the default is empty and validation asks for probe_command.
+// unknown, or keepalived's script line cannot carry it, the default is
+// empty and validation asks for probe_command.
 func selfProbe() string {
 	exe, err := os.Executable()
 	if err != nil {
 		return ""
 	}
-	return exe + " probe"
+	return probeCommandOf(exe)
+}
+
+func probeCommandOf(exe string) string {
+	if !onScriptLine(exe) {
+		return ""
+	}
+	return scriptWord(exe) + " probe"
 }

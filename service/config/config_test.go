@@ -329,7 +329,8 @@ func TestHostRules(t *testing.T) {
 		"source family":  {func(c *Config) { c.Keepalived.UnicastSrcIP = "2001:db8::2" }, "keepalived.unicast_src_ip", "same family"},
 		"bad peer":       {func(c *Config) { c.Keepalived.UnicastPeers = []string{"node2"} }, "keepalived.unicast_peers[0]", "not an IP"},
 		"quote":          {func(c *Config) { c.Keepalived.ProbeCommand = `vipproxy "probe"` }, "keepalived.probe_command", "without double quotes"},
-		"config path":    {func(c *Config) { c.Path = "/etc/my vipproxy.toml" }, "keepalived.probe_command", "config path"},
+		"config path":    {func(c *Config) { c.Path = `/etc/my\vipproxy.toml` }, "keepalived.probe_command", "config path"},
+		"empty probe":    {func(c *Config) { c.Keepalived.ProbeCommand = "" }, "keepalived.probe_command", "is empty"},
 		"instance slash": {func(c *Config) { c.Keepalived.Instance = "vip/proxy" }, "keepalived.instance", "one word"},
 		"no iface": {func(c *Config) {
 			c.Network.Uplinks = nil
@@ -375,4 +376,23 @@ func loadAndRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return src
+}
+
+// TestProbeCommandOf: the default probe_command carries this binary's path
+// as one word of keepalived's script line (single-quoted when it holds a
+// space, as TestProbeGetsTheConfigPath shows keepalived reads it), or is
+// empty where the line cannot carry the path.
+func TestProbeCommandOf(t *testing.T) {
+	for exe, want := range map[string]string{
+		"/usr/bin/vipproxy":                      "/usr/bin/vipproxy probe",
+		"/nix/store/abc-vipproxy-1/bin/vipproxy": "/nix/store/abc-vipproxy-1/bin/vipproxy probe",
+		"/opt/vip proxy/vipproxy":                "'/opt/vip proxy/vipproxy' probe",
+		"/opt/it's/vipproxy":                     "",
+		`/opt/a\b/vipproxy`:                      "",
+		"/opt/a\tb/vipproxy":                     "",
+	} {
+		if got := probeCommandOf(exe); got != want {
+			t.Errorf("probeCommandOf(%q) = %q, want %q", exe, got, want)
+		}
+	}
 }

@@ -446,18 +446,15 @@ func (v *validator) keepalived() {
 	if len(k.AuthPass) > 8 || strings.ContainsFunc(k.AuthPass, isSpaceOrControl) || strings.ContainsAny(k.AuthPass, `"#!{}`) {
 		v.bad("keepalived.auth_pass", "must be at most 8 characters without spaces, quotes, # ! { or } (VRRP PASS auth; keepalived would truncate a longer one)")
 	}
-	if strings.TrimSpace(k.ProbeCommand) == "" || strings.ContainsAny(k.ProbeCommand, "\n\r\"") {
+	if strings.TrimSpace(k.ProbeCommand) == "" {
+		v.bad("keepalived.probe_command", "is empty: set it to this binary's path and \" probe\" (the default is that, but this binary's path is unknown or holds a quote, a backslash or a control character, which keepalived's script line cannot carry)")
+	} else if strings.ContainsAny(k.ProbeCommand, "\n\r\"") {
 		v.bad("keepalived.probe_command", "%q must be a non-empty single line without double quotes", k.ProbeCommand)
 	} else if strings.Count(k.ProbeCommand, "'")%2 != 0 {
 		v.bad("keepalived.probe_command", "%q has an unmatched single quote; keepalived would drop the script and stop tracking the proxy", k.ProbeCommand)
 	}
-	// keepalived reads the script line as a quoted string with shell-like
-	// escapes and splits it at spaces, single quotes grouping: a space or
-	// tab splits the path, a backslash begins an escape, and an unmatched
-	// single quote makes keepalived drop the script and with it the
-	// instance's tracking of the proxy (keepalived_kernel_test.go).
-	if p := ProbeConfigPath(v.c.Path); strings.ContainsFunc(p, isSpaceOrControl) || strings.ContainsAny(p, `"'\`) {
-		v.bad("keepalived.probe_command", "the config path %q contains a space, a control character, a quote or a backslash; the vrrp_script line cannot carry it", p)
+	if p := ProbeConfigPath(v.c.Path); !onScriptLine(p) {
+		v.bad("keepalived.probe_command", "the config path %q contains a control character, a quote or a backslash; the vrrp_script line cannot carry it", p)
 	}
 }
 
@@ -496,6 +493,30 @@ func (v *validator) vrrp() {
 	if k.AuthPass != "" && !first.Is4() {
 		v.bad("keepalived.auth_pass", "authentication exists only in VRRPv2 (IPv4); an IPv6 instance speaks VRRPv3")
 	}
+}
+
+// ProbeScript is the command line keepalived's vrrp_script runs: the
+// probe command and the config file the probe reads.
+func (c *Valid) ProbeScript() string {
+	return c.Keepalived.ProbeCommand + " --config " + scriptWord(ProbeConfigPath(c.Path))
+}
+
+// keepalived reads a vrrp_script line as a quoted string with shell-like
+// escapes and splits it at blanks, single quotes grouping: a backslash
+// begins an escape, and an unmatched single quote makes keepalived drop
+// the script and with it the instance's tracking of the proxy
+// (keepalived_kernel_test.go). onScriptLine says whether a path can be one
+// word of that line, scriptWord writes it as one: single-quoted when it
+// holds a space.
+func onScriptLine(path string) bool {
+	return !strings.ContainsFunc(path, isControl) && !strings.ContainsAny(path, `"'\`)
+}
+
+func scriptWord(path string) string {
+	if strings.Contains(path, " ") {
+		return "'" + path + "'"
+	}
+	return path
 }
 
 // ProbeConfigPath is the config file keepalived's probe reads: absolute,

@@ -59,8 +59,10 @@ func TestGoldenPassesKeepalivedConfigTest(t *testing.T) {
 func TestProbeGetsTheConfigPath(t *testing.T) {
 	ns := keepalivedNS(t)
 	dir := t.TempDir()
-	// The probe records its arguments, each ended by a NUL.
-	probe := writeConf(t, dir, "probe.sh", "#!/bin/sh\nprintf '%s\\0' \"$@\" > \"$0.args\"\n")
+	// The probe records its arguments, each ended by a NUL. It lies under
+	// a path with a space, quoted as the default probe_command quotes
+	// this binary's path there (probeCommandOf).
+	probe := writeConf(t, dir, "with space/probe.sh", "#!/bin/sh\nprintf '%s\\0' \"$@\" > \"$0.args\"\n")
 	if err := os.Chmod(probe, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +84,7 @@ addresses = ["192.168.1.100"]
 [network]
 uplinks = ["eth1"]
 [keepalived]
-probe_command = "`+probe+`"
+probe_command = "'`+probe+`' probe"
 [[backend]]
 address = "192.168.1.1:6443"
 `))
@@ -109,7 +111,7 @@ address = "192.168.1.1:6443"
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
-			if want := "--config\x00" + path + "\x00"; string(args) != want {
+			if want := "probe\x00--config\x00" + path + "\x00"; string(args) != want {
 				t.Errorf("config at %q: the probe got %q, want %q", path, args, want)
 			}
 		})
