@@ -571,7 +571,7 @@ rec {
 
   # `virtual_server VIP PORT` lines (keepalived IPVS) for a VIP on the VIP
   # port (or on any port when none is given), found in raw keepalived
-  # configuration text; mirrors service/keepalived.CheckConf.
+  # configuration text; mirrors service/keepalived (Conf).CheckVirtualServers.
   virtualServersOnVip =
     settings: text:
     let

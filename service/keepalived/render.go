@@ -1,7 +1,9 @@
 // Package keepalived wires vipproxy into keepalived, which stays the VRRP
 // engine: Render writes the vrrp_instance and the vrrp_script that gives
-// up the VIP when the local proxy is not ready, and CheckConf rejects an
-// IPVS virtual_server for the VIP, which vipproxy replaces.
+// up the VIP when the local proxy is not ready; Read reads a keepalived
+// configuration as keepalived does, and the checks of Conf reject what
+// would cut or split the VIP (an IPVS virtual_server for it, which
+// vipproxy replaces, another instance holding it, strict mode).
 package keepalived
 
 import (
