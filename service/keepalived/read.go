@@ -25,13 +25,11 @@ const maxIncludeDepth = 8
 // would make a line longer is not made, as there.
 const maxLineLen = 1024
 
-// maxSubstitutions bounds the substitutions in one pass over a line, and
-// maxRounds the passes: keepalived loops for ever on "$A=$A" (the value
-// replaces the name in place, forever).
-const (
-	maxSubstitutions = 256
-	maxRounds        = 32
-)
+// maxSubstitutions bounds the parameter substitutions in reading one
+// configuration: keepalived loops for ever on "$A=$A" (the value replaces
+// the name in place, forever), and multiline definitions that bring
+// themselves back grow without end.
+const maxSubstitutions = 10000
 
 // maxExpansionDepth bounds multiline definitions expanding each other.
 const maxExpansionDepth = 32
@@ -49,6 +47,8 @@ type reader struct {
 	defs     map[string]*definition
 	open     *definition // the multiline definition a trailing backslash continues
 	out      []line
+	// substitutions made so far, bounded by maxSubstitutions.
+	substitutions int
 }
 
 type definition struct {
@@ -176,7 +176,7 @@ func (r *reader) process(file string, num int, text string, depth int) error {
 		return fmt.Errorf("multiline definitions expand each other deeper than %d", maxExpansionDepth)
 	}
 	var more []string
-	for range maxRounds {
+	for {
 		var ok bool
 		if text, ok = r.condition(text); !ok {
 			break
@@ -188,7 +188,10 @@ func (r *reader) process(file string, num int, text string, depth int) error {
 		if strings.HasPrefix(text, "~") || !strings.Contains(text, "$") {
 			break
 		}
-		replaced, extra, changed := r.substitute(file, text)
+		replaced, extra, changed, err := r.substitute(file, text)
+		if err != nil {
+			return err
+		}
 		if text = replaced; !changed {
 			break
 		}
@@ -279,10 +282,10 @@ func (r *reader) endDefinition() {
 // its other lines are returned, to be read after this one. A substitution
 // that would overflow keepalived's line buffer ends the pass as not
 // changed, the line as far as it got, its other lines dropped, as there.
-func (r *reader) substitute(file, text string) (string, []string, bool) {
+func (r *reader) substitute(file, text string) (string, []string, bool, error) {
 	var more []string
 	changed := false
-	for i, n := 0, 0; i < len(text) && n < maxSubstitutions; n++ {
+	for i := 0; i < len(text); {
 		at := strings.IndexByte(text[i:], '$')
 		if at < 0 {
 			break
@@ -303,7 +306,10 @@ func (r *reader) substitute(file, text string) (string, []string, bool) {
 			value, rest = first, strings.Split(after, "\n")
 		}
 		if len(text)-len(ref)-1+len(value) >= maxLineLen {
-			return text, nil, false
+			return text, nil, false, nil
+		}
+		if r.substitutions++; r.substitutions > maxSubstitutions {
+			return "", nil, false, fmt.Errorf("parameter substitution does not end (over %d substitutions; keepalived would not finish reading)", maxSubstitutions)
 		}
 		more = append(rest, more...)
 		text = text[:i] + value + text[i+1+len(ref):]
@@ -312,7 +318,7 @@ func (r *reader) substitute(file, text string) (string, []string, bool) {
 			break
 		}
 	}
-	return text, more, changed
+	return text, more, changed, nil
 }
 
 // reference reads a parameter reference after a "$": the text it spans
