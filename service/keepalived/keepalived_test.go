@@ -264,6 +264,10 @@ var holderForms = []struct {
 	{"quoted", true, oldVIP(`"192.168.1.100/24"`)},
 	{"in a comment", false, oldVIP("192.168.1.101 # 192.168.1.100")},
 	{"after an escaped #", false, oldVIP("192.168.1.101\n        \\# 192.168.1.100")},
+	// keepalived reads a line in pieces of 1,023 bytes; the line here
+	// starts with 8 blanks.
+	{"after byte 1,023 of a long line", true, oldVIP("192.168.1.101" + strings.Repeat(" ", 1023-8-13) + "192.168.1.100")},
+	{"across byte 1,023 of a long line", false, oldVIP(strings.Repeat(" ", 1023-8-5) + "192.168.1.100")},
 }
 
 // oldVIP is an instance old_vip holding addresses (lines of

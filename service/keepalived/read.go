@@ -13,7 +13,7 @@ import (
 // parser does before it looks at a keyword (lib/parser.c: read_line,
 // decomment, check_include, check_definition, replace_param,
 // alloc_strvec_r), so that the checks see the statements keepalived sees:
-// comments that are not inside double quotes, the include variants,
+// long lines in pieces, comments that are not inside double quotes, the include variants,
 // conditional lines (@id, @^id) and parameter substitution ($NAME=value,
 // multiline definitions, $NAME and ${NAME}). Not read: ~SEQ and ~LST lines
 // (skipped) and ${_RANDOM}, left as written.
@@ -21,8 +21,9 @@ import (
 // maxIncludeDepth stops include loops (a file including itself).
 const maxIncludeDepth = 8
 
-// maxLineLen is keepalived's line buffer (MAXBUF): a substitution that
-// would make a line longer is not made, as there.
+// maxLineLen is keepalived's line buffer (MAXBUF): a longer line is read
+// in pieces (pieces), and a substitution that would make a line longer is
+// not made, as there.
 const maxLineLen = 1024
 
 // maxSubstitutions bounds the parameter substitutions in reading one
@@ -103,30 +104,46 @@ func (r *reader) readFile(path string, depth int) error {
 	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for num := 1; sc.Scan(); num++ {
-		raw := strings.TrimRight(sc.Text(), "\r")
-		if raw == "" {
-			r.endDefinition() // an empty line ends a multiline definition
-			continue
-		}
-		text := decomment(raw)
-		if text == "" {
-			continue
-		}
-		// keepalived finds includes before conditions and substitution.
-		if pattern, ok := includePattern(text); ok && r.open == nil {
-			if err := r.readIncludes(path, pattern, depth); err != nil {
+		for _, piece := range pieces(sc.Text()) {
+			if err := r.readLine(path, num, piece, depth); err != nil {
 				return fmt.Errorf("%s:%d: %w", path, num, err)
 			}
-			continue
-		}
-		if err := r.process(path, num, text, 0); err != nil {
-			return fmt.Errorf("%s:%d: %w", path, num, err)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("read keepalived config %s: %w", path, err)
 	}
 	return nil
+}
+
+// pieces is a line as keepalived reads it, with fgets into a buffer of
+// 1,024 bytes: a longer line comes in pieces of 1,023 bytes, each read as
+// a line of its own (the newline too, when it falls alone), line ends
+// (\r, \n) cut from each.
+func pieces(text string) []string {
+	var out []string
+	for rest := text + "\n"; rest != ""; {
+		n := min(len(rest), maxLineLen-1)
+		out = append(out, strings.TrimRight(rest[:n], "\r\n"))
+		rest = rest[n:]
+	}
+	return out
+}
+
+func (r *reader) readLine(path string, num int, raw string, depth int) error {
+	if raw == "" {
+		r.endDefinition() // an empty line ends a multiline definition
+		return nil
+	}
+	text := decomment(raw)
+	if text == "" {
+		return nil
+	}
+	// keepalived finds includes before conditions and substitution.
+	if pattern, ok := includePattern(text); ok && r.open == nil {
+		return r.readIncludes(path, pattern, depth)
+	}
+	return r.process(path, num, text, 0)
 }
 
 func (r *reader) readIncludes(from, pattern string, depth int) error {
