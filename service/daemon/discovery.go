@@ -193,6 +193,16 @@ func (d *Daemon) onDiscoveryStatus(s discovery.Status) {
 	}
 }
 
+// backendCount is how many backends cfg's static list and the discovered
+// members make, for the log. The discovery goroutine writes d.members
+// (onDiscovered): read under d.mu, as the race detector found the
+// "serving" line reading it bare while discovery's first list arrived.
+func (d *Daemon) backendCount(cfg *config.Valid) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(cfg.Backends) + len(d.members)
+}
+
 // backendSet is the static list followed by the discovered members that
 // are not already in it (same address or name), each with its source; a
 // draining member stays in the set so its connections are kept. Each is

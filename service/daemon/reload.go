@@ -131,7 +131,7 @@ func (d *Daemon) apply(next *config.Valid, probers map[string]health.Prober, add
 	d.lastReload = time.Now()
 	d.mu.Unlock()
 	d.log.Info("reloaded", "ports", portNames(next), "removed_ports", serverNames(gone), "added_ports", len(added),
-		"backends", len(next.Backends)+len(d.members), "algorithm", next.Balance.Algorithm)
+		"backends", d.backendCount(next), "algorithm", next.Balance.Algorithm)
 }
 
 // updatePorts applies next to the ports it keeps and takes those it drops
