@@ -16,15 +16,9 @@ import (
 	"github.com/vipproxy/vipproxy/service/config"
 )
 
-// mainConf includes the snippet as documented: keepalived.conf's
-// global_defs turn on script security. (Used alone, keepalived still runs
-// the probe as root but logs a SECURITY VIOLATION, and --config-test fails.)
-const mainConf = `global_defs {
-    enable_script_security
-    script_user root
-}
-include vipproxy.conf
-`
+// mainConf includes the snippet as documented, after the global_defs
+// that let keepalived run its probe.
+const mainConf = scriptSecurity + "include vipproxy.conf\n"
 
 // TestGoldenPassesKeepalivedConfigTest runs keepalived's own parser
 // (keepalived --config-test) on every golden case, inside a private network
@@ -147,36 +141,40 @@ func TestBraceIncludeReadAsKeepalivedReads(t *testing.T) {
 	}
 }
 
-// TestTrackingReadAsKeepalivedReads starts keepalived on each trackForms
-// text and reads its configuration dump (-d): the instance's "Tracked
-// scripts" must list vipproxy_probe exactly when the form says it is
+// TestTrackingReadAsKeepalivedReads: vipproxy_probe is listed in the
+// "Tracked scripts" of keepalived's dump exactly when the form says it is
 // tracked, the verdict TestCheckTracksProbe holds CheckTracksProbe to.
 func TestTrackingReadAsKeepalivedReads(t *testing.T) {
-	ns := keepalivedNS(t)
-	for i, f := range trackForms {
-		t.Run(fmt.Sprintf("form%d", i), func(t *testing.T) {
-			list := instanceDump(t, ns, trackConf(f.track))
-			tracked := strings.Contains(list, "Tracked scripts") && strings.Contains(list[strings.Index(list, "Tracked scripts"):], " vipproxy_probe weight ")
-			if tracked != f.tracked {
-				t.Errorf("%s: keepalived tracks vipproxy_probe: %v, the form says %v", f.name, tracked, f.tracked)
-			}
-		})
-	}
+	tracking.dump(t, tracksProbe)
 }
 
-// TestHoldersReadAsKeepalivedReads starts keepalived on each holderForms
-// text and reads its configuration dump (-d): old_vip's virtual IPs must
-// list 192.168.1.100 exactly when the form says it holds the VIP, the
+// tracksProbe reads an instance's dump: vipproxy_probe among its tracked
+// scripts.
+func tracksProbe(dump string) bool {
+	i := strings.Index(dump, "Tracked scripts")
+	return i >= 0 && strings.Contains(dump[i:], " vipproxy_probe weight ")
+}
+
+// TestHoldersReadAsKeepalivedReads: old_vip's virtual IPs in keepalived's
+// dump list 192.168.1.100 exactly when the form says it holds the VIP, the
 // verdict TestCheckOtherHoldersAsKeepalived holds CheckOtherHolders to.
 func TestHoldersReadAsKeepalivedReads(t *testing.T) {
-	ns := keepalivedNS(t)
 	listed := regexp.MustCompile(`\s192\.168\.1\.100[/ ]`)
-	for i, f := range holderForms {
+	holding.dump(t, func(dump string) bool {
+		return listed.MatchString(dump[strings.Index(dump, "VRRP Instance = old_vip"):])
+	})
+}
+
+// dump starts keepalived on each form with its configuration dump (-d)
+// and holds found, read from the dump of its one vrrp_instance, to the
+// form's.
+func (ft formTable) dump(t *testing.T, found func(dump string) bool) {
+	ns := keepalivedNS(t)
+	for i, f := range ft.forms {
 		t.Run(fmt.Sprintf("form%d", i), func(t *testing.T) {
-			dump := instanceDump(t, ns, holderConf(f.conf))
-			instance := dump[strings.Index(dump, "VRRP Instance = old_vip"):]
-			if holds := listed.MatchString(instance); holds != f.holds {
-				t.Errorf("%s: keepalived's old_vip holds 192.168.1.100: %v, the form says %v\n%s", f.name, holds, f.holds, instance)
+			dump := instanceDump(t, ns, ft.whole(f.text))
+			if got := found(dump); got != f.found {
+				t.Errorf("%s: keepalived's dump says %s: %v, the form says %v\n%s", f.name, ft.what, got, f.found, dump)
 			}
 		})
 	}
@@ -191,7 +189,7 @@ func TestConfigIDAsKeepalived(t *testing.T) {
 	conf := writeConf(t, t.TempDir(), "keepalived.conf", text)
 	for _, id := range []string{"main", "backup"} {
 		dump := instanceDump(t, ns, text, "--config-id", id)
-		tracked := strings.Contains(dump[strings.Index(dump, "Tracked scripts"):], " vipproxy_probe weight ")
+		tracked := tracksProbe(dump)
 		c, err := Read(conf, id)
 		if err != nil {
 			t.Fatal(err)

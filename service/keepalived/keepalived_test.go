@@ -148,14 +148,32 @@ func TestExpandBraces(t *testing.T) {
 	}
 }
 
-// trackForms are keepalived.conf texts declaring vipproxy_probe, tracked
-// or not; TestCheckTracksProbe says what CheckTracksProbe must find, and
-// TestTrackingReadAsKeepalivedReads holds that to keepalived's own dump.
-var trackForms = []struct {
-	name    string
-	tracked bool
-	track   string // what the vrrp_instance holds besides its addresses
-}{
+// scriptSecurity is the global_defs a keepalived.conf needs to run
+// scripts: without it keepalived still runs the probe as root but logs a
+// SECURITY VIOLATION, and --config-test fails.
+const scriptSecurity = "global_defs {\n    enable_script_security\n    script_user root\n}\n"
+
+// form is a keepalived.conf text, in part, and whether keepalived finds in
+// it what a check looks for.
+type form struct {
+	name  string
+	found bool
+	text  string
+}
+
+// formTable is a table of forms, each made a whole keepalived.conf by
+// whole (HOST standing for keepalived's config id, for conditional
+// lines). Each table is held twice: check holds a check's verdict to the
+// forms, dump holds the forms to keepalived's own configuration dump.
+type formTable struct {
+	what  string // what keepalived finds in a form, or not
+	whole func(text string) string
+	forms []form
+}
+
+// tracking: vipproxy_probe tracked by vipproxy's instance or not, the
+// text being what the vrrp_instance holds besides its addresses.
+var tracking = formTable{"vipproxy_probe tracked", trackConf, []form{
 	{"block on its own lines", true, "track_script {\n        vipproxy_probe\n    }"},
 	{"block on one line", true, "track_script { vipproxy_probe }"},
 	{"brace on the next line", true, "track_script\n    {\n        vipproxy_probe\n    }"},
@@ -179,16 +197,11 @@ var trackForms = []struct {
 	{"a parameter for this host", true, "@HOST $P=vipproxy_probe\n    @not-HOST $P=other_probe\n    track_script {\n        $P\n    }"},
 	{"a quoted name", true, "track_script {\n        \"vipproxy_probe\"\n    }"},
 	{"a # inside quotes", false, "track_script { other_probe \"#\" }\n    vipproxy_probe"},
-}
+}}
 
-// trackConf is a whole keepalived.conf for a trackForms entry, HOST
-// standing for keepalived's config id (conditional lines).
+// trackConf is a whole keepalived.conf for a tracking form.
 func trackConf(track string) string {
-	return `global_defs {
-    enable_script_security
-    script_user root
-}
-vrrp_script vipproxy_probe {
+	return scriptSecurity + `vrrp_script vipproxy_probe {
     script "/bin/true"
 }
 vrrp_script other_probe {
@@ -209,13 +222,19 @@ vrrp_instance vipproxy {
 }
 
 func TestCheckTracksProbe(t *testing.T) {
+	tracking.check(t, (*Conf).CheckTracksProbe, func(err error) bool { return err == nil })
+}
+
+// check holds check's verdict on each form, found or not as found reads
+// its error, to the form's.
+func (ft formTable) check(t *testing.T, check func(*Conf, *config.Valid) error, found func(error) bool) {
 	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
-	for _, f := range trackForms {
+	for _, f := range ft.forms {
 		t.Run(f.name, func(t *testing.T) {
-			conf := writeConf(t, t.TempDir(), "keepalived.conf", trackConf(f.track))
-			err := readAndCheck(cfg, conf, (*Conf).CheckTracksProbe)
-			if (err == nil) != f.tracked {
-				t.Errorf("CheckTracksProbe = %v; want tracked %v in:\n%s", err, f.tracked, trackConf(f.track))
+			text := ft.whole(f.text)
+			err := readAndCheck(cfg, writeConf(t, t.TempDir(), "keepalived.conf", text), check)
+			if found(err) != f.found {
+				t.Errorf("check: %v; want %s: %v in:\n%s", err, ft.what, f.found, text)
 			}
 		})
 	}
@@ -241,17 +260,10 @@ func TestCheckOtherHolders(t *testing.T) {
 	checkEach(t, (*Conf).CheckOtherHolders, cfg, cases)
 }
 
-// holderForms are keepalived.conf texts (after global_defs) with an
-// instance old_vip that holds 192.168.1.100 or not, as keepalived reads
-// parameters, conditional lines (HOST stands for keepalived's config id)
-// and quotes. TestCheckOtherHoldersAsKeepalived says what
-// CheckOtherHolders must find, TestHoldersReadAsKeepalivedReads holds that
-// to keepalived's own dump.
-var holderForms = []struct {
-	name  string
-	holds bool
-	conf  string
-}{
+// holding: an instance old_vip holding 192.168.1.100 or not, as
+// keepalived reads parameters, conditional lines and quotes, the text
+// being all after global_defs.
+var holding = formTable{"192.168.1.100 held by old_vip", holderConf, []form{
 	{"the VIP", true, oldVIP("192.168.1.100/24 dev eth1")},
 	{"another address", false, oldVIP("192.168.1.101/24 dev eth1")},
 	{"a parameter", true, "$VIP=192.168.1.100\n" + oldVIP("${VIP}/24 dev eth1")},
@@ -268,7 +280,7 @@ var holderForms = []struct {
 	// starts with 8 blanks.
 	{"after byte 1,023 of a long line", true, oldVIP("192.168.1.101" + strings.Repeat(" ", 1023-8-13) + "192.168.1.100")},
 	{"across byte 1,023 of a long line", false, oldVIP(strings.Repeat(" ", 1023-8-5) + "192.168.1.100")},
-}
+}}
 
 // oldVIP is an instance old_vip holding addresses (lines of
 // virtual_ipaddress).
@@ -277,22 +289,13 @@ func oldVIP(addresses string) string {
 		"    virtual_ipaddress {\n        " + addresses + "\n    }\n}\n"
 }
 
-// holderConf is a whole keepalived.conf for a holderForms entry.
+// holderConf is a whole keepalived.conf for a holding form.
 func holderConf(conf string) string {
-	return "global_defs {\n    enable_script_security\n    script_user root\n}\n" + strings.ReplaceAll(conf, "HOST", defaultConfigID())
+	return scriptSecurity + strings.ReplaceAll(conf, "HOST", defaultConfigID())
 }
 
 func TestCheckOtherHoldersAsKeepalived(t *testing.T) {
-	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
-	for _, f := range holderForms {
-		t.Run(f.name, func(t *testing.T) {
-			conf := writeConf(t, t.TempDir(), "keepalived.conf", holderConf(f.conf))
-			err := readAndCheck(cfg, conf, (*Conf).CheckOtherHolders)
-			if (err != nil) != f.holds {
-				t.Errorf("CheckOtherHolders = %v; want old_vip holding the VIP %v in:\n%s", err, f.holds, holderConf(f.conf))
-			}
-		})
-	}
+	holding.check(t, (*Conf).CheckOtherHolders, func(err error) bool { return err != nil })
 }
 
 func TestCheckStrict(t *testing.T) {
@@ -387,11 +390,10 @@ func readAndCheck(cfg *config.Valid, path string, check func(*Conf, *config.Vali
 // and each check gives a verdict. Seeds: the forms the kernel tests hold
 // to keepalived.
 func FuzzRead(f *testing.F) {
-	for _, form := range trackForms {
-		f.Add(trackConf(form.track))
-	}
-	for _, form := range holderForms {
-		f.Add(holderConf(form.conf))
+	for _, table := range []formTable{tracking, holding} {
+		for _, form := range table.forms {
+			f.Add(table.whole(form.text))
+		}
 	}
 	f.Add("$A=$A\n$A ${A} $B\n@x $B=\\\n$B\n\n$B\ninclude keepalived.conf\n")
 	cfg := testconfig.WithBackend(f, "192.168.1.1:6443", goldenCases["dual-stack"]...)
