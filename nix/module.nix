@@ -52,6 +52,8 @@ let
   # proxy is ready (vipproxy-announce); no keepalived.
   bgp = vlib.bgpMode s;
   iface = s.network.interface;
+  # arp_ignore/arp_announce per uplink (boot.kernel.sysctl).
+  uplinkSysctl = vlib.sysctl s;
   vrrpInterface = vlib.vrrpInterface s;
   keepalivedText = config.services.keepalived.extraConfig;
   # nixpkgs' keepalived module declares IPVS virtual servers only through
@@ -550,8 +552,19 @@ in
         systemd.network.wait-online.enable = lib.mkIf (!config.networking.useNetworkd) (lib.mkDefault false);
         networking.dhcpcd.denyInterfaces = [ iface ];
 
-        # Per uplink only, never all/default.
-        boot.kernel.sysctl = vlib.sysctl s;
+        # Per uplink only, never all/default. nixpkgs' sysctl type takes one
+        # definition per key (config/sysctl.nix, mergeOneOption): mkDefault,
+        # so that the operator's own equal line does not clash with it, and
+        # an assertion instead of a silent loss where theirs differs.
+        boot.kernel.sysctl = builtins.mapAttrs (_: lib.mkDefault) uplinkSysctl;
+        assertions = lib.mapAttrsToList (name: value: {
+          assertion = config.boot.kernel.sysctl.${name} or null == value;
+          message = ''
+            boot.kernel.sysctl."${name}" is ${builtins.toJSON (config.boot.kernel.sysctl.${name} or null)}, but services.vipproxy
+            needs ${toString value} on its uplinks (settings.network.uplinks), or every node answers ARP for the VIP.
+            Remove that definition (the module sets it) or set it to ${toString value}.
+          '';
+        }) uplinkSysctl;
       })
 
       # VRRP through the firewall NixOS runs (both chains accept what the

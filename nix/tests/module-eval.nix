@@ -34,6 +34,7 @@ let
     any = builtins.any;
     all = builtins.all;
     elem = builtins.elem;
+    mapAttrsToList = f: attrs: map (n: f n attrs.${n}) (builtins.attrNames attrs);
     hasPrefix = prefix: s: builtins.substring 0 (builtins.stringLength prefix) s == prefix;
   };
 
@@ -122,6 +123,9 @@ let
           networking.nftables.enable = nftables;
           # The module's own networks only (its definition is not merged back here).
           systemd.network.networks = { };
+          # The module's own uplink sysctls, as merged (nixos-eval.nix checks an
+          # operator's definitions beside them).
+          boot.kernel.sysctl = (import ../lib.nix).sysctl settings;
         };
         # services.resolved.enable set by the operator (a plain definition).
         options.services.resolved.enable.highestPrio = 100;

@@ -326,6 +326,26 @@ let
       modules = [ (node ipv6Only { }) ];
       check = c: c.boot.kernel.sysctl == { } && c.services.keepalived.vrrpInstances.vipproxy.interface == "eth0";
     };
+    # The operator also writes the uplink's ARP sysctls (as on Debian, or
+    # from `vipproxy network render`): nixpkgs' sysctl type takes one
+    # definition per key, so the module's must give way to an equal one.
+    uplinkSysctlAlsoSet = case {
+      modules = [
+        (node ipv4 {
+          boot.kernel.sysctl."net.ipv4.conf.eth0.arp_ignore" = 1;
+          boot.kernel.sysctl."net.ipv4.conf.eth0.arp_announce" = 2;
+        })
+      ];
+      check =
+        c:
+        c.boot.kernel.sysctl."net.ipv4.conf.eth0.arp_ignore" == 1
+        && c.boot.kernel.sysctl."net.ipv4.conf.eth0.arp_announce" == 2;
+    };
+    # ...but a weaker value on an uplink is refused with the fix.
+    uplinkSysctlWeakened = case {
+      modules = [ (node ipv4 { boot.kernel.sysctl."net.ipv4.conf.eth0.arp_ignore" = 0; }) ];
+      fails = [ "net.ipv4.conf.eth0.arp_ignore" ];
+    };
     openFirewallIptables = case {
       modules = [ (node ipv4 { services.vipproxy.openFirewall = true; }) ];
       check =

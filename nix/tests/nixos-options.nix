@@ -517,18 +517,23 @@ in
             }
           );
         };
-        # config/sysctl.nix (its highest-value merge for a few keys left out).
+        # config/sysctl.nix (its highest-value merge for net.core.{r,w}mem_max
+        # left out). sysctlOption takes one definition per key at the highest
+        # priority: two plain definitions of a key throw, even equal ones.
         boot.kernel.sysctl = mkOption {
           default = { };
           type = types.submodule {
             freeformType = types.attrsOf (
-              types.nullOr (
-                types.oneOf [
-                  types.bool
-                  types.str
-                  types.int
-                ]
-              )
+              lib.mkOptionType {
+                name = "sysctl option value";
+                check =
+                  val:
+                  let
+                    checkType = x: lib.isBool x || lib.isString x || lib.isInt x || x == null;
+                  in
+                  checkType val || (val._type or "" == "override" && checkType val.content);
+                merge = loc: defs: lib.mergeOneOption loc (lib.filterOverrides defs);
+              }
             );
           };
         };
