@@ -19,10 +19,6 @@ func runCheck(_ context.Context, env Env, args []string) int {
 	if code, ok := parseFlags(env, fs, args); !ok {
 		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(env.Stderr, "vipproxy check: unexpected argument %q\n", fs.Arg(0))
-		return ExitUsage
-	}
 	cfg, ok := loadConfig(env, configPath)
 	if !ok {
 		return ExitUsage

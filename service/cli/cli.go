@@ -112,18 +112,23 @@ func newFlags(env Env, name string, configPath *string) *flag.FlagSet {
 }
 
 // parseFlags parses args. ok is false when the command should return code
-// at once: 0 after --help (usage on stdout), 2 after a bad flag (the error
-// and usage on stderr).
+// at once: 0 after --help (usage on stdout), 2 after a bad flag or any
+// argument that is not a flag (the error and usage on stderr). No command
+// takes one, and the flag package stops at the first: `network write
+// --config F stray --diff` wrote the files, its --diff dropped unseen, and
+// `keepalived my.toml` rendered /etc/vipproxy/vipproxy.toml instead.
 func parseFlags(env Env, fs *flag.FlagSet, args []string) (code int, ok bool) {
 	err := fs.Parse(args)
-	if err == nil {
+	switch {
+	case err == nil && fs.NArg() == 0:
 		return ExitOK, true
-	}
-	if errors.Is(err, flag.ErrHelp) {
+	case err == nil:
+		fmt.Fprintf(env.Stderr, "%s: unexpected argument %q (only flags are taken; the config file is --config FILE)\n", fs.Name(), fs.Arg(0))
+	case errors.Is(err, flag.ErrHelp):
 		flagUsage(env.Stdout, fs)
 		return ExitOK, false
 	}
-	flagUsage(env.Stderr, fs) // the flag package already printed the error
+	flagUsage(env.Stderr, fs) // the flag package printed its own errors
 	return ExitUsage, false
 }
 
