@@ -168,7 +168,14 @@ func loadConfig(env Env, path string) (*config.Valid, bool) {
 	return cfg, true
 }
 
-func runVersion(_ context.Context, env Env, _ []string) int {
+// runVersion prints the version. It parses its arguments as every command
+// does (--config is taken and unused, as docs/operations.md says every
+// command takes it), so --help prints usage and a wrong flag exits 2.
+func runVersion(_ context.Context, env Env, args []string) int {
+	var path string
+	if code, ok := parseFlags(env, newFlags(env, "version", &path), args); !ok {
+		return code
+	}
 	fmt.Fprintf(env.Stdout, "vipproxy %s\n", env.Version)
 	return ExitOK
 }

@@ -35,3 +35,30 @@ func TestStrayArgumentIsRefused(t *testing.T) {
 		t.Errorf("a refused command wrote %v", written)
 	}
 }
+
+// TestVersionFollowsTheConventions: `version` is a command like the others:
+// --help prints its usage, a wrong flag or an argument exits 2 (it printed
+// the version and exited 0 whatever followed it).
+func TestVersionFollowsTheConventions(t *testing.T) {
+	for _, tc := range []struct {
+		args           []string
+		code           int
+		stdout, stderr string
+	}{
+		{[]string{"version"}, ExitOK, "vipproxy test\n", ""},
+		{[]string{"--version"}, ExitOK, "vipproxy test\n", ""},
+		{[]string{"version", "--help"}, ExitOK, "usage: vipproxy version", ""},
+		{[]string{"help", "version"}, ExitOK, "usage: vipproxy version", ""},
+		{[]string{"version", "--bogus"}, ExitUsage, "", "flag provided but not defined: -bogus"},
+		{[]string{"version", "stray"}, ExitUsage, "", `unexpected argument "stray"`},
+	} {
+		var out, errOut bytes.Buffer
+		code := Main(context.Background(), Env{Stdout: &out, Stderr: &errOut, Version: "test"}, tc.args)
+		okOut := tc.stdout == "" && out.Len() == 0 || tc.stdout != "" && strings.HasPrefix(out.String(), tc.stdout)
+		okErr := tc.stderr == "" && errOut.Len() == 0 || tc.stderr != "" && strings.Contains(errOut.String(), tc.stderr)
+		if code != tc.code || !okOut || !okErr {
+			t.Errorf("vipproxy %s: exit %d (want %d)\nstdout %q (want %q)\nstderr %q (want %q)",
+				strings.Join(tc.args, " "), code, tc.code, out.String(), tc.stdout, errOut.String(), tc.stderr)
+		}
+	}
+}
