@@ -241,6 +241,11 @@ func decodeText(key string, v any, rv reflect.Value) error {
 	if !ok {
 		return typeError(key, v, "a string")
 	}
+	// netip.Addr reads "" as the zero Addr without an error, which the
+	// rules then named "invalid IP" (vip.addresses = [""]).
+	if s == "" && rv.Type() == addrType {
+		return &decodeError{key, `"" is not an IP address`}
+	}
 	if err := rv.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(s)); err != nil {
 		switch rv.Type() {
 		case durationType:
