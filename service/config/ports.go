@@ -207,7 +207,11 @@ func (v *validator) backendHost(key, addr string) (string, bool) {
 		v.bad(key, "%q has a port (%s): with [[port]] tables a backend is a host, and each [[port]]'s backend_port says where it is reached", addr, port)
 		return "", false
 	}
-	host := strings.TrimSuffix(strings.TrimPrefix(addr, "["), "]")
+	host, ok := unbracket(addr)
+	if !ok {
+		v.bad(key, "%q: brackets go around an IPv6 address, both of them (\"[2001:db8::1]\"), or none", addr)
+		return "", false
+	}
 	ip, err := netip.ParseAddr(host)
 	if err != nil {
 		if !isDNSName(host) {
@@ -228,4 +232,17 @@ func (v *validator) backendHost(key, addr string) (string, bool) {
 		}
 	}
 	return ip.String(), true
+}
+
+// unbracket takes the brackets off a host: both or none, and only around
+// an IPv6 address. Trimming each one alone passed "[2001:db8::1" and
+// "[cp1.example.com]", typos that then labelled logs and metrics.
+func unbracket(host string) (string, bool) {
+	inner, open := strings.CutPrefix(host, "[")
+	inner, closed := strings.CutSuffix(inner, "]")
+	if !open && !closed {
+		return host, true
+	}
+	ip, err := netip.ParseAddr(inner)
+	return inner, open && closed && err == nil && ip.Is6()
 }

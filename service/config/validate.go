@@ -153,6 +153,10 @@ func (v *validator) backendAddress(key, addr string) (string, bool) {
 		v.bad(key, "%q is not host:port", addr)
 		return "", false
 	}
+	if _, ok := unbracket(strings.TrimSuffix(addr, ":"+port)); !ok {
+		v.bad(key, "%q: brackets go around an IPv6 address, both of them (\"[2001:db8::1]:6443\"), or none", addr)
+		return "", false
+	}
 	p, ok := parsePort(port)
 	if !ok || p == 0 {
 		v.bad(key, "%q has no valid port (1..65535, digits only)", addr)
