@@ -42,7 +42,7 @@ func commands() map[string]command {
 		"serve":      {"run the proxy (socket-activated under systemd)", runServe},
 		"check":      {"validate a config and print the effective config", runCheck},
 		"probe":      {"exit 0 only if the local daemon is ready (keepalived track script)", runProbe},
-		"network":    {"render|apply|check|remove the dummy link, VIP and ARP sysctls", runNetwork},
+		"network":    {networkVerbs + " the dummy link, VIP and ARP sysctls", runNetwork},
 		"keepalived": {"print (or write with --out) the keepalived vrrp_instance and vrrp_script", runKeepalived},
 		"announce":   {"hold the VIP on the BGP announce link while the local daemon is ready (vip.mode = bgp)", runAnnounce},
 		"bird":       {"print (or write with --out) the BIRD 2 include file announcing the VIP by BGP (vip.mode = bgp)", runBird},

@@ -62,3 +62,17 @@ func TestVersionFollowsTheConventions(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageNamesEverySubcommand: vipproxy --help lists the verbs of network
+// and units that their own usage lists (network's left out write).
+func TestUsageNamesEverySubcommand(t *testing.T) {
+	var out bytes.Buffer
+	if code := Main(context.Background(), Env{Stdout: &out, Stderr: &out}, []string{"--help"}); code != ExitOK {
+		t.Fatalf("vipproxy --help: exit %d", code)
+	}
+	for _, want := range []string{"network     render|write|apply|check|remove ", "units       render|write "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("vipproxy --help does not list %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -13,7 +13,11 @@ import (
 	"github.com/vipproxy/vipproxy/service/rtnl"
 )
 
-const networkUsage = "usage: vipproxy network render|write|apply|check|remove [--config FILE] [--root DIR] [--netlink] [--diff]\n" +
+// networkVerbs are network's subcommands, in its usage and in vipproxy's
+// (which left out write).
+const networkVerbs = "render|write|apply|check|remove"
+
+const networkUsage = "usage: vipproxy network " + networkVerbs + " [--config FILE] [--root DIR] [--netlink] [--diff]\n" +
 	"  render  print the networkd drop-ins and the sysctl file\n" +
 	"  write   write them (--diff: show what would change, write nothing)\n" +
 	"  apply   write them, set the uplink sysctls, reload networkd, verify (--diff: dry run)\n" +
