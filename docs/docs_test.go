@@ -173,3 +173,61 @@ func TestConfigurationExamplesParse(t *testing.T) {
 		}
 	}
 }
+
+// wildcardPorts are ports a distribution's own daemons hold on every
+// address of a node once its recipe in distributions.md is applied, so
+// vipproxy cannot bind them on the VIP there. k0s starts konnectivity-server
+// with --agent-port=8132 and no --agent-bind-address, which binds every
+// address (k0sproject/k0s pkg/component/controller/konnectivity.go;
+// apiserver-network-proxy cmd/server/app/options/options.go), and has no
+// setting to change that.
+var wildcardPorts = map[string][]uint16{
+	"k0s": {8132},
+}
+
+// TestExamplesAvoidWildcardPorts: no distribution example serves on the
+// VIP a port its distribution holds on every address, and the k0s recipe
+// sends the konnectivity agents to the VIP port the example serves.
+func TestExamplesAvoidWildcardPorts(t *testing.T) {
+	for dist, held := range wildcardPorts {
+		file := filepath.Join("..", "examples", dist+".toml")
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := config.Parse(file, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range cfg.ServedPorts() {
+			for _, h := range held {
+				if p.Port == h {
+					t.Errorf("%s: port %q serves VIP:%d, which %s holds on every address: serve another VIP port with backend_port = %d", file, p.Name, h, dist, h)
+				}
+			}
+		}
+	}
+	b, err := os.ReadFile(filepath.Join("..", "examples", "k0s.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse("k0s.toml", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("distributions.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range cfg.ServedPorts() {
+		if p.Name != "konnectivity" {
+			continue
+		}
+		want := fmt.Sprintf("`spec.konnectivity.externalAddress:\n  192.0.2.10:%d`", p.Port)
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("distributions.md: the k0s recipe does not send the konnectivity agents to VIP:%d (%s)", p.Port, want)
+		}
+		return
+	}
+	t.Error("examples/k0s.toml has no port named konnectivity")
+}

@@ -72,26 +72,26 @@ recipe_probe() {
 	step "vipproxy probe: exit 0"
 }
 
-# recipe_port_moves PORT I: stop node I's stand-in on PORT under requests
-# through VIP:PORT: it is marked down on that port only (its 6443 stays
-# up), and 20 new requests through the VIP on PORT all succeed, none on
-# node I.
+# recipe_port_moves PORT I [VIPPORT]: stop node I's stand-in on PORT under
+# requests through VIP:VIPPORT (default PORT): it is marked down on that
+# port only (its 6443 stays up), and 20 new requests through the VIP on
+# VIPPORT all succeed, none on node I.
 recipe_port_moves() {
-	local port=$1 i=$2 n ok=0 elsewhere=0
+	local port=$1 i=$2 vport=${3:-$1} n ok=0 elsewhere=0
 	kill -9 "${standin_pid[$i$port]}"
 	waitfor 30 "192.0.2.$i:$port marked down" recipe_state "192.0.2.$i:$port" down
 	recipe_state "192.0.2.$i:6443" up || fail "192.0.2.$i:6443 went down with port $port"
 	for _ in $(seq 20); do
-		if n=$(kc --max-time 5 "https://$vip:$port/name"); then
+		if n=$(kc --max-time 5 "https://$vip:$vport/name"); then
 			ok=$((ok + 1))
 			[ "$n" != "node$i-$port" ] && elsewhere=$((elsewhere + 1))
 		fi
 	done
-	step "node $i's $port stopped: marked down on $port only (its 6443 up); 20 new connections to VIP:$port: $ok ok, $elsewhere elsewhere"
-	[ "$ok" = 20 ] && [ "$elsewhere" = 20 ] || fail "VIP:$port after node $i's stop: $ok/20 ok, $elsewhere on other nodes"
+	step "node $i's $port stopped: marked down on $port only (its 6443 up); 20 new connections to VIP:$vport: $ok ok, $elsewhere elsewhere"
+	[ "$ok" = 20 ] && [ "$elsewhere" = 20 ] || fail "VIP:$vport after node $i's stop: $ok/20 ok, $elsewhere on other nodes"
 }
 
-# recipe_port_serves PORT: requests through VIP:PORT reach the stand-ins.
+# recipe_port_serves VIPPORT: requests through VIP:VIPPORT reach the stand-ins.
 recipe_port_serves() {
 	local seen=() n
 	for _ in $(seq 6); do
