@@ -43,6 +43,14 @@ type VIP struct {
 	Port uint16 `toml:"port,omitempty"`
 	// Mode says how this node holds the VIP (see VIPMode).
 	Mode VIPMode `toml:"mode"`
+	// ReusePort binds every VIP listener with SO_REUSEPORT, so that it
+	// shares its port with a local listener on every address that sets it
+	// too, as the same user: RKE2's kube-apiserver, which RKE2 always
+	// binds to *:6443, started with --permit-port-sharing=true. The kernel
+	// gives a connection to the listener bound to its exact address, so
+	// the VIP's still reach vipproxy alone. Off by default: one socket,
+	// one owner, a second vipproxy fails to bind instead of sharing.
+	ReusePort bool `toml:"reuse_port"`
 }
 
 // Backend is one apiserver.

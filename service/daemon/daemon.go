@@ -108,7 +108,7 @@ func (d *Daemon) run(ctx context.Context) error {
 	if err != nil {
 		return withFile(err, cfg.Path)
 	}
-	listeners, err := listen.Open(ctx, cfg.VIP.Addresses, cfg.ServedPorts())
+	listeners, err := listen.Open(ctx, cfg.VIP, cfg.ServedPorts())
 	if err != nil {
 		return d.bindFailed(err, cfg)
 	}

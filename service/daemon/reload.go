@@ -61,7 +61,7 @@ func (d *Daemon) listenAdded(next *config.Valid) (map[string][]net.Listener, err
 		if d.serving(p) {
 			continue
 		}
-		ls, err := listen.OpenPort(d.bg, next.VIP.Addresses, p.Port)
+		ls, err := listen.OpenPort(d.bg, next.VIP, p.Port)
 		if err != nil {
 			for _, l := range out {
 				closeAll(l)

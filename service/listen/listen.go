@@ -56,17 +56,17 @@ func (s *Set) Close() {
 
 // Open takes the systemd-passed sockets if there are any (LISTEN_FDS), and
 // otherwise listens on each VIP at each port itself.
-func Open(ctx context.Context, vips []netip.Addr, ports []config.Port) (*Set, error) {
+func Open(ctx context.Context, vip config.VIP, ports []config.Port) (*Set, error) {
 	named, err := activation.ListenersWithNames()
 	if err != nil {
 		return nil, fmt.Errorf("socket activation: %w", err)
 	}
 	if len(named) > 0 {
-		return fromActivation(ctx, named, vips, ports)
+		return fromActivation(ctx, named, vip, ports)
 	}
 	set := &Set{Ports: map[string][]net.Listener{}}
 	for _, p := range ports {
-		ls, err := OpenPort(ctx, vips, p.Port)
+		ls, err := OpenPort(ctx, vip, p.Port)
 		if err != nil {
 			set.Close()
 			return nil, err
@@ -76,11 +76,12 @@ func Open(ctx context.Context, vips []netip.Addr, ports []config.Port) (*Set, er
 	return set, nil
 }
 
-// OpenPort listens on each VIP at port, with IP_FREEBIND.
-func OpenPort(ctx context.Context, vips []netip.Addr, port uint16) ([]net.Listener, error) {
+// OpenPort listens on each VIP at port, with IP_FREEBIND, and with
+// SO_REUSEPORT where vip.ReusePort says so.
+func OpenPort(ctx context.Context, vip config.VIP, port uint16) ([]net.Listener, error) {
 	var ls []net.Listener
-	for _, vip := range vips {
-		ln, err := freeBind(ctx, netip.AddrPortFrom(vip, port))
+	for _, a := range vip.Addresses {
+		ln, err := freeBind(ctx, netip.AddrPortFrom(a, port), vip.ReusePort)
 		if err != nil {
 			for _, l := range ls {
 				l.Close()
@@ -98,7 +99,7 @@ func OpenPort(ctx context.Context, vips []netip.Addr, port uint16) ([]net.Listen
 // name). A socket for no configured port is closed; a port without a
 // socket is bound here, so a port added before the socket units were
 // rewritten serves anyway.
-func fromActivation(ctx context.Context, named map[string][]net.Listener, vips []netip.Addr, ports []config.Port) (*Set, error) {
+func fromActivation(ctx context.Context, named map[string][]net.Listener, vip config.VIP, ports []config.Port) (*Set, error) {
 	set := &Set{Ports: map[string][]net.Listener{}, Activated: true}
 	if admin := named[NameAdmin]; len(admin) > 0 {
 		set.Admin = admin[0]
@@ -121,7 +122,7 @@ func fromActivation(ctx context.Context, named map[string][]net.Listener, vips [
 		if len(set.Ports[p.Name]) > 0 {
 			continue
 		}
-		ls, err := OpenPort(ctx, vips, p.Port)
+		ls, err := OpenPort(ctx, vip, p.Port)
 		if err != nil {
 			set.Close()
 			return nil, fmt.Errorf("port %s: systemd passed no socket for it and: %w", p.Name, err)
@@ -161,7 +162,7 @@ func localPort(l net.Listener) uint16 {
 
 // freeBind listens on addr with IP_FREEBIND (IPV6_FREEBIND for IPv6), so
 // the address need not be configured on this host yet.
-func freeBind(ctx context.Context, addr netip.AddrPort) (net.Listener, error) {
+func freeBind(ctx context.Context, addr netip.AddrPort, reusePort bool) (net.Listener, error) {
 	// KeepAlive -1: Go's accept then sets no keepalive of its own on each
 	// socket (4 system calls a connection); the proxy sets the configured
 	// keepalive on the listener once, and Linux copies it to every socket
@@ -173,6 +174,9 @@ func freeBind(ctx context.Context, addr netip.AddrPort) (net.Listener, error) {
 				serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_FREEBIND, 1)
 			} else {
 				serr = unix.SetsockoptInt(int(fd), unix.SOL_IPV6, unix.IPV6_FREEBIND, 1)
+			}
+			if serr == nil && reusePort {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
 			}
 		})
 		if err != nil {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vipproxy/vipproxy/service/config"
 )
 
@@ -23,7 +25,7 @@ func TestFreeBindNonLocal(t *testing.T) {
 		ln.Close()
 		t.Skip("192.0.2.57 is configured on this host; cannot show the difference")
 	}
-	ln, err := freeBind(context.Background(), addr)
+	ln, err := freeBind(context.Background(), addr, false)
 	if err != nil {
 		t.Fatalf("freeBind(%s): %v", addr, err)
 	}
@@ -34,7 +36,7 @@ func TestFreeBindNonLocal(t *testing.T) {
 }
 
 func TestFreeBindServesLoopback(t *testing.T) {
-	ln, err := freeBind(context.Background(), netip.MustParseAddrPort("127.0.0.1:0"))
+	ln, err := freeBind(context.Background(), netip.MustParseAddrPort("127.0.0.1:0"), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +64,7 @@ func TestActivationWithoutVIPPortIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	ports := []config.Port{{Name: "api", Port: 1}}
-	_, err = fromActivation(context.Background(), map[string][]net.Listener{"vipproxy.socket": {ln}}, nil, ports)
+	_, err = fromActivation(context.Background(), map[string][]net.Listener{"vipproxy.socket": {ln}}, config.VIP{}, ports)
 	if err == nil || !strings.Contains(err.Error(), "none on a VIP port") || !strings.Contains(err.Error(), "FileDescriptorName=vip") {
 		t.Fatalf("error = %v, want one naming the missing VIP socket and the fix", err)
 	}
@@ -100,7 +102,7 @@ func TestActivationSortsByBoundPort(t *testing.T) {
 	}
 	t.Cleanup(func() { konn2.Close() })
 	named := map[string][]net.Listener{"vip": {konn, api}, "join": {konn2}, "old": {stray}}
-	set, err := fromActivation(context.Background(), named, []netip.Addr{netip.MustParseAddr("127.0.0.1")}, ports)
+	set, err := fromActivation(context.Background(), named, config.VIP{Addresses: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}, ports)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,3 +215,69 @@ type osSyscallErr struct{ errno syscall.Errno }
 
 func (e *osSyscallErr) Error() string { return "accept4: " + e.errno.Error() }
 func (e *osSyscallErr) Unwrap() error { return e.errno }
+
+// TestReusePortSharesWithAWildcardListener: a program listening on every
+// address with SO_REUSEPORT (RKE2's kube-apiserver started with
+// --permit-port-sharing=true) keeps vipproxy from binding the VIP at that
+// port, unless vip.reuse_port; then connections to the VIP reach vipproxy
+// alone and those to another local address the program.
+func TestReusePortSharesWithAWildcardListener(t *testing.T) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
+		return errors.Join(err, serr)
+	}}
+	holder, err := lc.Listen(context.Background(), "tcp4", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	port := uint16(holder.Addr().(*net.TCPAddr).Port)
+	vip := config.VIP{Addresses: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}
+
+	if ls, err := OpenPort(context.Background(), vip, port); !errors.Is(err, syscall.EADDRINUSE) {
+		closeListeners(ls)
+		t.Fatalf("without reuse_port: OpenPort = %v; want address in use", err)
+	}
+	vip.ReusePort = true
+	ls, err := OpenPort(context.Background(), vip, port)
+	if err != nil {
+		t.Fatalf("with reuse_port: %v", err)
+	}
+	defer closeListeners(ls)
+	for _, c := range []struct {
+		dial string
+		want net.Listener
+	}{{"127.0.0.1", ls[0]}, {"127.0.0.2", holder}, {"127.0.0.1", ls[0]}} {
+		if got := acceptedBy(t, net.JoinHostPort(c.dial, strconv.Itoa(int(port))), ls[0], holder); got != c.want {
+			t.Errorf("a connection to %s:%d went to %v; want %v", c.dial, port, got.Addr(), c.want.Addr())
+		}
+	}
+}
+
+func closeListeners(ls []net.Listener) {
+	for _, l := range ls {
+		l.Close()
+	}
+}
+
+// acceptedBy dials addr and returns which of the listeners accepted it:
+// the connection waits in exactly one listener's queue.
+func acceptedBy(t *testing.T, addr string, listeners ...net.Listener) net.Listener {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, l := range listeners {
+		tl := l.(*net.TCPListener)
+		tl.SetDeadline(time.Now().Add(time.Second))
+		if a, err := tl.Accept(); err == nil {
+			a.Close()
+			return l
+		}
+	}
+	t.Fatalf("no listener accepted %s", addr)
+	return nil
+}

@@ -217,7 +217,7 @@ func zeroConfigListener(t *testing.T) net.Listener {
 
 // ownListener listens as the daemon does without systemd.
 func ownListener(t *testing.T) net.Listener {
-	ls, err := listen.OpenPort(context.Background(), []netip.Addr{netip.MustParseAddr("127.0.0.1")}, 0)
+	ls, err := listen.OpenPort(context.Background(), config.VIP{Addresses: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

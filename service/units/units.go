@@ -115,11 +115,16 @@ func SocketUnit(cfg *config.Valid, i int) string {
 	return PortSocket(cfg.ServedPorts()[i].Name)
 }
 
-// listenSection resets ListenStream= and lists port p on every VIP.
+// listenSection resets ListenStream= and lists port p on every VIP;
+// with vip.reuse_port it turns on the ReusePort= the shipped units turn
+// off.
 func listenSection(cfg *config.Valid, p config.Port) *unit.UnitSection {
 	sec := &unit.UnitSection{Section: "Socket", Entries: []*unit.UnitEntry{{Name: "ListenStream", Value: ""}}}
 	for _, addr := range ListenAddresses(cfg, p) {
 		sec.Entries = append(sec.Entries, &unit.UnitEntry{Name: "ListenStream", Value: addr})
+	}
+	if cfg.VIP.ReusePort {
+		sec.Entries = append(sec.Entries, &unit.UnitEntry{Name: "ReusePort", Value: "yes"})
 	}
 	return sec
 }

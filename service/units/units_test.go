@@ -41,6 +41,8 @@ func TestSocketDropInGolden(t *testing.T) {
 		"ipv4":       {[]string{`[vip]`, `addresses = ["10.0.0.100"]`}, "192.0.2.1:6443"},
 		"dual-stack": {[]string{`[vip]`, `addresses = ["10.0.0.100", "2001:db8:1::100"]`, `port = 443`}, "192.0.2.1:6443"},
 		"k0s":        {[]string{`[vip]`, `addresses = ["10.0.0.100", "2001:db8:1::100"]`, k0sPorts}, "192.0.2.1"},
+		// vip.reuse_port: every drop-in turns ReusePort= on.
+		"rke2": {[]string{`[vip]`, `addresses = ["10.0.0.100"]`, `reuse_port = true`, "[[port]]\nname = \"api\"\nport = 6443\n[[port]]\nname = \"supervisor\"\nport = 9345"}, "192.0.2.1"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
