@@ -13,6 +13,7 @@ import (
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/discovery"
 	"github.com/vipproxy/vipproxy/service/keepalived"
+	"github.com/vipproxy/vipproxy/service/listen"
 	"github.com/vipproxy/vipproxy/service/netcfg"
 	"github.com/vipproxy/vipproxy/service/portowner"
 	"github.com/vipproxy/vipproxy/service/units"
@@ -43,8 +44,16 @@ func checkOneVIPPort(h Host, cfg *config.Valid, p config.Port) Result {
 	if err != nil {
 		return fail("run as root on the node", "cannot read the listeners on port %d%s: %v", port, which, err)
 	}
-	if cs := portowner.Conflicts(ls, cfg.VIP.Addresses); len(cs) > 0 {
+	cs := portowner.Conflicts(ls, cfg.VIP.Addresses)
+	if len(cs) > 0 && !cfg.VIP.ReusePort {
 		return fail(portowner.Fix(cs[0]), "port %d is held by %s: vipproxy cannot listen on the VIP%s", port, names(cs), which)
+	}
+	if len(cs) > 0 {
+		// Shared only where the holder set SO_REUSEPORT as the same user,
+		// which /proc does not show: the bind says.
+		if err := listen.CanBind(cfg.VIP, port); err != nil {
+			return fail(portowner.ShareFix, "port %d is held by %s and vip.reuse_port cannot share it (%v): vipproxy cannot listen on the VIP%s", port, names(cs), err, which)
+		}
 	}
 	var ours, others []portowner.Listener
 	for _, l := range ls {
@@ -57,6 +66,10 @@ func checkOneVIPPort(h Host, cfg *config.Valid, p config.Port) Result {
 	detail := fmt.Sprintf("port %d%s free on the VIP", port, which)
 	if len(ours) > 0 {
 		detail = fmt.Sprintf("port %d%s held by vipproxy: %s", port, which, names(ours))
+	}
+	if len(cs) > 0 {
+		detail += "; shared (vip.reuse_port, SO_REUSEPORT) with " + names(cs)
+		others = slices.DeleteFunc(others, func(l portowner.Listener) bool { return slices.Contains(cs, l) })
 	}
 	if len(others) > 0 {
 		detail += "; also listening on other addresses: " + names(others)

@@ -169,16 +169,7 @@ func freeBind(ctx context.Context, addr netip.AddrPort, reusePort bool) (net.Lis
 	// the listener accepts.
 	lc := net.ListenConfig{KeepAlive: -1, Control: func(network, _ string, c syscall.RawConn) error {
 		var serr error
-		err := c.Control(func(fd uintptr) {
-			if addr.Addr().Is4() {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_FREEBIND, 1)
-			} else {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_IPV6, unix.IPV6_FREEBIND, 1)
-			}
-			if serr == nil && reusePort {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
-			}
-		})
+		err := c.Control(func(fd uintptr) { serr = bindOptions(int(fd), addr.Addr(), reusePort) })
 		if err != nil {
 			return err
 		}
@@ -197,4 +188,51 @@ func freeBind(ctx context.Context, addr netip.AddrPort, reusePort bool) (net.Lis
 		return nil, fmt.Errorf("listen on %s with IP_FREEBIND: %w", addr, err)
 	}
 	return ln, nil
+}
+
+// bindOptions sets what a VIP listener is bound with: IP_FREEBIND
+// (IPV6_FREEBIND), and SO_REUSEPORT with vip.reuse_port.
+func bindOptions(fd int, vip netip.Addr, reusePort bool) error {
+	var err error
+	if vip.Is4() {
+		err = unix.SetsockoptInt(fd, unix.SOL_IP, unix.IP_FREEBIND, 1)
+	} else {
+		err = unix.SetsockoptInt(fd, unix.SOL_IPV6, unix.IPV6_FREEBIND, 1)
+	}
+	if err == nil && reusePort {
+		err = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+	}
+	return err
+}
+
+// CanBind reports whether the listeners of port could bind every VIP now:
+// it binds a socket with their options (Go's SO_REUSEADDR too) and closes
+// it. It never listens: a listening socket would join a shared port's
+// group and take connections.
+func CanBind(vip config.VIP, port uint16) error {
+	for _, a := range vip.Addresses {
+		if err := bindOnly(netip.AddrPortFrom(a, port), vip.ReusePort); err != nil {
+			return fmt.Errorf("bind %s: %w", netip.AddrPortFrom(a, port), err)
+		}
+	}
+	return nil
+}
+
+func bindOnly(addr netip.AddrPort, reusePort bool) error {
+	family, sa := unix.AF_INET, unix.Sockaddr(&unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().As4()})
+	if addr.Addr().Is6() {
+		family, sa = unix.AF_INET6, &unix.SockaddrInet6{Port: int(addr.Port()), Addr: addr.Addr().As16()}
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return err
+	}
+	if err := bindOptions(fd, addr.Addr(), reusePort); err != nil {
+		return err
+	}
+	return unix.Bind(fd, sa)
 }

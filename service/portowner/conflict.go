@@ -47,11 +47,19 @@ func Fix(l Listener) string {
 	if Apiserver(l) || l.PID == 0 && l.Addr.Port() == 6443 {
 		return "bind the local apiserver to this node's own IP instead of every address " +
 			"(kubeadm: apiServer.extraArgs bind-address=<node IP> with localAPIEndpoint.advertiseAddress; " +
-			"k3s/RKE2: --bind-address=<node IP>; k0s: spec.api.address=<node IP> and no k0s CPLB; " +
-			"NixOS: services.kubernetes.apiserver.bindAddress, or --bind-address=<node IP> in services.k3s.extraFlags / services.rke2.extraFlags); docs/distributions.md: \"Port 6443 and the local apiserver\""
+			"k3s: --bind-address=<node IP>; RKE2, whose kube-apiserver always binds every address: " + rke2Share + "; k0s: spec.api.address=<node IP> and no k0s CPLB; " +
+			"NixOS: services.kubernetes.apiserver.bindAddress, or --bind-address=<node IP> in services.k3s.extraFlags); docs/distributions.md: \"Port 6443 and the local apiserver\""
 	}
 	return "make that program listen on its own address only, stop it, or give vipproxy another vip.port"
 }
+
+// rke2Share is how an RKE2 server shares 6443 with vipproxy.
+const rke2Share = "kube-apiserver-arg: [permit-port-sharing=true] in /etc/rancher/rke2/config.yaml with vip.reuse_port = true"
+
+// ShareFix says what to do when vip.reuse_port is set but the holder of
+// the port does not share it.
+const ShareFix = "start the program on every address with SO_REUSEPORT, as the user that binds the VIP (root for vipproxy.socket): " +
+	"kube-apiserver --permit-port-sharing=true (RKE2: " + rke2Share + "); or bind it to this node's own IP"
 
 // Explain is one line naming who holds port against vips and the fix,
 // or "" when nobody visible does.
