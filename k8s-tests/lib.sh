@@ -130,7 +130,9 @@ etcd_start() {
 }
 
 # apiserver_args I: the flags apiserver I starts with. APISERVER_FLAGS (an
-# array) adds or overrides flags, e.g. as a distribution starts it.
+# array) adds or overrides flags, e.g. as a distribution starts it;
+# APISERVER_NODE_FLAGS[I] (words) those of apiserver I alone.
+declare -A APISERVER_NODE_FLAGS
 apiserver_args() {
 	echo --etcd-servers=http://127.0.0.1:2379 \
 		--advertise-address="192.0.2.$1" --bind-address="192.0.2.$1" --secure-port=6443 \
@@ -138,7 +140,7 @@ apiserver_args() {
 		--service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$pki/sa.pub" \
 		--service-account-signing-key-file="$pki/sa.key" --service-cluster-ip-range=10.96.0.0/24 \
 		--authorization-mode=RBAC --endpoint-reconciler-type=lease --enable-priority-and-fairness=false \
-		--cert-dir="$work/cert$1" "${APISERVER_FLAGS[@]}"
+		--cert-dir="$work/cert$1" "${APISERVER_FLAGS[@]}" ${APISERVER_NODE_FLAGS[$1]:-}
 }
 # apiserver_start I: start apiserver I (not waiting for it).
 apiserver_start() {

@@ -215,7 +215,7 @@ func portNames(cfg *config.Valid) []string {
 func (d *Daemon) bindFailed(err error, cfg *config.Valid) error {
 	if errors.Is(err, syscall.EADDRINUSE) {
 		for _, p := range cfg.ServedPorts() {
-			if why := portowner.Explain("/proc", cfg.VIP.Addresses, p.Port); why != "" {
+			if why := portowner.Explain("/proc", cfg.VIP.Addresses, p.Port, cfg.VIP.ReusePort); why != "" {
 				err = fmt.Errorf("%w: port %s: %s", err, p.Name, why)
 				break
 			}

@@ -62,8 +62,10 @@ const ShareFix = "start the program on every address with SO_REUSEPORT, as the u
 	"kube-apiserver --permit-port-sharing=true (RKE2: " + rke2Share + "); or bind it to this node's own IP"
 
 // Explain is one line naming who holds port against vips and the fix,
-// or "" when nobody visible does.
-func Explain(procRoot string, vips []netip.Addr, port uint16) string {
+// or "" when nobody visible does; shared: vipproxy bound with
+// SO_REUSEPORT (vip.reuse_port) and still failed, so the holder does not
+// share.
+func Explain(procRoot string, vips []netip.Addr, port uint16, shared bool) string {
 	ls, err := Listeners(procRoot, port)
 	if err != nil {
 		return fmt.Sprintf("cannot tell who holds port %d: %v", port, err)
@@ -76,5 +78,9 @@ func Explain(procRoot string, vips []netip.Addr, port uint16) string {
 	for _, c := range cs {
 		held = append(held, c.String())
 	}
-	return fmt.Sprintf("port %d is held by %s; fix: %s", port, strings.Join(held, ", "), Fix(cs[0]))
+	fix := Fix(cs[0])
+	if shared {
+		fix = ShareFix
+	}
+	return fmt.Sprintf("port %d is held by %s; fix: %s", port, strings.Join(held, ", "), fix)
 }

@@ -47,9 +47,14 @@ func TestListenersFindsThisProcess(t *testing.T) {
 		t.Errorf("listener %+v; want *:%d held by pid %d", l, port, os.Getpid())
 	}
 	vip := netip.MustParseAddr("192.0.2.10")
-	msg := Explain("/proc", []netip.Addr{vip}, port)
+	msg := Explain("/proc", []netip.Addr{vip}, port, false)
 	if !strings.Contains(msg, "is held by *:") || !strings.Contains(msg, "pid ") || !strings.Contains(msg, "fix: make that program listen on its own address") {
 		t.Errorf("Explain = %q", msg)
+	}
+	// With vip.reuse_port the bind failed all the same: the holder does
+	// not share the port.
+	if msg := Explain("/proc", []netip.Addr{vip}, port, true); !strings.Contains(msg, "fix: "+ShareFix) {
+		t.Errorf("Explain, shared = %q", msg)
 	}
 	if c := Conflicts(ls, []netip.Addr{netip.MustParseAddr("2001:db8::10")}); len(c) != 0 {
 		t.Errorf("an IPv4 wildcard conflicts with an IPv6-only VIP: %v", c)
