@@ -12,6 +12,7 @@ let
       addresses = [ ];
       port = 6443;
       mode = "vrrp";
+      reuse_port = false;
     };
     network = {
       interface = "dummyvip0";
@@ -356,9 +357,22 @@ rec {
   # the first port's name (service/units).
   firstSocketName = settings: if (settings.port or [ ]) == [ ] then "vip" else (builtins.head settings.port).name;
 
+  # The [Socket] lines `vipproxy units render` adds to every socket's
+  # drop-in beyond ListenStream= (service/units listenSection): with
+  # vip.reuse_port, ReusePort=yes over the shipped units' ReusePort=no, so
+  # the VIP port is shared with a wildcard SO_REUSEPORT listener (RKE2's
+  # kube-apiserver with --permit-port-sharing=true).
+  listenSocketConfig = settings: if (withDefaults settings).vip.reuse_port then { ReusePort = "yes"; } else { };
+
+  # vipproxy.socket's [Socket] settings for these settings (less the
+  # command lines and ListenStream=): the shipped unit's with its drop-in.
+  vipSocketConfig =
+    settings: socketConfig // { FileDescriptorName = firstSocketName settings; } // listenSocketConfig settings;
+
   # Every other port's socket unit, vipproxy-port@NAME.socket (as the
   # template systemd/vipproxy-port@.socket with `vipproxy units write`'s
-  # drop-in): unit name -> its ListenStream= values and name.
+  # drop-in): unit name -> its ListenStream= values, name and [Socket]
+  # settings (less the command lines).
   portSockets =
     settings:
     builtins.listToAttrs (
@@ -367,6 +381,7 @@ rec {
         value = {
           inherit (p) name;
           listenStreams = portListenStreams settings p;
+          socketConfig = portSocketConfig p.name // listenSocketConfig settings;
         };
       }) (builtins.tail (servedPorts settings))
     );

@@ -255,6 +255,19 @@ in
               vipproxy-announce.service; no keepalived.
             '';
           };
+          vip.reuse_port = lib.mkOption {
+            type = lib.types.bool;
+            default = false;
+            description = ''
+              Bind every VIP listener with `SO_REUSEPORT` (`ReusePort=yes` on
+              vipproxy.socket and every vipproxy-port@NAME.socket), sharing the
+              port with a local listener on every address that sets it too, as
+              the same user: RKE2's kube-apiserver, always on `0.0.0.0:6443`,
+              with `--kube-apiserver-arg=permit-port-sharing=true` in
+              {option}`services.rke2.extraFlags`. Connections to the VIP still
+              reach vipproxy alone. Off: one owner per port.
+            '';
+          };
           backend = lib.mkOption {
             type = lib.types.listOf (lib.types.submodule backendModule);
             default = [ ];
@@ -501,7 +514,7 @@ in
           {
             vipproxy = vlib.socketUnit // {
               listenStreams = vlib.listenStreams s;
-              socketConfig = vlib.socketConfig // vlib.socketExec exe configPath // { FileDescriptorName = vlib.firstSocketName s; };
+              socketConfig = vlib.vipSocketConfig s // vlib.socketExec exe configPath;
               wants = map (u: "${u}.socket") (builtins.attrNames (vlib.portSockets s));
             };
           }
@@ -510,7 +523,7 @@ in
             vlib.portSocketUnit p.name
             // {
               inherit (p) listenStreams;
-              socketConfig = vlib.portSocketConfig p.name // vlib.socketExec exe configPath;
+              socketConfig = p.socketConfig // vlib.socketExec exe configPath;
             }
           ) (vlib.portSockets s);
 

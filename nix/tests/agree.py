@@ -13,6 +13,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+SYSTEMD = os.path.join(HERE, "..", "..", "systemd")
 
 
 def run(*args):
@@ -42,6 +43,19 @@ def nix_unit(sections):
         for one in body if isinstance(body, list) else [body]:
             out.append((name, sorted((k, str(v)) for k, v in one.items())))
     return sorted(out)
+
+
+def socket_settings(shipped, dropin, name):
+    """A socket unit's [Socket] settings as systemd reads them: the shipped
+    unit's lines (%i as name), the drop-in's over them; the command lines
+    and ListenStream= (compared apart) left out."""
+    out = {}
+    for text in (shipped.replace("%i", name), dropin):
+        for section, entries in parse_unit(text):
+            for k, v in entries:
+                if section == "Socket" and k != "ListenStream" and not k.startswith("Exec"):
+                    out[k] = v
+    return out
 
 
 def parse_sysctl(text):
@@ -164,6 +178,20 @@ def check_case(binary, case, failures):
             go_ports[unit[:-len(".socket.d")]] = sorted(v for s, e in parse_unit(text) for k, v in e if k == "ListenStream" and v)
     nix_ports = {unit: sorted(v["listenStreams"]) for unit, v in nix["portSockets"].items()}
     compare(case, "port sockets", go_ports, nix_ports, failures)
+    # Every socket's [Socket] settings (ReusePort= with vip.reuse_port):
+    # systemd/'s unit with the Go drop-in, and the module's.
+    with open(os.path.join(SYSTEMD, "vipproxy.socket")) as fh:
+        shipped = {"vipproxy": fh.read()}
+    with open(os.path.join(SYSTEMD, "vipproxy-port@.socket")) as fh:
+        template = fh.read()
+    dropins = {}
+    for path, text in written.items():
+        unit = os.path.basename(os.path.dirname(path))
+        if unit == "vipproxy.socket.d" or (unit.startswith("vipproxy-port@") and unit.endswith(".socket.d")):
+            dropins[unit[:-len(".socket.d")]] = text
+    go_sockets = {u: socket_settings(shipped.get(u, template), text, u.partition("@")[2])
+                  for u, text in dropins.items()}
+    compare(case, "socket [Socket] settings", go_sockets, nix["socketConfigs"], failures)
 
     compare(case, "BIRD file (vipproxy bird)", bird, nix["birdConfig"], failures)
     if bgp:

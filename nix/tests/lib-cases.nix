@@ -50,11 +50,24 @@ let
       expected = [ [ "192.0.2.10:6443" ] "api" "vip" ];
     };
     k0sOtherPortsOwnSockets = {
-      actual = l.portSockets k0s;
+      actual = builtins.mapAttrs (_: p: builtins.removeAttrs p [ "socketConfig" ]) (l.portSockets k0s);
       expected = {
         "vipproxy-port@konnectivity" = { name = "konnectivity"; listenStreams = [ "192.0.2.10:8132" ]; };
         "vipproxy-port@join" = { name = "join"; listenStreams = [ "192.0.2.10:9443" ]; };
       };
+    };
+    # vip.reuse_port: ReusePort=yes on every socket, as the Go drop-ins say.
+    reusePortEverySocket = {
+      actual =
+        let
+          s = k0s // { vip = k0s.vip // { reuse_port = true; }; };
+        in
+        [ (l.vipSocketConfig s).ReusePort ] ++ map (p: p.socketConfig.ReusePort) (builtins.attrValues (l.portSockets s));
+      expected = [ "yes" "yes" "yes" ];
+    };
+    reusePortOffByDefault = {
+      actual = [ (l.vipSocketConfig k0s).ReusePort ] ++ map (p: p.socketConfig.ReusePort) (builtins.attrValues (l.portSockets k0s));
+      expected = [ "no" "no" "no" ];
     };
     k0sListenerOnAnyPort = {
       actual = l.listenerOnVip k0s { host = "0.0.0.0"; port = "9443"; };

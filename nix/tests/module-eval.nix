@@ -80,7 +80,7 @@ let
     settings:
     settings
     // {
-      vip = { port = if (settings.port or [ ]) == [ ] then 6443 else null; } // settings.vip;
+      vip = { port = if (settings.port or [ ]) == [ ] then 6443 else null; reuse_port = false; } // settings.vip;
       port = settings.port or [ ];
       network = {
         interface = "dummyvip0";

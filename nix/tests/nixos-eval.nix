@@ -291,6 +291,9 @@ let
         && c.systemd.sockets."vipproxy-port@konnectivity".socketConfig.FileDescriptorName == "konnectivity"
         && c.systemd.sockets."vipproxy-port@join".socketConfig.Service == "vipproxy.service"
         && c.systemd.sockets."vipproxy-port@join".partOf == [ "vipproxy.socket" ]
+        # vip.reuse_port unset: the shipped units' one owner per port.
+        && c.systemd.sockets.vipproxy.socketConfig.ReusePort == "no"
+        && c.systemd.sockets."vipproxy-port@join".socketConfig.ReusePort == "no"
         && lib.all (p: lib.elem p c.networking.firewall.allowedTCPPorts) [ 6443 8132 9443 ];
     };
     ipv4 = case {

@@ -14,6 +14,8 @@ in
   listenStreams = l.listenStreams s;
   firstSocketName = l.firstSocketName s;
   portSockets = l.portSockets s;
+  # Each socket unit's [Socket] settings, less the command lines.
+  socketConfigs = { vipproxy = l.vipSocketConfig s; } // builtins.mapAttrs (_: p: p.socketConfig) (l.portSockets s);
   probeScriptName = l.probeScriptName s;
   instanceName = s.keepalived.instance or l.defaults.keepalived.instance;
   vrrpInstance = l.vrrpInstance s;
