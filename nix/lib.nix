@@ -524,51 +524,96 @@ rec {
     in
     if vs == [ ] then fallback else builtins.elemAt vs (builtins.length vs - 1);
 
-  # Where the apiserver listener of a k3s or RKE2 server binds, from its
-  # flags. k3s: its supervisor serves the apiserver on --bind-address
-  # (default 0.0.0.0) port --https-listen-port (default 6443). RKE2: the
-  # kube-apiserver itself on port 6443, at --bind-address unless a
-  # --kube-apiserver-arg bind-address=... says otherwise.
-  rancherApiserverListener =
+  # The last value RKE2 passes to kube-apiserver's flag name through its
+  # --kube-apiserver-arg (NAME=VALUE, a leading "--" dropped as k3s's
+  # GetArgs does; NAME alone is a bool flag set, "true"), or null.
+  apiserverArg =
+    name: flags:
+    let
+      values = builtins.concatMap (
+        a:
+        let
+          m = builtins.match "(--)?${name}(=(.*))?" a;
+        in
+        if m == null then
+          [ ]
+        else if builtins.elemAt m 1 == null then
+          [ "true" ]
+        else
+          [ (builtins.elemAt m 2) ]
+      ) (flagValues "kube-apiserver-arg" flags);
+    in
+    if values == [ ] then null else builtins.elemAt values (builtins.length values - 1);
+
+  # The listeners of a k3s or RKE2 server that may take a VIP port, from
+  # its flags: { name, host, port, sharesPort } (sharesPort: bound with
+  # SO_REUSEPORT, so a VIP listener with it too may share the port).
+  # k3s: its supervisor serves the apiserver on --bind-address (default
+  # 0.0.0.0) port --https-listen-port (default 6443). RKE2: kube-apiserver
+  # on 0.0.0.0:6443 always (pkg/cli/defaults: APIServerBindAddress; its
+  # probes and loopback kubeconfigs need localhost:6443) unless a
+  # --kube-apiserver-arg bind-address=... moves it, sharing the port with
+  # --kube-apiserver-arg permit-port-sharing=true; RKE2's --bind-address
+  # moves only its supervisor, on port 9345.
+  rancherListeners =
     kind: flags:
     let
       bind = lastFlag "bind-address" "0.0.0.0" flags;
-      apiserverArgs = builtins.concatMap (
-        a:
-        let
-          m = builtins.match "bind-address=(.*)" a;
-        in
-        if m == null then [ ] else m
-      ) (flagValues "kube-apiserver-arg" flags);
+      apiserverBind = apiserverArg "bind-address" flags;
     in
     if kind == "k3s" then
-      {
-        host = bind;
-        port = lastFlag "https-listen-port" "6443" flags;
-      }
+      [
+        {
+          name = "apiserver";
+          host = bind;
+          port = lastFlag "https-listen-port" "6443" flags;
+          sharesPort = false;
+        }
+      ]
     else
-      {
-        host = if apiserverArgs == [ ] then bind else builtins.elemAt apiserverArgs (builtins.length apiserverArgs - 1);
-        port = "6443";
-      };
+      [
+        {
+          name = "kube-apiserver";
+          host = if apiserverBind == null then "0.0.0.0" else apiserverBind;
+          port = "6443";
+          # Go's strconv.ParseBool, as kube-apiserver reads a bool flag.
+          sharesPort = builtins.elem (apiserverArg "permit-port-sharing" flags) [ "1" "t" "T" "true" "TRUE" "True" ];
+        }
+        {
+          name = "supervisor";
+          host = bind;
+          port = "9345";
+          sharesPort = false;
+        }
+      ];
+
+  # Every address of this node, the VIPs too.
+  isWildcard =
+    host:
+    builtins.elem host [
+      "0.0.0.0"
+      "::"
+      "[::]"
+      ""
+    ];
 
   # Whether a listener on host:port takes the VIP listener's address:
   # the VIP port on the wildcard (every address, the VIP's too) or on a VIP.
   listenerOnVip =
     settings: listener:
-    let
-      s = withDefaults settings;
-    in
     builtins.elem (toString listener.port) (map toString (portNumbers settings))
-    && (
-      builtins.elem listener.host [
-        "0.0.0.0"
-        "::"
-        "[::]"
-        ""
-      ]
-      || builtins.elem listener.host s.vip.addresses
-    );
+    && (isWildcard listener.host || builtins.elem listener.host (withDefaults settings).vip.addresses);
+
+  # The listeners of a k3s or RKE2 server (rancherListeners) that take a
+  # VIP port: all on a VIP port, but a wildcard one bound with
+  # SO_REUSEPORT while vipproxy's sockets are too (vip.reuse_port): the
+  # kernel then gives the VIP's connections to vipproxy. Never one on the
+  # VIP itself (the two would split the VIP's connections).
+  rancherListenersOnVip =
+    settings: kind: flags:
+    builtins.filter (
+      l: listenerOnVip settings l && !(l.sharesPort && isWildcard l.host && (withDefaults settings).vip.reuse_port)
+    ) (rancherListeners kind flags);
 
   # Backends that are the VIP listener itself (the proxy would dial itself).
   backendsOnVip =

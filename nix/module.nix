@@ -88,40 +88,72 @@ let
       port = kubeApiserver.securePort;
     };
   # k3s and RKE2 servers (services.k3s / services.rke2, where this nixpkgs
-  # has them) serve the apiserver on *:6443 by default. Their flags say
-  # where it binds; a configPath file of the operator's may say so too,
-  # which evaluation cannot read: then a warning instead of an assertion.
-  # The distribution's own default file (/etc/rancher/<k>/config.yaml,
-  # which older nixpkgs' rke2 module gives as configPath's default) is
-  # state outside the configuration: it does not count.
+  # has them) listen on *:6443 by default, RKE2's supervisor on *:9345.
+  # Their flags say where (vlib.rancherListeners); a configPath file of the
+  # operator's may say so too, which evaluation cannot read: then a warning
+  # instead of an assertion. The distribution's own default file
+  # (/etc/rancher/<k>/config.yaml, which older nixpkgs' rke2 module gives
+  # as configPath's default) is state outside the configuration: it does
+  # not count.
   rancher =
     kind:
     let
       c = config.services.${kind} or { enable = false; };
-      listener = vlib.rancherApiserverListener kind c.extraFlags;
+      listeners = vlib.rancherListenersOnVip s kind c.extraFlags;
+      takes = l: ''
+        services.${kind} runs a ${kind} server whose ${l.name} listens on ${l.host}:${toString l.port}, that is on the VIP
+        too, so vipproxy cannot bind the VIP on port ${toString l.port} (bind: address already in use).
+      '';
+      # k3s: --bind-address moves the supervisor, which serves the apiserver.
+      k3sFix = l: ''
+        (k3s's default is every address, 0.0.0.0:6443.) Add "--bind-address=<this node's own address>" (the host of
+        its entry in services.vipproxy.settings.backend) to services.k3s.extraFlags, or move one of them to another
+        port (--https-listen-port in services.k3s.extraFlags, or services.vipproxy.settings.vip.port).
+      '';
+      # RKE2: kube-apiserver stays on *:6443 (its --bind-address moves only
+      # the supervisor); the two share the port through SO_REUSEPORT.
+      rke2Fix =
+        l:
+        if l.name == "kube-apiserver" then
+          (
+            if vlib.isWildcard l.host then
+              ""
+            else
+              ''
+                Remove --kube-apiserver-arg=bind-address=${l.host} from services.rke2.extraFlags: RKE2's own probes and
+                kubeconfigs need its kube-apiserver on localhost:6443.
+              ''
+          )
+          + ''
+            RKE2 always starts kube-apiserver on 0.0.0.0:6443 (its --bind-address moves only the supervisor on 9345).
+            Share the port: add "--kube-apiserver-arg=permit-port-sharing=true" to services.rke2.extraFlags and set
+            services.vipproxy.settings.vip.reuse_port = true (now: permit-port-sharing ${
+              if l.sharesPort then "true" else "unset"
+            }, vip.reuse_port ${lib.boolToString (s.vip.reuse_port or false)}); both then bind with SO_REUSEPORT and
+            the VIP's connections reach vipproxy. Or serve the API on another VIP port (services.vipproxy.settings).
+          ''
+        else
+          ''
+            (--bind-address sets it; the default is every address.) Add "--bind-address=<this node's own address>"
+            (the host of its entry in services.vipproxy.settings.backend) to services.rke2.extraFlags: it moves
+            the supervisor alone, never kube-apiserver.
+          '';
     in
     rec {
-      inherit kind listener;
+      inherit kind;
       server = c.enable && c.role == "server";
-      onVip = server && vlib.listenerOnVip s listener;
+      onVip = server && listeners != [ ];
       unsure =
         onVip
         && !builtins.elem (toString c.configPath) [
           ""
           "/etc/rancher/${kind}/config.yaml"
         ];
-      message = ''
-        services.${kind} runs a ${kind} server whose apiserver listens on ${listener.host}:${toString listener.port}
-        (${kind}'s default is every address, 0.0.0.0:6443), that is on the VIP too, so vipproxy cannot bind the
-        VIP on port ${toString listener.port} (bind: address already in use). Add "--bind-address=<this node's own address>"
-        (the host of its entry in services.vipproxy.settings.backend) to services.${kind}.extraFlags${
-          if kind == "rke2" then " (or --kube-apiserver-arg=bind-address=...)" else ""
-        }, or move one
-        of them to another port (${
-          if kind == "k3s" then "--https-listen-port in services.k3s.extraFlags, or " else ""
-        }services.vipproxy.settings.vip.port). A bind-address in /etc/rancher/${kind}/config.yaml is
-        state this configuration cannot see: give the flag here.
-      '';
+      message =
+        lib.concatMapStrings (l: takes l + (if kind == "k3s" then k3sFix l else rke2Fix l)) listeners
+        + ''
+          Flags in /etc/rancher/${kind}/config.yaml are state this configuration cannot see: give them here.
+        '';
     };
   rancherServers = map rancher [
     "k3s"
@@ -498,7 +530,7 @@ in
         warnings = map (
           r:
           r.message
-          + "(services.${r.kind}.configPath is set: if that file sets bind-address to this node's address, all is well.)"
+          + "(services.${r.kind}.configPath is set: if that file already sets what this asks for, all is well.)"
         ) (builtins.filter (r: r.unsure) rancherServers);
 
         environment.etc."vipproxy/vipproxy.toml".source = configFile;

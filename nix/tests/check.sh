@@ -113,8 +113,11 @@ module.nix|s/networking.firewall.extraInputRules = /networking.firewall.extraInp
 lib.nix|s/LinkLocalAddressing = "no";/LinkLocalAdressing = "no";/|a misspelt [Network] field
 module.nix|s/^          enable = true;$/          enable = true; openFirewall = cfg.openFirewall;/|keepalived.openFirewall passed on (iptables rules on an nftables node)
 module.nix|s#vlib.vrrpScript "${exe} probe#vlib.vrrpScript "/usr/bin/vipproxy probe#|a /usr/bin command in the rendered vrrp_script
-module.nix|s/onVip = server && vlib.listenerOnVip s listener;/onVip = false;/|no assertion on a k3s or RKE2 server on *:6443
-lib.nix|s/bind = lastFlag "bind-address" "0.0.0.0" flags;/bind = lastFlag "bind-address" "127.0.0.1" flags;/|a wrong default bind address for k3s and RKE2
+module.nix|s/onVip = server \&\& listeners != \[ \];/onVip = false;/|no assertion on a k3s or RKE2 server on *:6443 or RKE2 supervisor on *:9345
+lib.nix|s/bind = lastFlag "bind-address" "0.0.0.0" flags;/bind = lastFlag "bind-address" "127.0.0.1" flags;/|a wrong default bind address for k3s and the RKE2 supervisor
+lib.nix|s/host = if apiserverBind == null then "0.0.0.0" else apiserverBind;/host = if apiserverBind == null then bind else apiserverBind;/|RKE2 kube-apiserver at --bind-address (it stays on *:6443)
+lib.nix|s/!(l.sharesPort \&\& isWildcard l.host \&\& (withDefaults settings).vip.reuse_port)/!(isWildcard l.host \&\& (withDefaults settings).vip.reuse_port)/|vip.reuse_port sharing 6443 without kube-apiserver permit-port-sharing
+lib.nix|s/port = "9345";/port = "6443";/|RKE2 supervisor not on 9345
 lib.nix|s/stopIfChanged = false;/stopIfChanged = true;/|stopIfChanged back to its default (a package upgrade stops the socket: the VIP port refuses)
 module.nix|s/reloadTriggers = \[ configFile \];/restartTriggers = [ configFile ];/|a settings change restarting the daemon instead of reloading it
 module.nix|s/lib.mkIf networkdForVipOnly (/lib.mkIf true (/|networkd.conf taken over where networkd runs the node'

@@ -171,22 +171,63 @@ let
       ];
     };
     k3sListenerDefault = {
-      actual = l.rancherApiserverListener "k3s" [ ];
-      expected = {
-        host = "0.0.0.0";
-        port = "6443";
-      };
+      actual = l.rancherListeners "k3s" [ ];
+      expected = [
+        { name = "apiserver"; host = "0.0.0.0"; port = "6443"; sharesPort = false; }
+      ];
     };
     k3sListenerFromFlagString = {
-      actual = l.rancherApiserverListener "k3s" "--bind-address=192.0.2.11 --https-listen-port 7443";
-      expected = {
-        host = "192.0.2.11";
-        port = "7443";
-      };
+      actual = map (x: "${x.host}:${x.port}") (l.rancherListeners "k3s" "--bind-address=192.0.2.11 --https-listen-port 7443");
+      expected = [ "192.0.2.11:7443" ];
+    };
+    # RKE2's --bind-address moves its supervisor, never kube-apiserver.
+    rke2ListenersDefault = {
+      actual = l.rancherListeners "rke2" [ "--bind-address=192.0.2.11" ];
+      expected = [
+        { name = "kube-apiserver"; host = "0.0.0.0"; port = "6443"; sharesPort = false; }
+        { name = "supervisor"; host = "192.0.2.11"; port = "9345"; sharesPort = false; }
+      ];
     };
     rke2ListenerApiserverArgWins = {
-      actual = (l.rancherApiserverListener "rke2" [ "--bind-address=192.0.2.11 --kube-apiserver-arg bind-address=192.0.2.12" ]).host;
+      actual = (builtins.head (l.rancherListeners "rke2" [ "--bind-address=192.0.2.11 --kube-apiserver-arg bind-address=192.0.2.12" ])).host;
       expected = "192.0.2.12";
+    };
+    # permit-port-sharing: =true, alone (a bool flag), with "--"; the last one wins.
+    rke2PermitPortSharing = {
+      actual = map (f: (builtins.head (l.rancherListeners "rke2" f)).sharesPort) [
+        [ "--kube-apiserver-arg=permit-port-sharing=true" ]
+        [ "--kube-apiserver-arg permit-port-sharing" ]
+        [ "--kube-apiserver-arg=--permit-port-sharing=true" ]
+        [ "--kube-apiserver-arg=permit-port-sharing=true --kube-apiserver-arg=permit-port-sharing=false" ]
+        [ "--kube-apiserver-arg=permit-port-sharing-x=true" ]
+        [ ]
+      ];
+      expected = [ true true true false false false ];
+    };
+    # The wildcard kube-apiserver shares 6443 only with vip.reuse_port too,
+    # and never on the VIP itself; the supervisor never shares.
+    rke2ListenersOnVip = {
+      actual =
+        let
+          ports = v4 // { port = [ { name = "api"; port = 6443; } { name = "supervisor"; port = 9345; } ]; };
+          reuse = ports // { vip = v4.vip // { reuse_port = true; }; };
+          names = s: f: map (x: x.name) (l.rancherListenersOnVip s "rke2" f);
+          sharing = "--kube-apiserver-arg=permit-port-sharing=true";
+        in
+        [
+          (names ports [ sharing ])
+          (names reuse [ sharing ])
+          (names reuse [ "--bind-address=192.0.2.11" ])
+          (names reuse [ "--bind-address=192.0.2.11 ${sharing}" ])
+          (names reuse [ "--bind-address=192.0.2.11 ${sharing} --kube-apiserver-arg=bind-address=192.0.2.10" ])
+        ];
+      expected = [
+        [ "kube-apiserver" "supervisor" ]
+        [ "supervisor" ]
+        [ "kube-apiserver" ]
+        [ ]
+        [ "kube-apiserver" ]
+      ];
     };
     listenerOnVipWildcard = {
       actual = map (l.listenerOnVip v4) [

@@ -31,6 +31,8 @@ let
     getExe = p: "${p}/bin/vipproxy";
     concatStringsSep = builtins.concatStringsSep;
     concatMap = builtins.concatMap;
+    concatMapStrings = f: list: builtins.concatStringsSep "" (map f list);
+    boolToString = b: if b then "true" else "false";
     any = builtins.any;
     all = builtins.all;
     elem = builtins.elem;

@@ -110,6 +110,14 @@ let
     keepalived.interface = "eth0";
   };
 
+  # examples/rke2.toml (the API and RKE2's supervisor, 9345, on the VIP),
+  # and the RKE2 flags that let it share 6443 and move the supervisor.
+  rke2Example = ipv4 // builtins.removeAttrs (builtins.fromTOML (builtins.readFile ../../examples/rke2.toml)) [ "keepalived" ];
+  rke2Sharing = {
+    enable = true;
+    extraFlags = [ "--bind-address=192.0.2.11 --kube-apiserver-arg=permit-port-sharing=true" ];
+  };
+
   # A worker-only node: vipproxy on a loopback VIP for its own kubelet.
   nodeLocalSettings = {
     vip = {
@@ -525,6 +533,8 @@ let
       modules = [ (node ipv4 { services.rke2.enable = true; }) ];
       fails = [ "services.rke2.extraFlags" ];
     };
+    # RKE2's --bind-address moves its supervisor only: kube-apiserver stays
+    # on *:6443, the VIP's port.
     rke2OnNodeAddress = case {
       modules = [
         (node dualStack {
@@ -535,7 +545,51 @@ let
           };
         })
       ];
-      check = c: lib.hasInfix "--bind-address=192.0.2.11" c.systemd.services.rke2-server.serviceConfig.ExecStart;
+      fails = [ "--kube-apiserver-arg=permit-port-sharing=true" ];
+    };
+    # kube-apiserver shares *:6443 (SO_REUSEPORT) with vipproxy's VIP
+    # sockets, the supervisor on the node address: every socket reuses.
+    rke2PortSharing = case {
+      modules = [ (node (rke2Example // { vip = rke2Example.vip // { reuse_port = true; }; }) { services.rke2 = rke2Sharing; }) ];
+      check =
+        c:
+        c.systemd.sockets.vipproxy.socketConfig.ReusePort == "yes"
+        && c.systemd.sockets."vipproxy-port@supervisor".socketConfig.ReusePort == "yes"
+        && c.systemd.sockets."vipproxy-port@supervisor".listenStreams == [ "192.0.2.10:9345" ];
+    };
+    # permit-port-sharing alone: vipproxy's sockets still refuse to share.
+    rke2PortSharingWithoutReusePort = case {
+      modules = [ (node rke2Example { services.rke2 = rke2Sharing; }) ];
+      fails = [ "vip.reuse_port false" ];
+    };
+    # vip.reuse_port alone: kube-apiserver binds without SO_REUSEPORT.
+    rke2ReusePortWithoutPortSharing = case {
+      modules = [
+        (node (rke2Example // { vip = rke2Example.vip // { reuse_port = true; }; }) {
+          services.rke2 = {
+            enable = true;
+            extraFlags = [ "--bind-address=192.0.2.11" ];
+          };
+        })
+      ];
+      fails = [ "permit-port-sharing unset" ];
+    };
+    # examples/rke2.toml serves the supervisor's 9345 on the VIP: without
+    # --bind-address RKE2's supervisor holds *:9345.
+    rke2SupervisorOnVip = case {
+      modules = [
+        (node (rke2Example // { vip = rke2Example.vip // { reuse_port = true; }; }) {
+          services.rke2 = {
+            enable = true;
+            extraFlags = [ "--kube-apiserver-arg=permit-port-sharing=true" ];
+          };
+        })
+      ];
+      fails = [ "supervisor listens on 0.0.0.0:9345" ];
+    };
+    rke2SupervisorOnVipDefaultFlags = case {
+      modules = [ (node rke2Example { services.rke2.enable = true; }) ];
+      fails = [ "0.0.0.0:9345" ];
     };
     rke2ApiserverArg = case {
       modules = [
