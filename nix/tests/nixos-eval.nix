@@ -549,8 +549,9 @@ let
     };
     # kube-apiserver shares *:6443 (SO_REUSEPORT) with vipproxy's VIP
     # sockets, the supervisor on the node address: every socket reuses.
+    # examples/rke2.toml (vip.reuse_port = true) with the recipe's flags.
     rke2PortSharing = case {
-      modules = [ (node (rke2Example // { vip = rke2Example.vip // { reuse_port = true; }; }) { services.rke2 = rke2Sharing; }) ];
+      modules = [ (node rke2Example { services.rke2 = rke2Sharing; }) ];
       check =
         c:
         c.systemd.sockets.vipproxy.socketConfig.ReusePort == "yes"
@@ -559,7 +560,7 @@ let
     };
     # permit-port-sharing alone: vipproxy's sockets still refuse to share.
     rke2PortSharingWithoutReusePort = case {
-      modules = [ (node rke2Example { services.rke2 = rke2Sharing; }) ];
+      modules = [ (node (rke2Example // { vip = rke2Example.vip // { reuse_port = false; }; }) { services.rke2 = rke2Sharing; }) ];
       fails = [ "vip.reuse_port false" ];
     };
     # vip.reuse_port alone: kube-apiserver binds without SO_REUSEPORT.
