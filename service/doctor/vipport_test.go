@@ -2,15 +2,12 @@ package doctor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
-	"syscall"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/internal/testutil/testconfig"
 )
 
@@ -31,7 +28,7 @@ func TestVIPPortSharedByReusePort(t *testing.T) {
 		{"the holder does not share", false, true, "FAIL vip.reuse_port cannot share it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			holder := wildcardListener(t, tc.holderShares)
+			holder := testutil.WildcardListener(t, tc.holderShares)
 			port := holder.Addr().(*net.TCPAddr).Port
 			cfg := testconfig.WithBackend(t, "192.0.2.1:6443", "[vip]", `addresses = ["192.0.2.57"]`, fmt.Sprintf("port = %d", port),
 				fmt.Sprintf("reuse_port = %v", tc.reusePort), "[network]", `uplinks = ["eth0"]`)
@@ -43,23 +40,4 @@ func TestVIPPortSharedByReusePort(t *testing.T) {
 			}
 		})
 	}
-}
-
-// wildcardListener listens on every address at a free port, with
-// SO_REUSEPORT when shares.
-func wildcardListener(t *testing.T, shares bool) net.Listener {
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		if !shares {
-			return nil
-		}
-		var serr error
-		err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
-		return errors.Join(err, serr)
-	}}
-	l, err := lc.Listen(context.Background(), "tcp4", "0.0.0.0:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
 }

@@ -12,8 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/service/config"
 )
 
@@ -222,16 +221,7 @@ func (e *osSyscallErr) Unwrap() error { return e.errno }
 // port, unless vip.reuse_port; then connections to the VIP reach vipproxy
 // alone and those to another local address the program.
 func TestReusePortSharesWithAWildcardListener(t *testing.T) {
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
-		return errors.Join(err, serr)
-	}}
-	holder, err := lc.Listen(context.Background(), "tcp4", "0.0.0.0:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
+	holder := testutil.WildcardListener(t, true)
 	port := uint16(holder.Addr().(*net.TCPAddr).Port)
 	vip := config.VIP{Addresses: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}
 
