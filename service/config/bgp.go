@@ -86,16 +86,31 @@ func (c *Config) deriveBGPDefaults() {
 // keepalived or BGP settings still apply.
 func (v *validator) modeTables() {
 	def := Default()
-	if !v.c.VIP.Mode.UsesKeepalived() && v.c.VIP.Mode.UsesBGP() {
-		for _, key := range writtenKeys("keepalived", v.c.Keepalived, def.Keepalived) {
-			v.bad(key, "vip.mode = %q runs no keepalived (BIRD announces the VIP): remove the [keepalived] table", v.c.VIP.Mode)
+	for _, table := range v.c.VIP.Mode.refusedTables() {
+		switch table {
+		case "keepalived":
+			for _, key := range writtenKeys(table, v.c.Keepalived, def.Keepalived) {
+				v.bad(key, "vip.mode = %q runs no keepalived (BIRD announces the VIP): remove the [keepalived] table", v.c.VIP.Mode)
+			}
+		case "bgp":
+			for _, key := range writtenKeys(table, v.c.BGP, def.BGP) {
+				v.bad(key, "is read only with vip.mode = %q (this file has vip.mode = %q): remove the [bgp] table or set the mode", ModeBGP, v.c.VIP.Mode)
+			}
 		}
 	}
-	if !v.c.VIP.Mode.UsesBGP() {
-		for _, key := range writtenKeys("bgp", v.c.BGP, def.BGP) {
-			v.bad(key, "is read only with vip.mode = %q (this file has vip.mode = %q): remove the [bgp] table or set the mode", ModeBGP, v.c.VIP.Mode)
-		}
+}
+
+// refusedTables are the tables the mode refuses when written: [keepalived]
+// where BIRD announces the VIP, [bgp] where it does not. The effective
+// config leaves them out too (Encode).
+func (m VIPMode) refusedTables() []string {
+	if !m.UsesBGP() {
+		return []string{"bgp"}
 	}
+	if !m.UsesKeepalived() {
+		return []string{"keepalived"}
+	}
+	return nil
 }
 
 // writtenKeys names the fields of table (a struct) that differ from def.

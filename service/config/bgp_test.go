@@ -55,3 +55,30 @@ func TestBGPDefaults(t *testing.T) {
 		t.Errorf("round trip: %+v; want %+v", again.BGP, cfg.BGP)
 	}
 }
+
+// TestEffectiveConfigLeavesOutRefusedTables: the effective config has no
+// table its mode refuses. Written out, [keepalived] carried
+// probe_command, this binary's path, which the same file read by a binary
+// elsewhere (an upgrade) took as written by hand and refused in bgp mode;
+// [bgp] could only hold defaults in the other modes.
+func TestEffectiveConfigLeavesOutRefusedTables(t *testing.T) {
+	for _, tc := range []struct {
+		file, absent, present string
+	}{
+		{"../../examples/bgp.toml", "[keepalived]", "[bgp]"},
+		{"../../examples/vipproxy.toml", "[bgp]", "[keepalived]"},
+	} {
+		cfg, err := Load(tc.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sb strings.Builder
+		if err := cfg.Encode(&sb); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(sb.String(), "\n"+tc.absent+"\n") || !strings.Contains(sb.String(), "\n"+tc.present+"\n") {
+			t.Errorf("%s: effective config with %s or without %s:\n%s", tc.file, tc.absent, tc.present, sb.String())
+		}
+		assertRoundTrip(t, cfg)
+	}
+}

@@ -172,17 +172,43 @@ func syntaxError(name string, err error) error {
 }
 
 // Encode writes the effective configuration (defaults filled in) as TOML
-// that Parse reads back to the same Config.
+// that Parse reads back to the same Config, by this binary or another. It
+// leaves out the tables the mode refuses: their defaults are all they can
+// hold, and one of them, keepalived.probe_command, names this binary, so
+// the file read by a binary elsewhere (an upgrade) would hold a value
+// written by hand.
 func (c *Config) Encode(w io.Writer) error {
 	if c.Path != "" {
 		if _, err := fmt.Fprintf(w, "# effective configuration of %s\n", c.Path); err != nil {
 			return fmt.Errorf("write config: %w", err)
 		}
 	}
-	if err := toml.NewEncoder(w).Encode(c); err != nil {
+	if err := toml.NewEncoder(w).Encode(c.without(c.VIP.Mode.refusedTables())); err != nil {
 		return fmt.Errorf("encode config: %w", err)
 	}
 	return nil
+}
+
+// without is c as a struct of the same fields and tags, less the tables
+// named.
+func (c *Config) without(tables []string) any {
+	v := reflect.ValueOf(*c)
+	var fields []reflect.StructField
+	var values []reflect.Value
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		if slices.Contains(tables, name) {
+			continue
+		}
+		fields = append(fields, reflect.StructField{Name: f.Name, Type: f.Type, Tag: f.Tag})
+		values = append(values, v.Field(i))
+	}
+	out := reflect.New(reflect.StructOf(fields)).Elem()
+	for i, val := range values {
+		out.Field(i).Set(val)
+	}
+	return out.Interface()
 }
 
 // readSmallFile reads a regular file of at most limit bytes without
