@@ -19,9 +19,10 @@ const positive = time.Nanosecond
 const (
 	minInterval = 100 * time.Millisecond
 	minResync   = time.Second
-	// maxDuration bounds every duration the kernel does not bound more
-	// tightly: the daemon adds and multiplies them (a health wait is
-	// 3*interval+timeout), and a longer wait is a typo, not a setting.
+	// maxDuration bounds every duration that is not a kernel setting: the
+	// daemon adds and multiplies them (a health wait is
+	// 3*interval+timeout), and a longer wait is a typo, not a setting. The
+	// two kernel settings take the kernel's limits (below).
 	maxDuration = 24 * time.Hour
 	// maxKeepAlive is the kernel's limit for TCP_KEEPIDLE and TCP_KEEPINTVL
 	// (MAX_TCP_KEEPIDLE, 32767 s); the proxy sets both to timeouts.keepalive.
