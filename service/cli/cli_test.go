@@ -36,6 +36,16 @@ func TestStrayArgumentIsRefused(t *testing.T) {
 	}
 }
 
+// TestEmptyConfigPath: --config "" names the problem (it printed
+// "vipproxy: : read: no such file or directory").
+func TestEmptyConfigPath(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := Main(context.Background(), Env{Stdout: &out, Stderr: &errOut, Version: "test"}, []string{"check", "--config", ""})
+	if code != ExitUsage || !strings.Contains(errOut.String(), "vipproxy: (empty path): no config file named: give its path (the default is /etc/vipproxy/vipproxy.toml)") {
+		t.Errorf("check --config \"\": exit %d, stderr %q", code, errOut.String())
+	}
+}
+
 // TestVersionFollowsTheConventions: `version` is a command like the others:
 // --help prints its usage, a wrong flag or an argument exits 2 (it printed
 // the version and exited 0 whatever followed it).

@@ -64,6 +64,10 @@ const maxFileSize = 1 << 20
 // Load reads, decodes and validates the file at path, then resolves the
 // backend names that could loop into our own listeners (see checkNames).
 func Load(path string) (*Valid, error) {
+	if path == "" {
+		// Read as is, it said ": read: no such file or directory".
+		return nil, &Error{File: "(empty path)", Reason: "no config file named: give its path (the default is " + DefaultPath + ")"}
+	}
 	data, err := readSmallFile(path, maxFileSize)
 	if err != nil {
 		var perr *os.PathError
