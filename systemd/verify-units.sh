@@ -15,10 +15,28 @@ trap 'rm -rf "$tmp"' EXIT
 
 cp "$here"/*.socket "$here"/*.service "$tmp"/
 sed -i "s#/usr/bin/vipproxy#$bin#g" "$tmp"/*.service "$tmp"/*.socket
-# The port template (vipproxy-port@.socket) is verified as instance "i",
-# with a drop-in as `vipproxy units write` renders: it ships no ListenStream=.
-mkdir "$tmp/vipproxy-port@i.socket.d"
-printf '[Socket]\nListenStream=\nListenStream=127.0.0.1:8132\n' >"$tmp/vipproxy-port@i.socket.d/50-listen.conf"
+# The sockets are verified with the drop-ins `vipproxy units write` renders
+# (every option they set, vip.reuse_port's ReusePort= among them), the
+# port template (vipproxy-port@.socket, which ships no ListenStream=) as
+# instance "i".
+cat >"$tmp/units.toml" <<'TOML'
+[vip]
+addresses = ["127.0.0.1"]
+reuse_port = true
+[[port]]
+name = "api"
+port = 6443
+[[port]]
+name = "i"
+port = 8132
+[[backend]]
+address = "192.0.2.1"
+[network]
+uplinks = ["eth0"]
+TOML
+"$bin" units write --config "$tmp/units.toml" --root "$tmp/root" >/dev/null
+cp -r "$tmp/root/etc/systemd/system/vipproxy.socket.d" "$tmp/root/etc/systemd/system/vipproxy-port@i.socket.d" "$tmp/"
+grep -qx 'ReusePort=yes' "$tmp/vipproxy-port@i.socket.d/50-listen.conf" || { echo "verify-units: vipproxy units write rendered no ReusePort=yes for vip.reuse_port" >&2; exit 1; }
 # verify prints warnings on stderr and still exits 0: treat any output as failure.
 out=$(cd "$tmp" && systemd-analyze verify ./*.socket ./*.service 2>&1) || { echo "$out" >&2; exit 1; }
 if [ -n "$out" ]; then echo "systemd-analyze verify complained:" >&2; echo "$out" >&2; exit 1; fi
