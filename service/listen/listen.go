@@ -219,8 +219,11 @@ func CanBind(vip config.VIP, port uint16) error {
 }
 
 func bindOnly(addr netip.AddrPort, reusePort bool) error {
-	family, sa := unix.AF_INET, unix.Sockaddr(&unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().As4()})
-	if addr.Addr().Is6() {
+	var family int
+	var sa unix.Sockaddr
+	if addr.Addr().Is4() {
+		family, sa = unix.AF_INET, &unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().As4()}
+	} else {
 		family, sa = unix.AF_INET6, &unix.SockaddrInet6{Port: int(addr.Port()), Addr: addr.Addr().As16()}
 	}
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)

@@ -271,3 +271,26 @@ func acceptedBy(t *testing.T, addr string, listeners ...net.Listener) net.Listen
 	t.Fatalf("no listener accepted %s", addr)
 	return nil
 }
+
+// TestCanBindBothFamilies: the bind test of a port takes every VIP, IPv6
+// ones too (it panicked on one), and says when one is taken. The VIPs are
+// TEST-NET and documentation addresses, bound with IP_FREEBIND and never
+// sent to.
+func TestCanBindBothFamilies(t *testing.T) {
+	holder, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Skip("no IPv6 loopback:", err)
+	}
+	defer holder.Close()
+	port := uint16(holder.Addr().(*net.TCPAddr).Port)
+	for _, reuse := range []bool{false, true} {
+		vip := config.VIP{Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.57"), netip.MustParseAddr("2001:db8::57")}, ReusePort: reuse}
+		if err := CanBind(vip, port); err != nil {
+			t.Errorf("CanBind(%v, %d) = %v; want nil (both free)", vip, port, err)
+		}
+		vip.Addresses = append(vip.Addresses, netip.MustParseAddr("::1"))
+		if err := CanBind(vip, port); !errors.Is(err, syscall.EADDRINUSE) {
+			t.Errorf("CanBind(%v, %d) = %v; want address in use ([::1] is held)", vip, port, err)
+		}
+	}
+}
