@@ -441,6 +441,31 @@ with subtest("9. the local apiserver on *:6443: named with the fix (socket, daem
     out = cp3.fail(f"vipproxy doctor --only vip-port --config {CONF}")
     assert f"FAIL vip-port   {held}" in out and fix in out, out
     print(f"RESULT apiserver on *:{PORT}: the socket, the daemon (log and STATUS=) and doctor name it and the fix")
+    # RKE2's recipe (docs/distributions.md): the apiserver stays on every
+    # address, sharing the port (--permit-port-sharing=true, SO_REUSEPORT),
+    # and vipproxy shares it too (vip.reuse_port: ReusePort=yes on the
+    # socket). The socket starts beside it (its ExecStartPre doctor passes),
+    # and connections to the VIP reach vipproxy, not the apiserver.
+    cp3.succeed("systemctl stop apiserver")
+    cp3.succeed(
+        f"{RUN} --unit=apiserver vipproxy-apiserver --listen 0.0.0.0:{PORT} --name cp3 --permit-port-sharing"
+        f" --cert {PKI}/server.pem --key {PKI}/server-key.pem --client-ca {PKI}/ca.pem"
+    )
+    cp3.wait_for_open_port(PORT, addr=IP["cp3"], timeout=30)
+    unshared = cp3.succeed(f"cat {CONF}")
+    write_file(cp3, CONF, unshared.replace(f"port = {PORT}\n", f"port = {PORT}\nreuse_port = true\n", 1))
+    cp3.succeed(f"vipproxy units write --config {CONF}", "systemctl daemon-reload", "systemctl start vipproxy.socket vipproxy.service")
+    cp3.wait_for_unit("vipproxy.service", timeout=60)
+    out = cp3.succeed(f"vipproxy doctor --only vip-port --config {CONF}")
+    assert f"shared (vip.reuse_port, SO_REUSEPORT) with [::]:{PORT} (vipproxy-apiser" in out, out
+    for _ in range(3):
+        cp3.succeed(f"{CURL} --max-time 10 https://{VIP4}:{PORT}/name")
+    proxied = int(cp3.succeed("curl -sf http://127.0.0.1:6449/metrics | awk '/^vipproxy_connections_total/ {s += $NF} END {print s + 0}'"))
+    assert proxied >= 3, f"3 requests to the VIP, {proxied} proxied by vipproxy: the apiserver's wildcard took them"
+    print(f"RESULT apiserver on *:{PORT} with SO_REUSEPORT, vip.reuse_port: vipproxy.socket starts beside it, doctor passes it as shared, {proxied} of 3 requests to the VIP proxied")
+    cp3.succeed("systemctl stop vipproxy.service vipproxy.socket")
+    write_file(cp3, CONF, unshared)
+    cp3.succeed(f"vipproxy units write --config {CONF}", "systemctl daemon-reload")
     # The recipe of docs/distributions.md: the apiserver on the node's own IP.
     cp3.succeed("systemctl stop apiserver")
     start_apiserver("cp3")

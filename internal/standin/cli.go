@@ -62,6 +62,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&keyFile, "key", "", "server key (PEM)")
 	fs.StringVar(&clientCA, "client-ca", "", "CA that client certificates must chain to (mTLS is required)")
 	fs.BoolVar(&opts.Hang, "hang", false, "accept TCP connections and never answer")
+	fs.BoolVar(&opts.PermitPortSharing, "permit-port-sharing", false, "bind with SO_REUSEPORT, as kube-apiserver --permit-port-sharing=true")
 	anonymous := fs.Bool("anonymous-auth", true, "false: as kube-apiserver --anonymous-auth=false (k3s, RKE2): a client certificate is optional in the handshake and a request without one gets 401")
 	fs.StringVar(&opts.FailFile, "fail-file", "", "/readyz returns 500 while this file exists")
 	fs.StringVar(&opts.ReadyFile, "ready-file", "", "/readyz returns 500 while this file does not exist")

@@ -17,7 +17,10 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Options configure a Server.
@@ -31,6 +34,9 @@ type Options struct {
 	TLS *tls.Config
 	// Hang accepts TCP connections and never answers: a wedged apiserver.
 	Hang bool
+	// PermitPortSharing binds with SO_REUSEPORT, as kube-apiserver
+	// --permit-port-sharing=true (RKE2's recipe) does.
+	PermitPortSharing bool
 	// AnonymousOff serves as kube-apiserver started with
 	// --anonymous-auth=false (k3s, RKE2): a client certificate is asked
 	// for but neither required nor verified in the handshake; a request
@@ -94,7 +100,15 @@ func New(opts Options) (*Server, error) {
 // Start binds the listener and serves in the background until ctx ends or
 // Close is called.
 func (s *Server) Start(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.opts.Listen)
+	var lc net.ListenConfig
+	if s.opts.PermitPortSharing {
+		lc.Control = func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
+			return errors.Join(err, serr)
+		}
+	}
+	ln, err := lc.Listen(ctx, "tcp", s.opts.Listen)
 	if err != nil {
 		return fmt.Errorf("standin %s: listen %s: %w", s.opts.Name, s.opts.Listen, err)
 	}
