@@ -617,3 +617,18 @@ func TestSocketActivatedStartServesTheBacklog(t *testing.T) {
 		t.Errorf("%d clients at the start went to %v, want all three backends", clients, seen)
 	}
 }
+
+// TestReloadNamesAReusePortChange: vip.reuse_port is a socket option, set
+// when the VIP is bound; a reload that changes it says so and how to bind
+// again (it changed nothing, and said nothing).
+func TestReloadNamesAReusePortChange(t *testing.T) {
+	a := backend(t, "a")
+	s := newSettings(t, a.Addr())
+	p := startVIPProxy(t, s, nil)
+	p.waitState("b0", "up")
+	p.rewrite(strings.Replace(s.toml(), "[vip]\n", "[vip]\nreuse_port = true\n", 1))
+	p.signal(syscall.SIGHUP)
+	p.waitFor(func() bool {
+		return strings.Contains(p.log.String(), "vip.reuse_port changed to true: the listeners keep the socket options they were bound with")
+	}, "the reload naming the reuse_port change")
+}

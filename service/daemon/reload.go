@@ -92,7 +92,10 @@ func closeAll(ls []net.Listener) {
 func (d *Daemon) apply(next *config.Valid, probers map[string]health.Prober, added map[string][]net.Listener) {
 	prev := d.cfg.Load()
 	if !slices.Equal(prev.VIP.Addresses, next.VIP.Addresses) {
-		d.log.Warn("VIP addresses changed: the listeners stay as they are; under systemd run `vipproxy units write && systemctl daemon-reload && systemctl restart vipproxy.socket` (the socket binds the VIP only when it starts; on NixOS `systemctl restart vipproxy.socket` after nixos-rebuild switch, which never restarts socket units)")
+		d.log.Warn("VIP addresses changed: the listeners stay as they are; " + rebindHint)
+	}
+	if prev.VIP.ReusePort != next.VIP.ReusePort {
+		d.log.Warn(fmt.Sprintf("vip.reuse_port changed to %v: the listeners keep the socket options they were bound with; %s", next.VIP.ReusePort, rebindHint))
 	}
 	if prev.Admin != next.Admin {
 		d.log.Warn("admin endpoint settings change on the next restart")
@@ -239,3 +242,7 @@ func (d *Daemon) statusLine() string {
 	}
 	return s
 }
+
+// rebindHint is how the VIP listeners are bound again after a change only
+// a new bind applies.
+const rebindHint = "under systemd run `vipproxy units write && systemctl daemon-reload && systemctl restart vipproxy.socket` (the socket binds the VIP only when it starts; on NixOS `systemctl restart vipproxy.socket` after nixos-rebuild switch, which never restarts socket units)"
