@@ -47,15 +47,15 @@ VM_PYFLAKES_BUILTINS := start_all,subtest,machines,driver,client,cp1,cp2,cp3,rou
 # networkd, upgrades under load with 0 failed and 0 refused (~4 min).
 VM_CI_AMD64_EXTRA ?= vm-tests/quickstart.py vm-tests/nixos-twin.py vm-tests/neighbours.py
 
-# Two lanes by default (vm-tests/ci.sh): the first architecture of VM_ARCHS
-# (amd64, with its extra scripts) beside the others, one after another. A
-# run under TCG keeps about one of the two cores busy, so one lane left a
-# core idle for 40 minutes of a fresh run. VM_CI_LANES=1 runs every
-# architecture in turn. Two lanes were not the default before 2026-12-02:
-# arm64's smoke lost its first connection beside amd64's run, a daemon
-# fault since fixed (TestLastResortStreamKeptUntilAnotherIsUp).
+# Two runs side by side by default (vm-tests/ci.sh): one queue of runs (an
+# architecture and a script each) that two workers take from in turn. A run
+# under TCG keeps about one of the two cores busy, so one at a time left a
+# core idle for 40 minutes of a fresh run, and a lane per list of
+# architectures (amd64 beside arm64 then riscv64, until 2026-12-04) for the
+# last 8. VM_CI_LANES=1 runs one at a time. Two were not the default before
+# 2026-12-02: arm64's smoke lost its first connection beside amd64's run, a
+# daemon fault since fixed (TestLastResortStreamKeptUntilAnotherIsUp).
 VM_CI_LANES ?= 2
-VM_CI_LANE_ARGS = $(if $(filter 1,$(VM_CI_LANES)),"$(VM_ARCHS)","$(firstword $(VM_ARCHS))" "$(wordlist 2,99,$(VM_ARCHS))")
 
 .PHONY: vm-test-ci vm-images-ci vm-archs-known vm-test-all vm-images
 vm-test-ci: vm-archs-known vm-lint
@@ -66,7 +66,7 @@ vm-test-ci: vm-archs-known vm-lint
 		exit 1; fi; \
 	[ -n "$(VM_ARCHS)" ] || { echo "vm-test-ci: PASS: none"; exit 0; }; \
 	VM_CI_WORK=$(VM_CI_WORK) VM_SCRIPTS="$(VM_SCRIPTS)" VM_CI_AMD64_EXTRA="$(VM_CI_AMD64_EXTRA)" \
-		VM_LOCKED="$(VM_LOCKED)" GO=$(GO) vm-tests/ci.sh $(VM_CI_LANE_ARGS)
+		VM_LOCKED="$(VM_LOCKED)" VM_CI_LANES="$(VM_CI_LANES)" GO=$(GO) vm-tests/ci.sh $(VM_ARCHS)
 
 # make test starts this in the background (niced): the images vm-test-ci
 # will boot. The first architecture's (the first run needs it) is built

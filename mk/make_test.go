@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -94,32 +95,29 @@ func killRecorded(file string) {
 	}
 }
 
-// runner stands in for vm-tests/run.sh (one architecture's VM runs) with
-// its contract: each script's output in ARCH-run/NAME.out, the failed
-// scripts' names in ARCH-run/failed, a failed exit if any failed. A script
-// named fail.py fails; hang.py records the runner's pid and sleeps.
-// amd64 waits (bounded) for arm64 to start and says whether it saw it:
-// that only happens if the two lanes run side by side.
+// runner stands in for vm-tests/run.sh as ci.sh calls it (one
+// architecture, one script) with its contract: the script's output, a
+// failed exit if it failed. It appends "start ARCH NAME" and "end ARCH
+// NAME" to MARKS/events (each line written while the run runs, so the
+// order of the lines bounds how many ran at once). A script named fail.py
+// fails; hang.py records the runner's pid and sleeps. amd64's smoke waits
+// (bounded: WAIT_STEPS of 50 ms) for another run to start and says
+// whether it saw one: that only happens if runs go side by side.
 const runner = `#!/bin/bash
-arch=$1; shift
-dir=$VM_WORK/$arch-run; mkdir -p "$dir"; : > "$dir/failed"
-touch "$MARKS/$arch.started"
-if [ "$arch" = amd64 ]; then
-	for i in $(seq 200); do [ -e "$MARKS/arm64.started" ] && break; sleep 0.05; done
-	[ -e "$MARKS/arm64.started" ] && echo "amd64 saw arm64 running" || echo "amd64 ran alone"
+arch=$1 name=$(basename "$2" .py)
+echo "start $arch $name" >> "$MARKS/events"
+if [ "$arch $name" = "amd64 smoke" ]; then
+	for i in $(seq "${WAIT_STEPS:-200}"); do [ "$(grep -c ^start "$MARKS/events")" -gt 1 ] && break; sleep 0.05; done
+	[ "$(grep -c ^start "$MARKS/events")" -gt 1 ] && echo "amd64 saw another run" || echo "amd64 ran alone"
 fi
-if [ "$arch" = riscv64 ] && [ ! -e "$MARKS/arm64.done" ]; then echo "riscv64 started before arm64 ended"; fi
 rc=0
-for s; do
-	name=$(basename "$s" .py)
-	case $name in
-	fail) { echo "$arch: step 3 went wrong"; echo "FAIL: $arch the reason"; } > "$dir/$name.out"; echo "$name" >> "$dir/failed"; rc=1 ;;
-	hang) echo $$ > "$MARKS/$arch.pid"; sleep 60 ;;
-	*) echo "$arch $name PASS" > "$dir/$name.out" ;;
-	esac
-	cat "$dir/$name.out"
-done
-touch "$MARKS/$arch.done"
+case $name in
+fail) echo "$arch: step 3 went wrong"; echo "FAIL: $arch the reason"; rc=1 ;;
+hang) echo $$ > "$MARKS/$arch.pid"; sleep 60 ;;
+*) sleep 0.1; echo "$arch $name PASS" ;;
+esac
+echo "run.sh: $arch: $name $([ $rc = 0 ] && echo PASS || echo FAIL) 0 s; image 0 s, total 0 s, exit $rc"
+echo "end $arch $name" >> "$MARKS/events"
 exit $rc
 `
 
@@ -128,7 +126,7 @@ type vmCI struct {
 	env         []string
 }
 
-func newVMCI(t *testing.T, amd64Extra string) vmCI {
+func newVMCI(t *testing.T, scripts, amd64Extra string) vmCI {
 	t.Helper()
 	dir := t.TempDir()
 	c := vmCI{work: filepath.Join(dir, "work"), marks: filepath.Join(dir, "marks")}
@@ -142,51 +140,90 @@ func newVMCI(t *testing.T, amd64Extra string) vmCI {
 		t.Fatal(err)
 	}
 	c.env = append(os.Environ(), "VM_CI_RUN="+run, "VM_CI_WORK="+c.work, "MARKS="+c.marks,
-		"VM_SCRIPTS=vm-tests/smoke.py", "VM_CI_AMD64_EXTRA="+amd64Extra, "VM_LOCKED=")
+		"VM_SCRIPTS="+scripts, "VM_CI_AMD64_EXTRA="+amd64Extra, "VM_LOCKED=", "VM_CI_LANES=2")
 	return c
 }
 
-func (c vmCI) command(ctx context.Context, lanes ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, "../vm-tests/ci.sh", lanes...)
+func (c vmCI) command(ctx context.Context, archs ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "../vm-tests/ci.sh", archs...)
 	cmd.Env = c.env
 	return cmd
 }
 
-// make test's VM runs go in two lanes side by side (amd64 beside arm64
-// then riscv64), and a failure is named again at the very end of the
-// output, with the end of the failed script's own output: a CI log is
-// read from its tail (stop 28's log did not say what had failed).
-func TestVMCILanesRunSideBySideAndRecapFailures(t *testing.T) {
-	c := newVMCI(t, "vm-tests/fail.py")
+// events reads the runner's start and end lines: the runs in the order
+// they started, and the most that ran at once.
+func (c vmCI) events(t *testing.T) (started []string, most int) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.marks, "events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		what, run, _ := strings.Cut(line, " ")
+		switch what {
+		case "start":
+			started = append(started, run)
+			running++
+			most = max(most, running)
+		case "end":
+			running--
+		}
+	}
+	return started, most
+}
+
+// make test's VM runs are one queue taken by two workers: every
+// architecture's first script, then the second..., amd64's extras last,
+// two runs at a time and never more, each once; a failure is named again
+// at the very end of the output, with the end of the failed run's own
+// output: a CI log is read from its tail (stop 28's log did not say what
+// had failed). Before, a lane per list of architectures (amd64 beside
+// arm64 then riscv64) left a core idle once amd64's lane was done.
+func TestVMCIRunsAQueueTwoAtATimeAndRecapsFailures(t *testing.T) {
+	c := newVMCI(t, "vm-tests/smoke.py vm-tests/scenario.py", "vm-tests/fail.py vm-tests/extra.py")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	out, err := c.command(ctx, "amd64", "arm64 riscv64").CombinedOutput()
+	out, err := c.command(ctx, "amd64", "arm64", "riscv64").CombinedOutput()
 	text := string(out)
 	if err == nil {
 		t.Fatalf("ci.sh passed with amd64's fail.py failing:\n%s", text)
 	}
-	for _, want := range []string{"[amd64] amd64 saw arm64 running", "[arm64] arm64 smoke PASS", "[riscv64] riscv64 smoke PASS"} {
+	started, most := c.events(t)
+	// Two workers: which of two runs taken one after the other writes its
+	// start first is up to the scheduler; the first two are the first two
+	// of the queue, and each run starts once (the order: the one-lane test).
+	sorted := slices.Sorted(slices.Values(started))
+	want := []string{"amd64 extra", "amd64 fail", "amd64 scenario", "amd64 smoke", "arm64 scenario", "arm64 smoke", "riscv64 scenario", "riscv64 smoke"}
+	if !slices.Equal(sorted, want) || len(started) < 2 || !slices.Equal(slices.Sorted(slices.Values(started[:2])), []string{"amd64 smoke", "arm64 smoke"}) {
+		t.Errorf("runs started %q, want each of %q once, the two smokes first", started, want)
+	}
+	if most != 2 {
+		t.Errorf("at most %d runs at once, want 2 (two workers)", most)
+	}
+	for _, want := range []string{"[amd64] amd64 saw another run", "[arm64] arm64 scenario PASS", "[riscv64] riscv64 smoke PASS"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}
 	}
-	if strings.Contains(text, "riscv64 started before arm64 ended") {
-		t.Errorf("a lane's architectures did not run one after another:\n%s", text)
-	}
 	recap := text[strings.LastIndex(text, "vm-test-ci: recap"):]
-	for _, want := range []string{"vm-test-ci: FAILED: amd64", "[amd64] amd64: step 3 went wrong", "[amd64] FAIL: amd64 the reason",
+	for _, want := range []string{"run.sh: amd64: fail FAIL", "run.sh: riscv64: scenario PASS",
+		"vm-test-ci: FAILED: amd64 (fail)", "[amd64] amd64: step 3 went wrong", "[amd64] FAIL: amd64 the reason",
 		"vm-test-ci: PASS: arm64", "vm-test-ci: PASS: riscv64"} {
 		if !strings.Contains(recap, want) {
 			t.Errorf("the recap at the end lacks %q:\n%s", want, recap)
 		}
 	}
+	if strings.Contains(recap, "amd64 extra PASS") {
+		t.Errorf("the recap repeats a run that passed:\n%s", recap)
+	}
 }
 
-func TestVMCIPassesWhenEveryArchitecturePasses(t *testing.T) {
-	c := newVMCI(t, "")
+func TestVMCIPassesWhenEveryRunPasses(t *testing.T) {
+	c := newVMCI(t, "vm-tests/smoke.py", "vm-tests/extra.py")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	out, err := c.command(ctx, "amd64", "arm64 riscv64").CombinedOutput()
+	out, err := c.command(ctx, "amd64", "arm64", "riscv64").CombinedOutput()
 	if err != nil {
 		t.Fatalf("ci.sh: %v:\n%s", err, out)
 	}
@@ -195,10 +232,30 @@ func TestVMCIPassesWhenEveryArchitecturePasses(t *testing.T) {
 	}
 }
 
-// An interrupted make test (CI's timeout, ^C) stops both lanes' runs.
-func TestVMCIInterruptStopsBothLanes(t *testing.T) {
-	c := newVMCI(t, "")
-	c.env = append(c.env, "VM_SCRIPTS=vm-tests/hang.py")
+// VM_CI_LANES=1: one run at a time, in the queue's order: every
+// architecture's first script, then the second..., amd64's extras last.
+func TestVMCIOneLaneRunsOneAtATime(t *testing.T) {
+	c := newVMCI(t, "vm-tests/smoke.py vm-tests/scenario.py", "vm-tests/extra.py")
+	c.env = append(c.env, "VM_CI_LANES=1", "WAIT_STEPS=10")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := c.command(ctx, "amd64", "arm64").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ci.sh: %v:\n%s", err, out)
+	}
+	started, most := c.events(t)
+	want := []string{"amd64 smoke", "arm64 smoke", "amd64 scenario", "arm64 scenario", "amd64 extra"}
+	if most != 1 || !slices.Equal(started, want) {
+		t.Errorf("runs started %q, at most %d at once; want %q, one at a time:\n%s", started, most, want, out)
+	}
+	if !strings.Contains(string(out), "[amd64] amd64 ran alone") {
+		t.Errorf("amd64's smoke saw another run beside it:\n%s", out)
+	}
+}
+
+// An interrupted make test (CI's timeout, ^C) stops both running runs.
+func TestVMCIInterruptStopsBothRuns(t *testing.T) {
+	c := newVMCI(t, "vm-tests/hang.py", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := c.command(ctx, "amd64", "arm64")
@@ -229,7 +286,7 @@ func TestVMCIInterruptStopsBothLanes(t *testing.T) {
 	}
 	for i, pid := range pids {
 		if !gone(ctx, pid) {
-			t.Errorf("lane %d's run (pid %d) still runs after ci.sh ended", i+1, pid)
+			t.Errorf("run %d (pid %d) still runs after ci.sh ended", i+1, pid)
 		}
 	}
 }

@@ -1,95 +1,145 @@
 #!/usr/bin/env bash
-# make test's VM runs (vm-test-ci), in lanes that run side by side: each
-# argument is a lane, the architectures it runs one after another, e.g.
-#   ci.sh "amd64" "arm64 riscv64"
-# Lanes are safe to run together: each run has its own network namespace
-# (driver/run.py) and its own directory (VM_CI_WORK/ARCH-run), so they share
-# only the CPU, which one lane left half idle. make test runs two lanes
-# unless VM_CI_LANES=1 (mk/40-vm.mk). Measured times: vm-tests/README.md.
+# make test's VM runs (vm-test-ci): every script on every architecture given,
+#   ci.sh amd64 arm64 riscv64
+# as one queue of runs (one architecture, one script: a run.sh each) that
+# VM_CI_LANES workers (default 2) take from in turn, so that both cores stay
+# busy to the end: with a lane per architecture list, amd64's lane ended
+# 480 s before arm64's and riscv64's on a fresh machine (2026-12-04) and
+# left a core idle. The queue takes the first script of every architecture,
+# then the second, and so on (smoke before scenario everywhere; amd64's
+# extra scripts last). Runs are safe together, two of one architecture too:
+# each has its own network namespace (driver/run.py), its own logs
+# (VM_CI_WORK/ARCH-run/NAME) and its own staged binaries (run.sh), so they
+# share only the CPU. Measured times: vm-tests/README.md.
 # Every line of a run is prefixed with its architecture. At the end, a recap
 # names each architecture's verdict and repeats the end of every failed
-# script's output (run.sh keeps it), so that a CI log's tail says what failed.
+# run's output (ARCH-run/NAME.ci.log), so that a CI log's tail says what failed.
 # env: VM_CI_WORK (images and runs), VM_SCRIPTS, VM_CI_AMD64_EXTRA (amd64's
-# extra scripts), VM_LOCKED (the lock wrapper, may be empty), GO, VM_CI_RUN
-# (what runs one architecture: run.sh; mk/make_test.go puts a stand-in there
-# that keeps run.sh's files: ARCH-run/NAME.out and ARCH-run/failed).
-# Exit 0 only if every architecture passed.
+# extra scripts), VM_CI_LANES, VM_LOCKED (the lock wrapper, may be empty),
+# GO, VM_CI_RUN (what runs one architecture's scripts: run.sh; mk/make_test.go
+# puts a stand-in there).
+# Exit 0 only if every run passed.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 : "${VM_CI_WORK:?}" "${VM_SCRIPTS:?}"
 VM_CI_AMD64_EXTRA=${VM_CI_AMD64_EXTRA:-}
+VM_CI_LANES=${VM_CI_LANES:-2}
 VM_LOCKED=${VM_LOCKED:-}
 RECAP_LINES=${RECAP_LINES:-40}
 VM_CI_RUN=${VM_CI_RUN:-$HERE/run.sh}
 
-# run_arch ARCH: one architecture's scripts; its exit status goes to
-# ARCH-run/ci.rc (a lane goes on to its next architecture regardless).
-run_arch() {
-	local arch=$1 scripts=$VM_SCRIPTS
-	[ "$arch" != amd64 ] || scripts="$scripts $VM_CI_AMD64_EXTRA"
+# scripts_of ARCH: its scripts, one a line.
+scripts_of() {
+	local s
+	# shellcheck disable=SC2086 # word lists
+	for s in $VM_SCRIPTS $([ "$1" != amd64 ] || echo $VM_CI_AMD64_EXTRA); do echo "$s"; done
+}
+
+# The queue, "ARCH SCRIPT" a line: every architecture's first script, then
+# every second one...
+queue() {
+	local i=1 arch line more=1
+	while [ -n "$more" ]; do
+		more=
+		for arch in "$@"; do
+			line=$(scripts_of "$arch" | sed -n "${i}p")
+			[ -z "$line" ] || { echo "$arch $line"; more=1; }
+		done
+		i=$((i + 1))
+	done
+}
+
+# take: the number of the next run in the queue (from 1), counted in a
+# file under a lock, since the workers are separate processes.
+take() {
+	local n
+	{
+		flock 9
+		n=$(($(cat "$STATE/next") + 1))
+		echo "$n" >"$STATE/next"
+	} 9>>"$STATE/lock"
+	echo "$n"
+}
+
+# run_file ARCH SCRIPT SUFFIX: a file of that run, VM_CI_WORK/ARCH-run/NAME.SUFFIX.
+run_file() {
+	echo "$VM_CI_WORK/$1-run/$(basename "$2" .py).$3"
+}
+
+# run_one ARCH SCRIPT: one run; its output (prefixed) to the log, its
+# whole output to ARCH-run/NAME.ci.log, its exit status to ARCH-run/NAME.rc.
+run_one() {
+	local arch=$1 script=$2
 	mkdir -p "$VM_CI_WORK/$arch-run"
-	rm -f "$VM_CI_WORK/$arch-run/ci.rc" "$VM_CI_WORK/$arch-run/failed"
-	# shellcheck disable=SC2086 # VM_LOCKED and scripts are word lists
-	VM_WORK=$VM_CI_WORK $VM_LOCKED "$VM_CI_RUN" "$arch" $scripts 2>&1 |
-		tee "$VM_CI_WORK/$arch-run/ci.log" | sed -u "s/^/[$arch] /"
-	echo "${PIPESTATUS[0]}" >"$VM_CI_WORK/$arch-run/ci.rc"
+	# shellcheck disable=SC2086 # VM_LOCKED is a word list
+	VM_WORK=$VM_CI_WORK $VM_LOCKED "$VM_CI_RUN" "$arch" "$script" 2>&1 |
+		tee "$(run_file "$arch" "$script" ci.log)" | sed -u "s/^/[$arch] /"
+	echo "${PIPESTATUS[0]}" >"$(run_file "$arch" "$script" rc)"
 }
 
-lane() {
-	local arch
-	for arch in "$@"; do run_arch "$arch"; done
+worker() {
+	local n arch script
+	while n=$(take) && read -r arch script < <(sed -n "${n}p" "$STATE/queue") && [ -n "$arch" ]; do
+		run_one "$arch" "$script"
+	done
 }
 
-# recap ARCH: its verdict, and the end of each failed script's output (or
-# of the whole run's, when it failed before any script: image, staging).
+# recap ARCH: its verdict, and for each failed run the end of its output.
 recap() {
-	local arch=$1 rc name dir=$VM_CI_WORK/$1-run
-	rc=$(cat "$dir/ci.rc" 2>/dev/null || echo "none (the lane was stopped)")
-	if [ "$rc" = 0 ]; then
+	local arch=$1 script name rc log failed=()
+	while read -r script; do
+		rc=$(cat "$(run_file "$arch" "$script" rc)" 2>/dev/null || echo "none: stopped")
+		[ "$rc" = 0 ] || failed+=("$(basename "$script" .py)")
+	done < <(scripts_of "$arch")
+	if [ "${#failed[@]}" = 0 ]; then
 		echo "vm-test-ci: PASS: $arch"
 		return 0
 	fi
-	echo "vm-test-ci: FAILED: $arch (exit $rc)"
-	grep -h "^run.sh: $arch:" "$dir/ci.log" 2>/dev/null | tail -n 1
-	if [ ! -s "$dir/failed" ]; then
-		echo "---- $arch: the end of its run ($dir/ci.log)"
-		tail -n "$RECAP_LINES" "$dir/ci.log" 2>/dev/null | sed "s/^/[$arch] /"
-		return 1
-	fi
-	while read -r name; do
-		echo "---- $arch: the end of $name ($dir/$name.out; logs in $dir/$name)"
-		tail -n "$RECAP_LINES" "$dir/$name.out" | sed "s/^/[$arch] /"
-	done <"$dir/failed"
+	echo "vm-test-ci: FAILED: $arch (${failed[*]})"
+	for name in "${failed[@]}"; do
+		log=$(run_file "$arch" "$name" ci.log)
+		echo "---- $arch: the end of $name ($log; logs in ${log%.ci.log})"
+		tail -n "$RECAP_LINES" "$log" 2>/dev/null | sed "s/^/[$arch] /"
+	done
 	return 1
 }
 
-# The lanes' process groups (job control gives each its own), stopped if
+# The workers' process groups (job control gives each its own), stopped if
 # ci.sh is interrupted, so that no VM outlives an interrupted make test.
-LANES=()
-stop_lanes() {
+WORKERS=()
+STATE=
+stop_workers() {
 	local pgid
-	for pgid in "${LANES[@]}"; do kill -TERM -- "-$pgid" 2>/dev/null; done
+	for pgid in "${WORKERS[@]}"; do kill -TERM -- "-$pgid" 2>/dev/null; done
 	wait
+	[ -z "$STATE" ] || rm -rf "$STATE"
 }
 
 main() {
-	local lane_archs archs all=() pid arch rc=0
+	local i arch script rc=0
+	case $VM_CI_LANES in '' | *[!0-9]* | 0) echo "ci.sh: VM_CI_LANES=$VM_CI_LANES: want a count from 1" >&2; return 2 ;; esac
 	set -m
-	trap stop_lanes EXIT
+	trap stop_workers EXIT
 	trap 'exit 143' TERM INT
-	for lane_archs in "$@"; do
-		[ -n "$lane_archs" ] || continue
-		# shellcheck disable=SC2086 # a lane is a word list
-		lane $lane_archs &
-		LANES+=("$!")
-		read -r -a archs <<<"$lane_archs"
-		all+=("${archs[@]}")
+	STATE=$(mktemp -d)
+	echo 0 >"$STATE/next"
+	queue "$@" >"$STATE/queue"
+	# A run stopped before it began leaves no verdict, not an older one.
+	while read -r arch script; do
+		rm -f "$(run_file "$arch" "$script" ci.log)" "$(run_file "$arch" "$script" rc)"
+	done <"$STATE/queue"
+	for ((i = 0; i < VM_CI_LANES; i++)); do
+		worker &
+		WORKERS+=("$!")
 	done
-	for pid in "${LANES[@]}"; do wait "$pid"; done
-	LANES=()
+	for i in "${WORKERS[@]}"; do wait "$i"; done
+	WORKERS=()
 	echo "vm-test-ci: recap"
-	for arch in "${all[@]}"; do recap "$arch" || rc=1; done
-	[ "$rc" != 0 ] || echo "vm-test-ci: PASS: ${all[*]}"
+	while read -r arch script; do
+		grep -h "^run.sh: $arch:" "$(run_file "$arch" "$script" ci.log)" 2>/dev/null
+	done <"$STATE/queue"
+	for arch in "$@"; do recap "$arch" || rc=1; done
+	[ "$rc" != 0 ] || echo "vm-test-ci: PASS: $*"
 	return "$rc"
 }
 

@@ -15,22 +15,23 @@ t0=$SECONDS
 IMAGE=$(readlink -f "$WORK/$ARCH")
 "$HERE/initrd.sh" "$IMAGE"
 t_image=$((SECONDS - t0))
-"$HERE/stage.sh" "$ARCH" "$WORK/$ARCH-run/opt.ext4"
-# Each script's output is also kept in ARCH-run/NAME.out, and the names of
-# the scripts that failed in ARCH-run/failed: make test's recap (ci.sh)
-# repeats their end, so that the tail of a CI log says what failed.
+# The binaries this run stages, its own file: two runs of one architecture
+# may go side by side (ci.sh), and one must not restage the other's.
+mkdir -p "$WORK/$ARCH-run"
+OPT=$(mktemp "$WORK/$ARCH-run/opt.XXXXXX.ext4")
+trap 'rm -f "$OPT"' EXIT
+"$HERE/stage.sh" "$ARCH" "$OPT"
+# Each script's output is also kept in ARCH-run/NAME.out.
 rc=0 results=
-: >"$WORK/$ARCH-run/failed"
 for script in "$@"; do
 	name=$(basename "$script" .py)
 	t_script=$SECONDS
-	if python3 "$HERE/driver/run.py" --arch "$ARCH" --image "$IMAGE" --opt "$WORK/$ARCH-run/opt.ext4" \
+	if python3 "$HERE/driver/run.py" --arch "$ARCH" --image "$IMAGE" --opt "$OPT" \
 		--memory "${VM_MEMORY:-384}" --smp "${VM_SMP:-1}" --run-dir "$WORK/$ARCH-run/$name" "$script" \
 		2>&1 | tee "$WORK/$ARCH-run/$name.out"; then
 		verdict=PASS
 	else
 		verdict=FAIL rc=1
-		echo "$name" >>"$WORK/$ARCH-run/failed"
 	fi
 	results="$results${results:+, }$name $verdict $((SECONDS - t_script)) s"
 done

@@ -17,8 +17,10 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # VM_SRC: build from another checkout (e.g. a `git archive` of HEAD).
 REPO=$(cd "${VM_SRC:-$HERE/..}" && pwd)
 GO=${GO:-go}
-DIR=$(dirname "$OUT")/opt
-rm -rf "$DIR"
+# The tree to stage, its own directory: runs may stage side by side (ci.sh).
+DIR=$(mktemp -d "$(dirname "$OUT")/opt.XXXXXX")
+trap 'rm -rf "$DIR"' EXIT
+chmod 755 "$DIR" # mkfs.ext4 -d gives the root of the file system its mode
 mkdir -p "$DIR/bin" "$DIR/systemd"
 VERSION=$(cd "$REPO" && git describe --tags --always --dirty 2>/dev/null || echo dev)
 (cd "$REPO" && CGO_ENABLED=0 GOOS=linux GOARCH=$ARCH $GO build -trimpath -tags nethttpomithttp2 \
