@@ -50,13 +50,19 @@ func OpenNetNS(t testing.TB, prefix string) (*NetNS, error) {
 	return n, nil
 }
 
-// delete kills what still runs in the namespace, then deletes it. This
-// process is never among them: `ip netns pids` names a process by its
-// main thread's namespace, and a goroutine locked to that thread may have
+// delete kills what still runs in the namespace, then deletes it.
+func (n *NetNS) delete() {
+	n.KillAll()
+	exec.Command("ip", "netns", "del", n.Name).Run()
+}
+
+// KillAll sends SIGKILL to every process in the namespace. This process
+// is never among them: `ip netns pids` names a process by its main
+// thread's namespace, and a goroutine locked to that thread may have
 // left it in the namespace (Go keeps the main thread when a goroutine
 // exits locked to it). Killing it here ended service/announce's test
 // binary with "signal: killed" and no result (fresh .ci/run, 2026-12-02).
-func (n *NetNS) delete() {
+func (n *NetNS) KillAll() {
 	if out, err := exec.Command("ip", "netns", "pids", n.Name).Output(); err == nil {
 		for _, f := range strings.Fields(string(out)) {
 			if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
@@ -64,7 +70,6 @@ func (n *NetNS) delete() {
 			}
 		}
 	}
-	exec.Command("ip", "netns", "del", n.Name).Run()
 }
 
 // IP runs `ip -n NAME args...` and fails the test on error.
