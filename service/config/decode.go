@@ -190,8 +190,12 @@ func decodePorts(v any, cfg *Config, vipPortWritten bool) error {
 	cfg.Ports = nil
 	for i, item := range items {
 		p := Port{Health: cfg.Health}
-		if err := decodeValue(fmt.Sprintf("port[%d]", i), item, reflect.ValueOf(&p).Elem()); err != nil {
+		key := fmt.Sprintf("port[%d]", i)
+		if err := decodeValue(key, item, reflect.ValueOf(&p).Elem()); err != nil {
 			errs = append(errs, err)
+		} else if _, written := item.(map[string]any)["backend_port"]; written && p.BackendPort == 0 {
+			// 0 stands for "not written" (the port's own) once decoded.
+			errs = append(errs, &decodeError{key: key + ".backend_port", reason: "must be between 1 and 65535 (left out, it is the port's own)"})
 		}
 		cfg.Ports = append(cfg.Ports, p)
 	}

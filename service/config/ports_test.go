@@ -2,6 +2,7 @@ package config
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
@@ -115,6 +116,17 @@ func TestLegacyFormIsOnePortNamedAPI(t *testing.T) {
 		t.Errorf("DiscoveredBackend = %+v; want host:port", got)
 	}
 	assertRoundTrip(t, cfg)
+}
+
+// backend_port = 0 written in a file is refused, not taken as left out
+// (the port's own), which it stood for once decoded.
+func TestBackendPortZeroRefused(t *testing.T) {
+	_, err := Parse("zero.toml", []byte("[vip]\naddresses = [\"127.0.0.10\"]\n[[backend]]\naddress = \"127.0.0.1\"\n"+
+		"[[port]]\nname = \"api\"\nport = 6443\n[[port]]\nname = \"join\"\nport = 9443\nbackend_port = 0\n"))
+	var cerr *Error
+	if !errors.As(err, &cerr) || cerr.Key != "port[1].backend_port" || cerr.Line != 11 || !strings.Contains(cerr.Reason, "must be between 1 and 65535") {
+		t.Fatalf("backend_port = 0: %v; want an error at port[1].backend_port, line 11", err)
+	}
 }
 
 // TestPortsInCode: a Config built in code gets the same defaults as a file.
