@@ -127,12 +127,15 @@ func (v *validator) backends() {
 		if len(v.c.Ports) > 0 {
 			check = v.backendHost
 		}
-		if canon, ok := check(key+".address", b.Address); ok {
+		canon, ok := check(key+".address", b.Address)
+		if ok {
 			if j, dup := addrs[canon]; dup {
 				v.bad(key+".address", "%q is the same backend as backend[%d]", b.Address, j)
 			} else {
 				addrs[canon] = i
 			}
+		} else if b.Name == b.Address {
+			continue // the name is the address (derived): one mistake, said once
 		}
 		if b.Name == "" || strings.TrimSpace(b.Name) != b.Name || strings.ContainsFunc(b.Name, isControl) {
 			v.bad(key+".name", "%q is empty or has surrounding spaces or control characters", b.Name)
@@ -470,7 +473,10 @@ func (v *validator) vrrp() {
 	}
 	k := v.c.Keepalived
 	if k.Interface == "" {
-		v.bad("keepalived.interface", "no VRRP interface: set keepalived.interface or network.uplinks")
+		// Derived from the first uplink: an empty one is said there.
+		if len(v.c.Network.Uplinks) == 0 {
+			v.bad("keepalived.interface", "no VRRP interface: set keepalived.interface or network.uplinks")
+		}
 	} else if slices.Contains(v.c.Network.Uplinks, k.Interface) {
 		// an uplink, judged as one
 	} else if err := checkInterfaceName(k.Interface); err != nil {
