@@ -7,6 +7,7 @@ package listen
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -111,7 +112,7 @@ func fromActivation(ctx context.Context, named map[string][]net.Listener, vip co
 	slices.Sort(names)
 	for _, name := range names {
 		if name != NameAdmin {
-			set.sort(name, named[name], ports)
+			set.sort(name, named[name], ports, vip.ReusePort)
 		}
 	}
 	if len(set.Ports) == 0 {
@@ -136,8 +137,10 @@ func fromActivation(ctx context.Context, named map[string][]net.Listener, vip co
 // restartHint rebinds the activated sockets after their units changed.
 const restartHint = "systemctl daemon-reload && systemctl restart vipproxy.socket"
 
-// sort files the listeners systemd passed under name into their ports.
-func (s *Set) sort(name string, ls []net.Listener, ports []config.Port) {
+// sort files the listeners systemd passed under name into their ports,
+// noting a socket bound otherwise than vip.reuse_port says: its unit was
+// not rewritten, or not restarted, since the key changed.
+func (s *Set) sort(name string, ls []net.Listener, ports []config.Port, reusePort bool) {
 	for _, l := range ls {
 		i := slices.IndexFunc(ports, func(p config.Port) bool { return p.Port == localPort(l) })
 		if i < 0 {
@@ -149,8 +152,39 @@ func (s *Set) sort(name string, ls []net.Listener, ports []config.Port) {
 		if name != NameVIP && name != p.Name {
 			s.Notes = append(s.Notes, fmt.Sprintf("systemd passed a socket named %q on %s: it serves port %s, whose number it has", name, l.Addr(), p.Name))
 		}
+		if shared, err := reusesPort(l); err == nil && shared != reusePort {
+			s.Notes = append(s.Notes, reusePortNote(name, l, reusePort))
+		}
 		s.Ports[p.Name] = append(s.Ports[p.Name], l)
 	}
+}
+
+// reusePortNote says what a passed socket bound otherwise than
+// vip.reuse_port means, and how to bind it again.
+func reusePortNote(name string, l net.Listener, reusePort bool) string {
+	what := "without SO_REUSEPORT, but vip.reuse_port is true: a listener on every address that shares the port (RKE2's kube-apiserver on *:6443 with permit-port-sharing) cannot bind while it is held"
+	if !reusePort {
+		what = "with SO_REUSEPORT, but vip.reuse_port is false: another listener on the port that sets it too may share it"
+	}
+	return fmt.Sprintf("systemd passed a socket named %q on %s bound %s; run `vipproxy units write && %s` (ReusePort= in the socket units)", name, l.Addr(), what, restartHint)
+}
+
+// reusesPort reports whether l was bound with SO_REUSEPORT.
+func reusesPort(l net.Listener) (bool, error) {
+	sc, ok := l.(syscall.Conn)
+	if !ok {
+		return false, errors.New("not a socket")
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	var v int
+	var serr error
+	if err := raw.Control(func(fd uintptr) { v, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT) }); err != nil {
+		return false, err
+	}
+	return v != 0, serr
 }
 
 func localPort(l net.Listener) uint16 {

@@ -294,3 +294,42 @@ func TestCanBindBothFamilies(t *testing.T) {
 		}
 	}
 }
+
+// A socket systemd passes bound otherwise than vip.reuse_port says (its
+// unit not rewritten or not restarted since the key changed) is served and
+// noted, with the fix: without SO_REUSEPORT it keeps RKE2's apiserver from
+// binding *:6443 beside it.
+func TestActivatedSocketReusePortMismatchNoted(t *testing.T) {
+	ctx := context.Background()
+	vip := netip.MustParseAddr("127.0.0.1")
+	for _, c := range []struct {
+		bound, key bool
+		want       string
+	}{
+		{false, true, "without SO_REUSEPORT, but vip.reuse_port is true"},
+		{true, false, "with SO_REUSEPORT, but vip.reuse_port is false"},
+		{true, true, ""},
+		{false, false, ""},
+	} {
+		ln, err := freeBind(ctx, netip.AddrPortFrom(vip, 0), c.bound)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports := []config.Port{{Name: "api", Port: localPort(ln)}}
+		set, err := fromActivation(ctx, map[string][]net.Listener{"vip": {ln}}, config.VIP{Addresses: []netip.Addr{vip}, ReusePort: c.key}, ports)
+		if err != nil {
+			t.Fatal(err)
+		}
+		notes := strings.Join(set.Notes, "\n")
+		set.Close()
+		if len(set.Ports["api"]) != 1 {
+			t.Errorf("bound with SO_REUSEPORT %v, vip.reuse_port %v: the socket is not served", c.bound, c.key)
+		}
+		switch {
+		case c.want == "" && notes != "":
+			t.Errorf("bound with SO_REUSEPORT %v, vip.reuse_port %v: notes %q, want none", c.bound, c.key, notes)
+		case c.want != "" && (!strings.Contains(notes, c.want) || !strings.Contains(notes, "vipproxy units write")):
+			t.Errorf("bound with SO_REUSEPORT %v, vip.reuse_port %v: notes %q, want %q and the fix", c.bound, c.key, notes, c.want)
+		}
+	}
+}
