@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,6 +34,19 @@ func TestStrayArgumentIsRefused(t *testing.T) {
 	}
 	if written, _ := filepath.Glob(filepath.Join(root, "etc", "*")); len(written) > 0 {
 		t.Errorf("a refused command wrote %v", written)
+	}
+}
+
+// TestUnknownSubcommandIsNamed: a word that is no subcommand of network or
+// units is named before the usage (units printed the usage alone).
+func TestUnknownSubcommandIsNamed(t *testing.T) {
+	for _, args := range [][]string{{"units", "--bogus"}, {"units", "rendr"}, {"network", "--bogus"}, {"network", "aply"}} {
+		var out, errOut bytes.Buffer
+		code := Main(context.Background(), Env{Stdout: &out, Stderr: &errOut, Version: "test"}, args)
+		want := fmt.Sprintf("vipproxy %s: unknown subcommand %q\nusage: vipproxy %s ", args[0], args[1], args[0])
+		if code != ExitUsage || out.Len() != 0 || !strings.HasPrefix(errOut.String(), want) {
+			t.Errorf("vipproxy %s: exit %d (want 2)\nstdout %q\nstderr %q, want it to begin %q", strings.Join(args, " "), code, out.String(), errOut.String(), want)
+		}
 	}
 }
 

@@ -24,6 +24,13 @@ const networkUsage = "usage: vipproxy network " + networkVerbs + " [--config FIL
 	"  check   verify the live link, VIPs and sysctls\n" +
 	"  remove  undo apply"
 
+// unknownSubcommand says that sub is none of cmd's subcommands, and how
+// cmd is used.
+func unknownSubcommand(env Env, cmd, sub, usage string) int {
+	fmt.Fprintf(env.Stderr, "vipproxy %s: unknown subcommand %q\n%s\n", cmd, sub, usage)
+	return ExitUsage
+}
+
 // runNetwork sets up the VIP link and the uplink ARP sysctls; see netcfg.
 func runNetwork(ctx context.Context, env Env, args []string) int {
 	if len(args) == 0 {
@@ -44,8 +51,7 @@ func runNetwork(ctx context.Context, env Env, args []string) int {
 		fs.StringVar(&root, "root", "/", "the files' paths are under this directory instead of /")
 	case "check":
 	default:
-		fmt.Fprintf(env.Stderr, "vipproxy network: unknown subcommand %q\n%s\n", sub, networkUsage)
-		return ExitUsage
+		return unknownSubcommand(env, "network", sub, networkUsage)
 	}
 	if sub == "apply" || sub == "remove" {
 		fs.BoolVar(&useNetlink, "netlink", false, "create/delete the link and addresses with netlink instead of systemd-networkd")

@@ -28,9 +28,12 @@ func runUnits(_ context.Context, env Env, args []string) int {
 		fmt.Fprintln(env.Stdout, unitsUsage)
 		return ExitOK
 	}
-	if len(args) == 0 || args[0] != "render" && args[0] != "write" {
+	if len(args) == 0 {
 		fmt.Fprintln(env.Stderr, unitsUsage)
 		return ExitUsage
+	}
+	if args[0] != "render" && args[0] != "write" {
+		return unknownSubcommand(env, "units", args[0], unitsUsage)
 	}
 	sub := args[0]
 	var path, root string
