@@ -50,6 +50,19 @@ func TestUnknownSubcommandIsNamed(t *testing.T) {
 	}
 }
 
+// TestDiffWithoutOutIsRefused: keepalived and bird --diff compare with
+// --out's file; without one they printed the rendering as if --diff were
+// not there.
+func TestDiffWithoutOutIsRefused(t *testing.T) {
+	for _, cmd := range []string{"keepalived", "bird"} {
+		var out, errOut bytes.Buffer
+		code := Main(context.Background(), Env{Stdout: &out, Stderr: &errOut, Version: "test"}, []string{cmd, "--config", "../../examples/vipproxy.toml", "--diff"})
+		if code != ExitUsage || out.Len() != 0 || !strings.Contains(errOut.String(), "vipproxy "+cmd+": --diff needs --out FILE") {
+			t.Errorf("vipproxy %s --diff: exit %d (want 2)\nstdout %q\nstderr %q", cmd, code, out.String(), errOut.String())
+		}
+	}
+}
+
 // TestEmptyConfigPath: --config "" names the problem (it printed
 // "vipproxy: : read: no such file or directory").
 func TestEmptyConfigPath(t *testing.T) {

@@ -24,9 +24,18 @@ func (c renderCommand) run(env Env, args []string) int {
 	fs := newFlags(env, c.name, &path)
 	fs.StringVar(&out, "out", "", c.outHelp)
 	fs.BoolVar(&diff, "diff", false, "with --out: show what would change in the file and write nothing")
-	cfg, code, ok := parseFlagsAndConfig(env, fs, args)
-	if !ok {
+	if code, ok := parseFlags(env, fs, args); !ok {
 		return code
+	}
+	if diff && out == "" {
+		// Without a file there is nothing to compare with: it printed the
+		// rendering, as if --diff were not there.
+		fmt.Fprintf(env.Stderr, "vipproxy %s: --diff needs --out FILE, the file to compare the rendering with\n", c.name)
+		return ExitUsage
+	}
+	cfg, ok := loadConfig(env, path)
+	if !ok {
+		return ExitUsage
 	}
 	if why := c.refusal(cfg); why != "" {
 		fmt.Fprintf(env.Stderr, "vipproxy %s: %s\n", c.name, why)
