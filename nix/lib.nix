@@ -6,7 +6,8 @@
 # `nix-instantiate --eval` without nixpkgs and compare it with the Go
 # renderer (`vipproxy network render`): one truth, two languages.
 let
-  # The defaults of service/config.Default() that the rendering reads.
+  # The defaults of service/config.Default() that the rendering and the
+  # module's options read (nix/tests/agree.py holds them to Go's).
   defaults = {
     vip = {
       addresses = [ ];

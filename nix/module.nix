@@ -233,6 +233,8 @@ in
         { config, ... }:
         {
         freeformType = settingsFormat.type;
+        # Every default here is lib.nix's (vlib.defaults), which
+        # nix/tests/agree.py holds to service/config.Default().
         options = {
           vip.addresses = lib.mkOption {
             type = lib.types.nonEmptyListOf lib.types.str;
@@ -244,8 +246,8 @@ in
           };
           vip.port = lib.mkOption {
             type = lib.types.nullOr lib.types.port;
-            default = if config.port == [ ] then 6443 else null;
-            defaultText = lib.literalExpression "if port == [ ] then 6443 else null";
+            default = if config.port == [ ] then vlib.defaults.vip.port else null;
+            defaultText = lib.literalExpression "if port == [ ] then ${toString vlib.defaults.vip.port} else null";
             description = "TCP port of the VIP listener (all VIPs share it) when there is no `port` list; null with one (each port names its own).";
           };
           port = lib.mkOption {
@@ -272,7 +274,7 @@ in
               "node-local"
               "bgp"
             ];
-            default = "vrrp";
+            default = vlib.defaults.vip.mode;
             description = ''
               How this node holds the VIP. `vrrp`: a control-plane node;
               keepalived moves the VIP between the nodes, and every node holds
@@ -289,7 +291,7 @@ in
           };
           vip.reuse_port = lib.mkOption {
             type = lib.types.bool;
-            default = false;
+            default = vlib.defaults.vip.reuse_port;
             description = ''
               Bind every VIP listener with `SO_REUSEPORT` (`ReusePort=yes` on
               vipproxy.socket and every vipproxy-port@NAME.socket), sharing the
@@ -307,12 +309,12 @@ in
           };
           network.interface = lib.mkOption {
             type = lib.types.str;
-            default = "dummyvip0";
+            default = vlib.defaults.network.interface;
             description = "The dummy link that holds the VIPs on every node.";
           };
           network.uplinks = lib.mkOption {
             type = lib.types.listOf lib.types.str;
-            default = [ ];
+            default = vlib.defaults.network.uplinks;
             example = [ "eth0" ];
             description = ''
               Interfaces facing the clients. They get `arp_ignore=1` and
@@ -323,12 +325,12 @@ in
           };
           keepalived.router_id = lib.mkOption {
             type = lib.types.ints.between 1 255;
-            default = 51;
+            default = vlib.defaults.keepalived.router_id;
             description = "VRRP virtual_router_id, the same on every node of the cluster.";
           };
           keepalived.priority = lib.mkOption {
             type = lib.types.ints.between 1 254;
-            default = 100;
+            default = vlib.defaults.keepalived.priority;
             description = "This node's VRRP priority; the highest live node holds the VIP.";
           };
         };

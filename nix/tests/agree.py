@@ -4,7 +4,9 @@ same host setup from the same vipproxy TOML file: networkd .netdev/.network,
 sysctl.d, the socket's ListenStream= values and keepalived's VRRP instance,
 or in bgp mode the BIRD file.
 
-usage: agree.py VIPPROXY_BINARY CASE.toml...   (exit 1 on any difference)
+usage: agree.py [--go-defaults DEFAULTS.json] VIPPROXY_BINARY CASE.toml...
+       (exit 1 on any difference; DEFAULTS.json: service/config.Default() as
+       TestWriteAgreeDefaults writes it, held to lib.nix's defaults)
 """
 import json
 import os
@@ -209,15 +211,41 @@ def check_case(binary, case, failures):
     return nix
 
 
+def check_defaults(go_defaults, failures):
+    """lib.nix's defaults (the module's options read them too) are
+    service/config.Default()'s, key by key; Go's TOML leaves an empty
+    list out."""
+    with open(go_defaults) as f:
+        go = json.load(f)
+    nix = json.loads(run("nix-instantiate", "--eval", "--strict", "--json", "-E",
+                         f"(import {os.path.join(HERE, '..', 'lib.nix')}).defaults"))
+    n = 0
+    for table, keys in sorted(nix.items()):
+        for key, value in sorted(keys.items()):
+            want = go.get(table, {}).get(key, [] if value == [] else "<not in Go's defaults>")
+            compare("lib.nix defaults", f"{table}.{key}", want, value, failures)
+            n += 1
+    return n
+
+
 def main(argv):
-    binary, cases = argv[1], argv[2:]
+    args = argv[1:]
     failures = []
+    if args[:1] == ["--go-defaults"]:
+        n = check_defaults(args[1], failures)
+        if not failures:
+            print(f"agree: lib.nix's {n} defaults are service/config's")
+        for f in failures:
+            print("FAIL", f)
+        args = args[2:]
+    binary, cases = args[0], args[1:]
+    failed_defaults = len(failures)
     for case in cases:
         check_case(binary, case, failures)
-    for f in failures:
+    for f in failures[failed_defaults:]:
         print("FAIL", f)
-    print(f"agree: {len(cases) - len({f.split(':')[0] for f in failures})} passed, "
-          f"{len({f.split(':')[0] for f in failures})} failed")
+    failed = {f.split(':')[0] for f in failures[failed_defaults:]}
+    print(f"agree: {len(cases) - len(failed)} passed, {len(failed)} failed")
     return 1 if failures else 0
 
 

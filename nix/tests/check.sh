@@ -68,8 +68,8 @@ print("module: nix/module.nix evaluates with a fake lib; %d expectations hold" %
 # drawn by the Go property test's generator (service/cli/agree_test.go).
 check_agree() {
 	mkdir -p "$scratch/random"
-	VIPPROXY_AGREE_DIR="$scratch/random" go test -count=1 -run '^TestWriteAgreeCases$' ./service/cli >/dev/null
-	python3 nix/tests/agree.py "$1" nix/tests/cases/*.toml "$scratch"/random/*.toml
+	VIPPROXY_AGREE_DIR="$scratch/random" go test -count=1 -run '^TestWriteAgree(Cases|Defaults)$' ./service/cli >/dev/null
+	python3 nix/tests/agree.py --go-defaults "$scratch/random/defaults.json" "$1" nix/tests/cases/*.toml "$scratch"/random/*.toml
 }
 
 # The real nixpkgs lib (never in this repository): $NIXPKGS_LIB, else the

@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/BurntSushi/toml"
 	"github.com/coreos/go-systemd/v22/unit"
 	"golang.org/x/sys/unix"
 
@@ -352,3 +354,29 @@ func TestWriteAgreeCases(t *testing.T) {
 }
 
 const agreeCases = 24
+
+// TestWriteAgreeDefaults writes config.Default() as a TOML file spells it
+// (table, key, value; JSON) to $VIPPROXY_AGREE_DIR/defaults.json, where
+// nix/tests/agree.py holds nix/lib.nix's defaults, which the NixOS
+// module's options also read, to it. Skipped without it.
+func TestWriteAgreeDefaults(t *testing.T) {
+	dir := os.Getenv("VIPPROXY_AGREE_DIR")
+	if dir == "" {
+		t.Skip("VIPPROXY_AGREE_DIR not set (make test-nix sets it)")
+	}
+	var text bytes.Buffer
+	if err := toml.NewEncoder(&text).Encode(config.Default()); err != nil {
+		t.Fatal(err)
+	}
+	var tables map[string]any
+	if _, err := toml.Decode(text.String(), &tables); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "defaults.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
