@@ -113,10 +113,18 @@ let
   # examples/rke2.toml (the API and RKE2's supervisor, 9345, on the VIP),
   # and the RKE2 flags that let it share 6443 and move the supervisor.
   rke2Example = ipv4 // builtins.removeAttrs (builtins.fromTOML (builtins.readFile ../../examples/rke2.toml)) [ "keepalived" ];
-  rke2Sharing = {
-    enable = true;
-    extraFlags = [ "--bind-address=192.0.2.11 --kube-apiserver-arg=permit-port-sharing=true" ];
-  };
+  rke2Sharing = [ "--bind-address=192.0.2.11 --kube-apiserver-arg=permit-port-sharing=true" ];
+  # examples/rke2.toml with vip.reuse_port as given.
+  rke2ReusePort = reuse: rke2Example // { vip = rke2Example.vip // { reuse_port = reuse; }; };
+  # A node with these vipproxy settings and RKE2 started with these flags.
+  rke2Node =
+    settings: flags:
+    node settings {
+      services.rke2 = {
+        enable = true;
+        extraFlags = flags;
+      };
+    };
 
   # A worker-only node: vipproxy on a loopback VIP for its own kubelet.
   nodeLocalSettings = {
@@ -530,7 +538,7 @@ let
       fails = [ "services.rke2.extraFlags" ];
     };
     rke2DefaultFlags = case {
-      modules = [ (node ipv4 { services.rke2.enable = true; }) ];
+      modules = [ (rke2Node ipv4 [ ]) ];
       fails = [ "services.rke2.extraFlags" ];
     };
     # RKE2's --bind-address moves its supervisor only: kube-apiserver stays
@@ -551,7 +559,7 @@ let
     # sockets, the supervisor on the node address: every socket reuses.
     # examples/rke2.toml (vip.reuse_port = true) with the recipe's flags.
     rke2PortSharing = case {
-      modules = [ (node rke2Example { services.rke2 = rke2Sharing; }) ];
+      modules = [ (rke2Node rke2Example rke2Sharing) ];
       check =
         c:
         c.systemd.sockets.vipproxy.socketConfig.ReusePort == "yes"
@@ -560,47 +568,26 @@ let
     };
     # permit-port-sharing alone: vipproxy's sockets still refuse to share.
     rke2PortSharingWithoutReusePort = case {
-      modules = [ (node (rke2Example // { vip = rke2Example.vip // { reuse_port = false; }; }) { services.rke2 = rke2Sharing; }) ];
+      modules = [ (rke2Node (rke2ReusePort false) rke2Sharing) ];
       fails = [ "vip.reuse_port false" ];
     };
     # vip.reuse_port alone: kube-apiserver binds without SO_REUSEPORT.
     rke2ReusePortWithoutPortSharing = case {
-      modules = [
-        (node (rke2Example // { vip = rke2Example.vip // { reuse_port = true; }; }) {
-          services.rke2 = {
-            enable = true;
-            extraFlags = [ "--bind-address=192.0.2.11" ];
-          };
-        })
-      ];
+      modules = [ (rke2Node (rke2ReusePort true) [ "--bind-address=192.0.2.11" ]) ];
       fails = [ "permit-port-sharing unset" ];
     };
     # examples/rke2.toml serves the supervisor's 9345 on the VIP: without
     # --bind-address RKE2's supervisor holds *:9345.
     rke2SupervisorOnVip = case {
-      modules = [
-        (node (rke2Example // { vip = rke2Example.vip // { reuse_port = true; }; }) {
-          services.rke2 = {
-            enable = true;
-            extraFlags = [ "--kube-apiserver-arg=permit-port-sharing=true" ];
-          };
-        })
-      ];
+      modules = [ (rke2Node (rke2ReusePort true) [ "--kube-apiserver-arg=permit-port-sharing=true" ]) ];
       fails = [ "supervisor listens on 0.0.0.0:9345" ];
     };
     rke2SupervisorOnVipDefaultFlags = case {
-      modules = [ (node rke2Example { services.rke2.enable = true; }) ];
+      modules = [ (rke2Node rke2Example [ ]) ];
       fails = [ "0.0.0.0:9345" ];
     };
     rke2ApiserverArg = case {
-      modules = [
-        (node ipv4 {
-          services.rke2 = {
-            enable = true;
-            extraFlags = [ "--kube-apiserver-arg=bind-address=192.0.2.11" ];
-          };
-        })
-      ];
+      modules = [ (rke2Node ipv4 [ "--kube-apiserver-arg=bind-address=192.0.2.11" ]) ];
     };
     # The nodes of the NixOS module VM test (vm-nixos-module), as written.
     vmTestNodeIptables = case {
