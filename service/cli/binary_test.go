@@ -141,7 +141,7 @@ func notifyListener(t *testing.T) (string, func() string) {
 // "ok" to everything, as many do.
 func squatter(t *testing.T, addr string) net.Listener {
 	t.Helper()
-	ln := listen(t, "tcp", addr)
+	ln := listenOn(t, "tcp", addr)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
@@ -231,7 +231,7 @@ func TestAdminStrictEndsTheDaemon(t *testing.T) {
 // When another program listens on every address of the VIP port, the
 // daemon's error and STATUS= name it and the fix.
 func TestVIPPortHeldByWildcardIsNamed(t *testing.T) {
-	ln := listen(t, "tcp4", "0.0.0.0:0")
+	ln := listenOn(t, "tcp4", "0.0.0.0:0")
 	t.Cleanup(func() { ln.Close() })
 	port := ln.Addr().(*net.TCPAddr).Port
 	notifyEnv, statuses := notifyListener(t)

@@ -146,6 +146,13 @@ func parseFlagsAndConfig(env Env, fs *flag.FlagSet, args []string) (cfg *config.
 	return cfg, ExitOK, true
 }
 
+// unknownSubcommand says that sub is none of cmd's subcommands, and how
+// cmd is used.
+func unknownSubcommand(env Env, cmd, sub, usage string) int {
+	fmt.Fprintf(env.Stderr, "vipproxy %s: unknown subcommand %q\n%s\n", cmd, sub, usage)
+	return ExitUsage
+}
+
 func flagUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "usage: %s [flags]\nflags:\n", fs.Name())
 	prev := fs.Output()

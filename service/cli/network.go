@@ -24,13 +24,6 @@ const networkUsage = "usage: vipproxy network " + networkVerbs + " [--config FIL
 	"  check   verify the live link, VIPs and sysctls\n" +
 	"  remove  undo apply"
 
-// unknownSubcommand says that sub is none of cmd's subcommands, and how
-// cmd is used.
-func unknownSubcommand(env Env, cmd, sub, usage string) int {
-	fmt.Fprintf(env.Stderr, "vipproxy %s: unknown subcommand %q\n%s\n", cmd, sub, usage)
-	return ExitUsage
-}
-
 // runNetwork sets up the VIP link and the uplink ARP sysctls; see netcfg.
 func runNetwork(ctx context.Context, env Env, args []string) int {
 	if len(args) == 0 {

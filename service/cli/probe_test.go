@@ -30,7 +30,7 @@ func serveReadyz(t *testing.T, ln net.Listener, code int) {
 }
 
 // listen opens a listener or fails the test.
-func listen(t *testing.T, network, addr string) net.Listener {
+func listenOn(t *testing.T, network, addr string) net.Listener {
 	t.Helper()
 	ln, err := net.Listen(network, addr)
 	if err != nil {
@@ -40,13 +40,13 @@ func listen(t *testing.T, network, addr string) net.Listener {
 }
 
 func TestProbeAnswers(t *testing.T) {
-	ready := listen(t, "tcp", "127.0.0.1:0")
+	ready := listenOn(t, "tcp", "127.0.0.1:0")
 	serveReadyz(t, ready, http.StatusOK)
-	notReady := listen(t, "tcp", "127.0.0.1:0")
+	notReady := listenOn(t, "tcp", "127.0.0.1:0")
 	serveReadyz(t, notReady, http.StatusServiceUnavailable)
 	sock := filepath.Join(t.TempDir(), "admin.sock")
-	serveReadyz(t, listen(t, "unix", sock), http.StatusOK)
-	closed := listen(t, "tcp", "127.0.0.1:0")
+	serveReadyz(t, listenOn(t, "unix", sock), http.StatusOK)
+	closed := listenOn(t, "tcp", "127.0.0.1:0")
 	closedAddr := closed.Addr().String()
 	closed.Close()
 
@@ -91,7 +91,7 @@ func TestProbeTimesOut(t *testing.T) {
 // asks that next, before admin.listen.
 func TestProbeFallsBackToTheControlSocket(t *testing.T) {
 	runDir := t.TempDir()
-	serveReadyz(t, listen(t, "unix", filepath.Join(runDir, "control.sock")), http.StatusOK)
+	serveReadyz(t, listenOn(t, "unix", filepath.Join(runDir, "control.sock")), http.StatusOK)
 	t.Setenv("RUNTIME_DIRECTORY", runDir)
 	var out, errOut bytes.Buffer
 	code := Main(context.Background(), Env{Stdout: &out, Stderr: &errOut}, []string{"probe", "--admin", "127.0.0.1:1", "--timeout", "5s"})

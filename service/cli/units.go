@@ -8,6 +8,7 @@ import (
 
 	"github.com/vipproxy/vipproxy/service/atomicfile"
 	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/listen"
 	"github.com/vipproxy/vipproxy/service/units"
 )
 
@@ -17,10 +18,8 @@ const unitsUsage = "usage: vipproxy units render|write [--config FILE] [--root D
 	"  write   write them and remove those of ports the config no longer has\n" +
 	"          (--diff: show what would change, write nothing)"
 
-// RestartSocketHint is what to run after the socket's listeners changed:
-// systemd binds a socket unit's listeners only when the unit starts, and
-// neither daemon-reload nor a restart of vipproxy.service rebinds them.
-const RestartSocketHint = "systemctl daemon-reload && systemctl restart vipproxy.socket"
+// RestartSocketHint is what to run after the socket's listeners changed.
+const RestartSocketHint = listen.RestartHint
 
 // runUnits prints (render) or writes (write) the vipproxy.socket drop-in.
 func runUnits(_ context.Context, env Env, args []string) int {

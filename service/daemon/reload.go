@@ -245,4 +245,4 @@ func (d *Daemon) statusLine() string {
 
 // rebindHint is how the VIP listeners are bound again after a change only
 // a new bind applies.
-const rebindHint = "under systemd run `vipproxy units write && systemctl daemon-reload && systemctl restart vipproxy.socket` (the socket binds the VIP only when it starts; on NixOS `systemctl restart vipproxy.socket` after nixos-rebuild switch, which never restarts socket units)"
+const rebindHint = "under systemd run `vipproxy units write && " + listen.RestartHint + "` (the socket binds the VIP only when it starts; on NixOS `systemctl restart vipproxy.socket` after nixos-rebuild switch, which never restarts socket units)"

@@ -129,13 +129,15 @@ func fromActivation(ctx context.Context, named map[string][]net.Listener, vip co
 			return nil, fmt.Errorf("port %s: systemd passed no socket for it and: %w", p.Name, err)
 		}
 		set.Ports[p.Name] = ls
-		set.Notes = append(set.Notes, fmt.Sprintf("port %s (%d): systemd passed no socket for it; listening on our own until `vipproxy units write && %s`", p.Name, p.Port, restartHint))
+		set.Notes = append(set.Notes, fmt.Sprintf("port %s (%d): systemd passed no socket for it; listening on our own until `vipproxy units write && %s`", p.Name, p.Port, RestartHint))
 	}
 	return set, nil
 }
 
-// restartHint rebinds the activated sockets after their units changed.
-const restartHint = "systemctl daemon-reload && systemctl restart vipproxy.socket"
+// RestartHint rebinds the activated sockets after their units changed:
+// systemd binds a socket unit's listeners only when the unit starts, and
+// neither daemon-reload nor a restart of vipproxy.service rebinds them.
+const RestartHint = "systemctl daemon-reload && systemctl restart vipproxy.socket"
 
 // sort files the listeners systemd passed under name into their ports,
 // noting a socket bound otherwise than vip.reuse_port says: its unit was
@@ -144,7 +146,7 @@ func (s *Set) sort(name string, ls []net.Listener, ports []config.Port, reusePor
 	for _, l := range ls {
 		i := slices.IndexFunc(ports, func(p config.Port) bool { return p.Port == localPort(l) })
 		if i < 0 {
-			s.Notes = append(s.Notes, fmt.Sprintf("systemd passed a socket named %q on %s, which is no configured port: not served (stop its socket unit, or run `vipproxy units write && %s`)", name, l.Addr(), restartHint))
+			s.Notes = append(s.Notes, fmt.Sprintf("systemd passed a socket named %q on %s, which is no configured port: not served (stop its socket unit, or run `vipproxy units write && %s`)", name, l.Addr(), RestartHint))
 			l.Close()
 			continue
 		}
@@ -166,7 +168,7 @@ func reusePortNote(name string, l net.Listener, reusePort bool) string {
 	if !reusePort {
 		what = "with SO_REUSEPORT, but vip.reuse_port is false: another listener on the port that sets it too may share it"
 	}
-	return fmt.Sprintf("systemd passed a socket named %q on %s bound %s; run `vipproxy units write && %s` (ReusePort= in the socket units)", name, l.Addr(), what, restartHint)
+	return fmt.Sprintf("systemd passed a socket named %q on %s bound %s; run `vipproxy units write && %s` (ReusePort= in the socket units)", name, l.Addr(), what, RestartHint)
 }
 
 // reusesPort reports whether l was bound with SO_REUSEPORT.
