@@ -29,7 +29,7 @@ func serveReadyz(t *testing.T, ln net.Listener, code int) {
 	t.Cleanup(func() { srv.Close() })
 }
 
-// listen opens a listener or fails the test.
+// listenOn opens a listener or fails the test.
 func listenOn(t *testing.T, network, addr string) net.Listener {
 	t.Helper()
 	ln, err := net.Listen(network, addr)
