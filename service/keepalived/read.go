@@ -205,7 +205,7 @@ func (r *reader) process(file string, num int, text string, depth int) error {
 		if strings.HasPrefix(text, "~") || !strings.Contains(text, "$") {
 			break
 		}
-		replaced, extra, changed, err := r.substitute(file, text)
+		replaced, extra, changed, err := r.substitute(file, text, maxLineLen)
 		if err != nil {
 			return err
 		}
@@ -294,13 +294,17 @@ func (r *reader) endDefinition() {
 
 // substitute replaces each defined $NAME (followed by a space, tab, comma,
 // ")" or the end of the line) and ${NAME}, scanning on from the start of
-// each value as keepalived does. A multiline definition is substituted
-// only where it ends the line: its first line takes the name's place and
-// its other lines are returned, to be read after this one. A substitution
-// that would overflow keepalived's line buffer ends the pass as not
-// changed, the line as far as it got, its other lines dropped, as there.
-func (r *reader) substitute(file, text string) (string, []string, bool, error) {
-	var more []string
+// each value as keepalived does (replace_param). A multiline definition is
+// substituted only where it ends the line: its first line takes the name's
+// place and its other lines are returned, to be read after this one. A
+// substitution that would overflow keepalived's buffer, of size bufLen
+// (a line's, or add_seq's for the numbers of a ~SEQ), ends the pass as not
+// changed, the text as far as it got, its other lines dropped, as there.
+func (r *reader) substitute(file, text string, bufLen int) (string, []string, bool, error) {
+	// The other lines of each multiline definition substituted, the
+	// latest read first (keepalived's multiline_stack); kept in the order
+	// substituted, as prepending each made reading quadratic.
+	var pending [][]string
 	changed := false
 	for i := 0; i < len(text); {
 		at := strings.IndexByte(text[i:], '$')
@@ -322,18 +326,22 @@ func (r *reader) substitute(file, text string) (string, []string, bool, error) {
 			first, after, _ := strings.Cut(value, "\n")
 			value, rest = first, strings.Split(after, "\n")
 		}
-		if len(text)-len(ref)-1+len(value) >= maxLineLen {
+		if len(text)-len(ref)-1+len(value) >= bufLen {
 			return text, nil, false, nil
 		}
 		if r.substitutions++; r.substitutions > maxSubstitutions {
 			return "", nil, false, fmt.Errorf("parameter substitution does not end (over %d substitutions; keepalived would not finish reading)", maxSubstitutions)
 		}
-		more = append(rest, more...)
+		pending = append(pending, rest)
 		text = text[:i] + value + text[i+1+len(ref):]
 		changed = true
 		if strings.HasPrefix(strings.TrimLeft(value, " \t"), "~") {
 			break
 		}
+	}
+	var more []string
+	for i := len(pending) - 1; i >= 0; i-- {
+		more = append(more, pending[i]...)
 	}
 	return text, more, changed, nil
 }
