@@ -2,11 +2,13 @@ package keepalived
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/internal/testutil/testconfig"
@@ -396,6 +398,7 @@ func FuzzRead(f *testing.F) {
 		}
 	}
 	f.Add("$A=$A\n$A ${A} $B\n@x $B=\\\n$B\n\n$B\ninclude keepalived.conf\n")
+	f.Add("~SEQ(i, 1, 1, 1000000000) $i\n~SEQx(j 3) ~LST({a,b}, {1,2}, 3) $a$b$j\n$S=~SEQ(i, 2) $S\n$S\n~LST(v)\n")
 	cfg := testconfig.WithBackend(f, "192.168.1.1:6443", goldenCases["dual-stack"]...)
 	f.Fuzz(func(t *testing.T, text string) {
 		path := writeConf(t, t.TempDir(), "keepalived.conf", text)
@@ -406,4 +409,88 @@ func FuzzRead(f *testing.F) {
 		c.CheckTracksProbe(cfg)
 		c.CheckVIPReachable(cfg)
 	})
+}
+
+// TestReadSeqLst holds the lines ~SEQ and ~LST generate to those keepalived
+// 2.2.7 reads (lib/parser.c: add_seq, add_lst, read_line), each statement
+// its line number and words, for config id "h".
+func TestReadSeqLst(t *testing.T) {
+	for _, c := range []struct {
+		name, text string
+		want       []string
+	}{
+		{"to END from 1", "~SEQ(i, 3) a $i", []string{"1 a 1", "1 a 2", "1 a 3"}},
+		{"to END 0 from 1", "~SEQ(i, 0) a $i", []string{"1 a 1", "1 a 0"}},
+		{"to a negative END from -1", "~SEQ(i, -2) a $i", []string{"1 a -1", "1 a -2"}},
+		{"START to END, down", "~SEQ(i, 5, 3) a $i", []string{"1 a 5", "1 a 4", "1 a 3"}},
+		{"by STEP", "~SEQ(i, 1, 3, 8) a $i", []string{"1 a 1", "1 a 4", "1 a 7"}},
+		{"by a negative STEP", "~SEQ(i, 8, -3, 1) a $i", []string{"1 a 8", "1 a 5", "1 a 2"}},
+		{"START is END", "~SEQ(i, 2, 5, 2) a $i", []string{"1 a 2"}},
+		{"STEP 0", "~SEQ(i, 1, 0, 3) a $i\nb", []string{"2 b"}},
+		{"STEP away from END", "~SEQ(i, 1, -1, 3) a $i\n~SEQ(i, 3, 1, 1) a $i\nb", []string{"3 b"}},
+		{"hexadecimal", "~SEQx(i, 9, 3, 15) a $i", []string{"1 a 9", "1 a c", "1 a f"}},
+		{"hexadecimal, negative", "~SEQx(i, -1, 1, 3) a $i\nb", []string{"2 b"}},
+		{"numbers as C reads them", "~SEQ(i, 010, 0x0a) a $i\n~SEQ(i, +1, -1, -1) b $i", []string{"1 a 8", "1 a 9", "1 a 10", "2 b 1", "2 b 0", "2 b -1"}},
+		{"not an octal number", "~SEQ(i, 08) a $i\nb", []string{"2 b"}},
+		{"anything for the comma after the name", "~SEQ(i 5) a $i", []string{"1 a 1", "1 a 0"}},
+		{"blanks", "~SEQ ( i , 2 , 3 )   a $i\n~SEQx (i, 1) b $i", []string{"1 a 2", "1 a 3", "2 b 1"}},
+		{"malformed", "~SEQ x(i, 1) a\n~SEQ i, 3) a\n~SEQ(i, 3 a $i\n~SEQ(, 3) a\n~SEQ(i) a\n~SEQUENCE(i, 3) a\nb", []string{"7 b"}},
+		{"numbers substituted", "$N=2, 3\n~SEQ(i, $N) a $i", []string{"2 a 2", "2 a 3"}},
+		{"numbers filling add_seq's buffer", "~SEQ(i, " + strings.Repeat("0", 61) + "2) a $i", []string{"1 a 1", "1 a 2"}},
+		{"numbers past add_seq's buffer", "~SEQ(i, " + strings.Repeat("0", 62) + "2) a $i\nb", []string{"2 b"}},
+		{"a substitution past add_seq's buffer", "$N=" + strings.Repeat("0", 62) + "2\n~SEQ(i, $N) a $i\nb", []string{"3 b"}},
+		{"the variable kept after", "~SEQ(i, 2) a $i\nb $i", []string{"1 a 1", "1 a 2", "2 b 2"}},
+		{"nested", "~SEQ(i, 2) ~SEQ(j, $i, 2) ${i}.$j", []string{"1 1.1", "1 1.2", "1 2.2"}},
+		{"conditional lines", "@h ~SEQ(i, 1) a $i\n@x ~SEQ(i, 1) b $i\n~SEQ(i, 2) @h c $i\n~SEQ(i, 2) @^h d $i", []string{"1 a 1", "3 c 1", "3 c 2"}},
+		{"from a parameter", "$S=~SEQ(i, 2) a $i\n$S", []string{"2 a 1", "2 a 2"}},
+		{"from a parameter, nothing to substitute after", "$S=~SEQ(i, 2) a b\n$S", []string{"2 ~SEQ(i, 2) a b"}},
+		{"defining", "~LST(n, a, b) $X=$n\n$X", []string{"2 b"}},
+		{"in a multiline definition", "$M= \\\n~SEQ(i, 2) a $i \\\nb\n\n$M", []string{"5 a 1", "5 a 2", "5 b"}},
+		{"of a multiline definition", "$M= \\\nx $i \\\ny $i\n\n~SEQ(i, 2) $M", []string{"5 x 1", "5 y 1", "5 x 2", "5 y 2"}},
+		{"a list", "~LST(v, a, b, c) x $v", []string{"1 x a", "1 x b", "1 x c"}},
+		{"a list of sets", "~LST({a,b}, {1,2}, {3}, 4) x $a $b", []string{"1 x 1 2", "1 x 3", "1 x 4"}},
+		{"a list with blanks", "~LST( { a , b } , { 1 , 2 } , 3 )  x $a $b", []string{"1 x 1 2", "1 x 3"}},
+		{"a list with a blank value", "~LST(v, , b) x ${v}y", []string{"1 x y", "1 x by"}},
+		{"a list malformed", "~LST(v) x\n~LST v, a) x\n~LST({a,b}, {1,2) x\n~LST({a}, {1,2}) x\n~LST(v, {a, b}) x\nb", []string{"6 b"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lines, err := readLines(writeConf(t, t.TempDir(), "keepalived.conf", c.text+"\n"), "h")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, l := range lines {
+				got = append(got, fmt.Sprintf("%d %s", l.num, strings.Join(l.words, " ")))
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("read\n%s\nas %q, want %q", c.text, got, c.want)
+			}
+		})
+	}
+}
+
+// TestSeqEnds: keepalived reads a sequence of a billion lines, or one that
+// wraps past the largest long, to its end; reading it must end, with an
+// error naming the line. So must reading what vipproxy does not follow,
+// ~SEQ and ~LST with a malformed ~LST (checkLstCount).
+func TestSeqEnds(t *testing.T) {
+	for _, c := range []struct{ text, want string }{
+		{"~SEQ(i, 1, 1, 1000000000) a $i", "keepalived.conf:2: ~SEQ(i, 1, 1, 1000000000) generates over"},
+		{"~SEQ(i, 99999999999999999999) a", "keepalived.conf:2: ~SEQ(i, 99999999999999999999) generates over"},
+		{"~SEQ(i, 9223372036854775806, 1, 9223372036854775807) a", "generates over"},
+		{"~SEQ(i, 200) ~SEQ(j, 200) a $i $j", "keepalived.conf:2: ~SEQ(j, 200) generates over"},
+		{"$S=~SEQ(i, 2) $S\n$S", "deeper than"},
+		// keepalived generates the ~SEQ after the malformed ~LST, not before.
+		{"~SEQ(i, 2) a $i\n~LST(v) x", "keepalived.conf:3: malformed ~LST"},
+		{"~LSTx\n~LST(v, a) x", "keepalived.conf:2: malformed ~LST"},
+	} {
+		start := time.Now()
+		_, err := readLines(writeConf(t, t.TempDir(), "keepalived.conf", "a\n"+c.text+"\n"), "h")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: got %v, want an error containing %q", c.text, err, c.want)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%q: took %v", c.text, d)
+		}
+	}
 }

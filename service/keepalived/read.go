@@ -11,12 +11,18 @@ import (
 
 // This file reads a keepalived configuration the way keepalived 2.2.7's
 // parser does before it looks at a keyword (lib/parser.c: read_line,
-// decomment, check_include, check_definition, replace_param,
-// alloc_strvec_r), so that the checks see the statements keepalived sees:
-// long lines in pieces, comments that are not inside double quotes, the include variants,
-// conditional lines (@id, @^id) and parameter substitution ($NAME=value,
-// multiline definitions, $NAME and ${NAME}). Not read: ~SEQ and ~LST lines
-// (skipped) and ${_RANDOM}, left as written.
+// decomment, check_include, check_definition, replace_param, add_seq,
+// add_lst, alloc_strvec_r), so that the checks see the statements
+// keepalived sees: long lines in pieces, comments that are not inside
+// double quotes, the include variants, conditional lines (@id, @^id),
+// parameter substitution ($NAME=value, multiline definitions, $NAME and
+// ${NAME}) and the lines ~SEQ and ~LST generate (seq.go). Not read:
+// ${_RANDOM}, left as written, and an include line that a condition, a
+// substitution, ~SEQ or ~LST makes (keepalived follows it, the includes of
+// a ~SEQ last first). Refused, as vipproxy does not follow keepalived
+// there: substitution that does not end, more than maxGeneratedLines
+// generated lines, and ~SEQ or ~LST lines with a malformed ~LST
+// (checkLstCount).
 
 // maxIncludeDepth stops include loops (a file including itself).
 const maxIncludeDepth = 8
@@ -29,10 +35,13 @@ const maxLineLen = 1024
 // maxSubstitutions bounds the parameter substitutions in reading one
 // configuration: keepalived loops for ever on "$A=$A" (the value replaces
 // the name in place, forever), and multiline definitions that bring
-// themselves back grow without end.
-const maxSubstitutions = 10000
+// themselves back grow without end. It leaves room for a few in each line
+// ~SEQ and ~LST may generate (maxGeneratedLines), so that a sequence too
+// long is reported as that.
+const maxSubstitutions = 10 * maxGeneratedLines
 
-// maxExpansionDepth bounds multiline definitions expanding each other.
+// maxExpansionDepth bounds multiline definitions, ~SEQ and ~LST lines
+// expanding each other.
 const maxExpansionDepth = 32
 
 type line struct {
@@ -50,6 +59,12 @@ type reader struct {
 	out      []line
 	// substitutions made so far, bounded by maxSubstitutions.
 	substitutions int
+	// lines ~SEQ and ~LST generated so far, bounded by maxGeneratedLines.
+	generated int
+	// well-formed ~SEQ and ~LST lines read, and where the first malformed
+	// ~LST is, if any (checkLstCount).
+	generators   int
+	malformedLst string
 }
 
 type definition struct {
@@ -71,6 +86,9 @@ func readLines(path, id string) ([]line, error) {
 		"_BANG":     {value: "!"},
 	}}
 	if err := r.readFile(path, 0); err != nil {
+		return nil, err
+	}
+	if err := r.checkLstCount(); err != nil {
 		return nil, err
 	}
 	return r.out, nil
@@ -190,16 +208,21 @@ func (r *reader) process(file string, num int, text string, depth int) error {
 		return nil
 	}
 	if depth > maxExpansionDepth {
-		return fmt.Errorf("multiline definitions expand each other deeper than %d", maxExpansionDepth)
+		return fmt.Errorf("multiline definitions, ~SEQ and ~LST lines expand each other deeper than %d", maxExpansionDepth)
 	}
 	var more []string
+	generator := ""
 	for {
 		var ok bool
 		if text, ok = r.condition(text); !ok {
 			break
 		}
-		if r.define(text) || strings.HasPrefix(text, "~SEQ") || strings.HasPrefix(text, "~LST") {
+		if r.define(text) {
 			text = ""
+			break
+		}
+		if strings.HasPrefix(text, "~SEQ") || strings.HasPrefix(text, "~LST") {
+			generator, text = text, ""
 			break
 		}
 		if strings.HasPrefix(text, "~") || !strings.Contains(text, "$") {
@@ -220,6 +243,13 @@ func (r *reader) process(file string, num int, text string, depth int) error {
 	}
 	if ws := words(text); len(ws) > 0 {
 		r.out = append(r.out, line{file, num, ws})
+	}
+	// keepalived reads the generated lines before the rest of a multiline
+	// definition (read_line: seq_list_count > multiline_seq_depth).
+	if generator != "" {
+		if err := r.generate(file, num, generator, depth); err != nil {
+			return err
+		}
 	}
 	for _, l := range more {
 		if l == "" {
