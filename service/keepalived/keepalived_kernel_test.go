@@ -165,17 +165,44 @@ func TestHoldersReadAsKeepalivedReads(t *testing.T) {
 	})
 }
 
+// TestSeqLstReadAsKeepalivedReads: old_vip's virtual IPs in keepalived's
+// dump list 192.168.1.100 exactly when the form, generating them with ~SEQ
+// and ~LST, says it holds the VIP, the verdict
+// TestCheckOtherHoldersGenerated holds CheckOtherHolders to.
+// Each form is also read as vipproxy reads it, beside keepalived's dump.
+func TestSeqLstReadAsKeepalivedReads(t *testing.T) {
+	listed := regexp.MustCompile(`\s192\.168\.1\.100[/ ]`)
+	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
+	generating.dumpBeside(t, func(dump string) bool {
+		return listed.MatchString(dump[strings.Index(dump, "VRRP Instance = old_vip"):])
+	}, func(t *testing.T, text string) bool {
+		return readAndCheck(cfg, writeConf(t, t.TempDir(), "keepalived.conf", text), (*Conf).CheckOtherHolders) != nil
+	})
+}
+
 // dump starts keepalived on each form with its configuration dump (-d)
 // and holds found, read from the dump of its one vrrp_instance, to the
 // form's. The forms go side by side, each in a namespace of its own: a
 // keepalived takes a second to stop, the dump a tenth of one.
 func (ft formTable) dump(t *testing.T, found func(dump string) bool) {
+	ft.dumpBeside(t, found, nil)
+}
+
+// dumpBeside is dump, and holds what read finds in each whole form, unless
+// read is nil, to what keepalived's dump says: the reader and keepalived
+// side by side on the same file.
+func (ft formTable) dumpBeside(t *testing.T, found func(dump string) bool, read func(t *testing.T, text string) bool) {
 	for i, f := range ft.forms {
 		t.Run(fmt.Sprintf("form%d", i), func(t *testing.T) {
 			t.Parallel()
-			dump := instanceDump(t, keepalivedNS(t), ft.whole(f.text))
-			if got := found(dump); got != f.found {
+			text := ft.whole(f.text)
+			dump := instanceDump(t, keepalivedNS(t), text)
+			got := found(dump)
+			if got != f.found {
 				t.Errorf("%s: keepalived's dump says %s: %v, the form says %v\n%s", f.name, ft.what, got, f.found, dump)
+			}
+			if read != nil && read(t, text) != got {
+				t.Errorf("%s: keepalived's dump says %s: %v, vipproxy's reading %v\n%s", f.name, ft.what, got, !got, text)
 			}
 		})
 	}
