@@ -513,6 +513,7 @@ func TestSeqEnds(t *testing.T) {
 		{"~SEQ(i, 9223372036854775806, 1, 9223372036854775807) a", "generates over"},
 		{"~SEQ(i, 200) ~SEQ(j, 200) a $i $j", "keepalived.conf:2: ~SEQ(j, 200) generates over"},
 		{"$S=~SEQ(i, 2) $S\n$S", "deeper than"},
+		{"$M= \\\n" + strings.Repeat("x \\\n", 50) + "y\n\n~SEQ(i, 1000) $M", "keepalived.conf:55: multiline definitions, with the ~SEQ and ~LST before them, generate over"},
 		// keepalived generates the ~SEQ after the malformed ~LST, not before.
 		{"~SEQ(i, 2) a $i\n~LST(v) x", "keepalived.conf:3: malformed ~LST"},
 		{"~LSTx\n~LST(v, a) x", "keepalived.conf:2: malformed ~LST"},

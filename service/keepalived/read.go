@@ -21,8 +21,8 @@ import (
 // substitution, ~SEQ or ~LST makes (keepalived follows it, the includes of
 // a ~SEQ last first). Refused, as vipproxy does not follow keepalived
 // there: substitution that does not end, more than maxGeneratedLines
-// generated lines, and ~SEQ or ~LST lines with a malformed ~LST
-// (checkLstCount).
+// lines generated (by ~SEQ, ~LST and multiline definitions), and ~SEQ or
+// ~LST lines beside a malformed ~LST (checkLstCount).
 
 // maxIncludeDepth stops include loops (a file including itself).
 const maxIncludeDepth = 8
@@ -36,8 +36,8 @@ const maxLineLen = 1024
 // configuration: keepalived loops for ever on "$A=$A" (the value replaces
 // the name in place, forever), and multiline definitions that bring
 // themselves back grow without end. It leaves room for a few in each line
-// ~SEQ and ~LST may generate (maxGeneratedLines), so that a sequence too
-// long is reported as that.
+// ~SEQ, ~LST and multiline definitions may generate (maxGeneratedLines),
+// so that a sequence too long is reported as that.
 const maxSubstitutions = 10 * maxGeneratedLines
 
 // maxExpansionDepth bounds multiline definitions, ~SEQ and ~LST lines
@@ -59,7 +59,8 @@ type reader struct {
 	out      []line
 	// substitutions made so far, bounded by maxSubstitutions.
 	substitutions int
-	// lines ~SEQ and ~LST generated so far, bounded by maxGeneratedLines.
+	// lines ~SEQ, ~LST and multiline definitions generated so far,
+	// bounded by maxGeneratedLines.
 	generated int
 	// well-formed ~SEQ and ~LST lines read, and where the first malformed
 	// ~LST is, if any (checkLstCount).
@@ -254,6 +255,9 @@ func (r *reader) process(file string, num int, text string, depth int) error {
 	for _, l := range more {
 		if l == "" {
 			continue
+		}
+		if !r.countGenerated() {
+			return fmt.Errorf("multiline definitions, with the ~SEQ and ~LST before them, generate over %d lines (vipproxy reads no more)", maxGeneratedLines)
 		}
 		if err := r.process(file, num, l, depth+1); err != nil {
 			return err

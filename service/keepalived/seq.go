@@ -17,9 +17,10 @@ import (
 // the file, the definitions kept after it: it may be a ~SEQ or ~LST of its
 // own, nested within, or a definition, or a conditional line.
 
-// maxGeneratedLines bounds the lines ~SEQ and ~LST generate in reading
-// one configuration: keepalived would read ~SEQ(i, 1, 1, 1000000000) to
-// its end, a billion lines.
+// maxGeneratedLines bounds the lines ~SEQ, ~LST and multiline
+// definitions generate in reading one configuration: keepalived would read
+// ~SEQ(i, 1, 1, 1000000000) to its end, a billion lines, and a ~SEQ of
+// multiline definitions multiplies their lines.
 const maxGeneratedLines = 10000
 
 // seqParamsLen is add_seq's buffer for the numbers of a ~SEQ, substituted
@@ -49,8 +50,8 @@ func (r *reader) generate(file string, num int, text string, depth int) error {
 	}
 	r.generators++
 	for values := range g.values {
-		if r.generated++; r.generated > maxGeneratedLines {
-			return fmt.Errorf("%s generates over %d lines, with the ~SEQ and ~LST before it (keepalived would read them all; vipproxy reads no more)", spec(text), maxGeneratedLines)
+		if !r.countGenerated() {
+			return fmt.Errorf("%s generates over %d lines, with the ~SEQ, ~LST and multiline definitions before it (keepalived would read them all; vipproxy reads no more)", spec(text), maxGeneratedLines)
 		}
 		for i, name := range g.vars {
 			r.set(name, values[i])
@@ -75,6 +76,13 @@ func (r *reader) checkLstCount() error {
 		return nil
 	}
 	return fmt.Errorf("%s: malformed ~LST: keepalived then miscounts its ~SEQ and ~LST lines and generates them out of place or not at all, which vipproxy does not follow; correct the ~LST", r.malformedLst)
+}
+
+// countGenerated counts a line that a ~SEQ, ~LST or multiline definition
+// generates: false past maxGeneratedLines.
+func (r *reader) countGenerated() bool {
+	r.generated++
+	return r.generated <= maxGeneratedLines
 }
 
 // spec is a ~SEQ or ~LST line up to its ")", for errors.
