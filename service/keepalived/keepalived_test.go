@@ -528,3 +528,73 @@ func TestSeqEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestReadIncludes holds the includes read to those keepalived 2.2.7's
+// VRRP and checker processes read (lib/parser.c: read_line, check_include,
+// and the copy of the configuration they read), each statement its file,
+// line number and words, for config id "h": parameters substituted in an
+// include line first, includes made by conditions, parameters, ~SEQ and
+// ~LST refused (madeInclude), as are multiline definitions around them.
+func TestReadIncludes(t *testing.T) {
+	files := map[string]string{
+		"a.conf":     "a1\na2",
+		"b.conf":     "b1",
+		"sub/a.conf": "sub a1\ninclude b.conf",
+		"sub/b.conf": "sub b1",
+		"h.conf":     "h1", // include ${_INSTANCE}.conf
+	}
+	for _, c := range []struct {
+		name, text string
+		want       []string // statements read, or
+		err        string   // an error wanted, with its file and line
+	}{
+		{"plain", "x\ninclude a.conf\ny", []string{"keepalived.conf:1 x", "a.conf:1 a1", "a.conf:2 a2", "keepalived.conf:3 y"}, ""},
+		{"relative to the including file", "include sub/a.conf", []string{"sub/a.conf:1 sub a1", "sub/b.conf:1 sub b1"}, ""},
+		{"a parameter", "$D=sub\ninclude ${D}/a.conf", []string{"sub/a.conf:1 sub a1", "sub/b.conf:1 sub b1"}, ""},
+		{"a parameter in braces, globbed", "$F=a\ninclude ${F}*.conf", []string{"a.conf:1 a1", "a.conf:2 a2"}, ""},
+		{"parameters within parameters", "$F=${G}\n$G=b\nincludew ${F}.conf", []string{"b.conf:1 b1"}, ""},
+		{"a definition for this id", "@h $F=a\n@^h $F=b\ninclude ${F}.conf", []string{"a.conf:1 a1", "a.conf:2 a2"}, ""},
+		{"a definition for another id", "@x $F=a\n@^x $F=b\ninclude ${F}.conf", []string{"b.conf:1 b1"}, ""},
+		{"the config id", "include ${_INSTANCE}.conf", []string{"h.conf:1 h1"}, ""},
+		{"a parameter not ended", "$D=sub\ninclude $D/a.conf", nil, ""},
+		{"a comment after the parameter", "$F=b.conf\ninclude $F # a.conf", []string{"b.conf:1 b1"}, ""},
+		{"a loop through a parameter", "$S=keepalived.conf\ninclude $S", nil, "nested deeper"},
+		{"for another id", "x\n@x include a.conf\n@^h include a.conf", []string{"keepalived.conf:1 x"}, ""},
+		{"globbed, for another id", "x\n@x include *.conf", []string{"keepalived.conf:1 x"}, ""},
+		{"for this id", "x\n@h include a.conf", nil, `keepalived.conf:2: "include a.conf" is an include made by`},
+		{"for any id but another", "@^x includer a.conf", nil, `keepalived.conf:1: "includer a.conf" is an include made by`},
+		{"globbed, for this id", "@h include *.conf", nil, "keepalived.conf:1: \"include *.conf\" is an include made by"},
+		{"made by a parameter", "$I=include a.conf\n$I", nil, `keepalived.conf:2: "include a.conf" is an include made by`},
+		{"made by a parameter for this id", "@h $I=include a.conf\n@h $I", nil, "keepalived.conf:2: \"include a.conf\" is an include made by"},
+		{"made by ~SEQ", "~SEQ(i, 2) include sub/${i}.conf", nil, "keepalived.conf:1: \"include sub/1.conf\" is an include made by"},
+		{"made by ~LST", "~LST(f, b, a) include ${f}.conf", nil, "keepalived.conf:1: \"include b.conf\" is an include made by"},
+		{"made by a multiline definition", "$M= \\\nx \\\n@h include a.conf\n\n$M", nil, "keepalived.conf:5: \"include a.conf\" is an include made by"},
+		{"within a multiline definition", "$M= \\\nx \\\ninclude a.conf \\\ny\n\n$M", nil, "keepalived.conf:3: an include line within a multiline definition"},
+		{"using a multiline definition", "$M= \\\na.conf \\\ny\n\ninclude $M", nil, `keepalived.conf:5: "include a.conf": a multiline definition in an include line`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, text := range files {
+				writeConf(t, dir, name, text+"\n")
+			}
+			lines, err := readLines(writeConf(t, dir, "keepalived.conf", c.text+"\n"), "h")
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Errorf("read\n%s\ngot %v, want an error containing %q", c.text, err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, l := range lines {
+				rel, _ := filepath.Rel(dir, l.file)
+				got = append(got, fmt.Sprintf("%s:%d %s", rel, l.num, strings.Join(l.words, " ")))
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("read\n%s\nas %q, want %q", c.text, got, c.want)
+			}
+		})
+	}
+}

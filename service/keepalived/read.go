@@ -3,6 +3,7 @@ package keepalived
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,15 +15,21 @@ import (
 // decomment, check_include, check_definition, replace_param, add_seq,
 // add_lst, alloc_strvec_r), so that the checks see the statements
 // keepalived sees: long lines in pieces, comments that are not inside
-// double quotes, the include variants, conditional lines (@id, @^id),
-// parameter substitution ($NAME=value, multiline definitions, $NAME and
-// ${NAME}) and the lines ~SEQ and ~LST generate (seq.go). Not read:
-// ${_RANDOM}, left as written, and an include line that a condition, a
-// substitution, ~SEQ or ~LST makes (keepalived follows it, the includes of
-// a ~SEQ last first). Refused, as vipproxy does not follow keepalived
-// there: substitution that does not end, more than maxGeneratedLines
-// lines generated (by ~SEQ, ~LST and multiline definitions), and ~SEQ or
-// ~LST lines beside a malformed ~LST (checkLstCount).
+// double quotes, conditional lines (@id, @^id), parameter substitution
+// ($NAME=value, multiline definitions, $NAME and ${NAME}), the lines ~SEQ
+// and ~LST generate (seq.go), and the include variants, parameters
+// substituted in them (include $DIR/x.conf), each file included in place.
+// What keepalived's VRRP and checker processes read is what counts: they
+// read keepalived's copy of the configuration, where each include line
+// written as one is left out and the files it includes are put in its
+// place. Not read: ${_RANDOM}, left as written. Refused, as vipproxy does
+// not follow keepalived there: an include that a condition, a parameter,
+// ~SEQ, ~LST or a multiline definition makes (those processes read its
+// files twice, or in part: madeInclude), an include line within a
+// multiline definition or using one, substitution that does not end, more
+// than maxGeneratedLines lines generated (by ~SEQ, ~LST and multiline
+// definitions), and ~SEQ or ~LST lines beside a malformed ~LST
+// (checkLstCount).
 
 // maxIncludeDepth stops include loops (a file including itself).
 const maxIncludeDepth = 8
@@ -158,11 +165,43 @@ func (r *reader) readLine(path string, num int, raw string, depth int) error {
 	if text == "" {
 		return nil
 	}
-	// keepalived finds includes before conditions and substitution.
-	if pattern, ok := includePattern(text); ok && r.open == nil {
-		return r.readIncludes(path, pattern, depth)
+	if _, ok := includePattern(text); ok {
+		if r.open != nil {
+			return errIncludeInDefinition
+		}
+		return r.include(path, num, text, depth)
 	}
 	return r.process(path, num, text, 0)
+}
+
+// errIncludeInDefinition refuses an include line within a multiline
+// definition. keepalived adds it to the definition, but its copy of the
+// configuration, which its VRRP and checker processes read, has a blank
+// line there, which ends the definition, and the files included where
+// keepalived read them, after some line where the definition is used (as
+// seen with keepalived 2.2.7).
+var errIncludeInDefinition = errors.New("an include line within a multiline definition: keepalived's VRRP and checker processes end the definition there and read the files elsewhere, which vipproxy does not follow; include the files outside the definition")
+
+// include follows an include line as written in the file: keepalived
+// substitutes parameters in it before it follows it (read_line calls
+// check_include last), and its copy of the configuration, which its VRRP
+// and checker processes read, has the files included in place of the
+// line. A multiline definition there is refused: keepalived reads its
+// other lines, those processes do not (they are not in the copy).
+func (r *reader) include(path string, num int, text string, depth int) error {
+	text, _, more, err := r.resolve(path, text)
+	if err != nil {
+		return err
+	}
+	if len(more) > 0 {
+		return fmt.Errorf("%q: a multiline definition in an include line: keepalived reads its other lines, its VRRP and checker processes do not (they read keepalived's copy of the configuration, where the line is left out), which vipproxy does not follow; use a definition of one line", text)
+	}
+	pattern, ok := includePattern(text)
+	if !ok { // substitution left "include" alone, a keyword keepalived reports
+		r.add(path, num, text)
+		return nil
+	}
+	return r.readIncludes(path, pattern, depth)
 }
 
 func (r *reader) readIncludes(from, pattern string, depth int) error {
@@ -201,8 +240,8 @@ func includePattern(text string) (string, bool) {
 
 // process is keepalived's read_line after a line is read: a conditional
 // line is kept or dropped, a definition recorded, parameters substituted
-// (the line checked again after each round), and the lines a multiline
-// definition brings read after it.
+// (the line checked again after each round), and the lines a ~SEQ, ~LST or
+// multiline definition brings read after it.
 func (r *reader) process(file string, num int, text string, depth int) error {
 	if r.open != nil {
 		r.continueDefinition(text)
@@ -211,40 +250,14 @@ func (r *reader) process(file string, num int, text string, depth int) error {
 	if depth > maxExpansionDepth {
 		return fmt.Errorf("multiline definitions, ~SEQ and ~LST lines expand each other deeper than %d", maxExpansionDepth)
 	}
-	var more []string
-	generator := ""
-	for {
-		var ok bool
-		if text, ok = r.condition(text); !ok {
-			break
-		}
-		if r.define(text) {
-			text = ""
-			break
-		}
-		if strings.HasPrefix(text, "~SEQ") || strings.HasPrefix(text, "~LST") {
-			generator, text = text, ""
-			break
-		}
-		if strings.HasPrefix(text, "~") || !strings.Contains(text, "$") {
-			break
-		}
-		replaced, extra, changed, err := r.substitute(file, text, maxLineLen)
-		if err != nil {
-			return err
-		}
-		if text = replaced; !changed {
-			break
-		}
-		more = append(extra, more...)
-		text = decomment(text)
-		if !strings.HasPrefix(text, "@") && !strings.Contains(text, "$") {
-			break
-		}
+	text, generator, more, err := r.resolve(file, text)
+	if err != nil {
+		return err
 	}
-	if ws := words(text); len(ws) > 0 {
-		r.out = append(r.out, line{file, num, ws})
+	if _, ok := includePattern(text); ok {
+		return madeInclude(text)
 	}
+	r.add(file, num, text)
 	// keepalived reads the generated lines before the rest of a multiline
 	// definition (read_line: seq_list_count > multiline_seq_depth).
 	if generator != "" {
@@ -264,6 +277,61 @@ func (r *reader) process(file string, num int, text string, depth int) error {
 		}
 	}
 	return nil
+}
+
+// madeInclude refuses an include line that a condition, a substitution,
+// a ~SEQ, a ~LST or a multiline definition makes. keepalived follows it,
+// but its copy of the configuration, which its VRRP and checker processes
+// read, keeps the line as written with the files included after it: those
+// processes follow the line again, reading each file twice, the first time
+// taking lines that start with "#" or "!" for the copy's own marks (as
+// seen with keepalived 2.2.7: an address listed twice, or once after a
+// "!" comment; an instance "already defined").
+func madeInclude(text string) error {
+	return fmt.Errorf("%q is an include made by a condition, a parameter, ~SEQ or ~LST: keepalived's VRRP and checker processes read the files it includes twice, or in part, which vipproxy does not follow; write the include line plainly (a file per node: include node-${_INSTANCE}.conf, or a conditional definition used in a plain include line)", text)
+}
+
+// resolve is read_line's loop on a line: a condition applied, a definition
+// recorded, parameters substituted until the line is stable. It returns the
+// line as keepalived reads on with it (empty if dropped or a definition),
+// or the ~SEQ or ~LST line it is instead, and the other lines of the
+// multiline definitions substituted, to be read after it.
+func (r *reader) resolve(file, text string) (string, string, []string, error) {
+	var more []string
+	for {
+		var ok bool
+		if text, ok = r.condition(text); !ok {
+			return "", "", more, nil
+		}
+		if r.define(text) {
+			return "", "", more, nil
+		}
+		if strings.HasPrefix(text, "~SEQ") || strings.HasPrefix(text, "~LST") {
+			return "", text, more, nil
+		}
+		if strings.HasPrefix(text, "~") || !strings.Contains(text, "$") {
+			return text, "", more, nil
+		}
+		replaced, extra, changed, err := r.substitute(file, text, maxLineLen)
+		if err != nil {
+			return "", "", nil, err
+		}
+		if text = replaced; !changed {
+			return text, "", more, nil
+		}
+		more = append(extra, more...)
+		text = decomment(text)
+		if !strings.HasPrefix(text, "@") && !strings.Contains(text, "$") {
+			return text, "", more, nil
+		}
+	}
+}
+
+// add keeps a statement, if the line holds one.
+func (r *reader) add(file string, num int, text string) {
+	if ws := words(text); len(ws) > 0 {
+		r.out = append(r.out, line{file, num, ws})
+	}
 }
 
 // condition applies a conditional line: "@id rest" is rest when id is the
