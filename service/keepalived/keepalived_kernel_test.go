@@ -310,3 +310,65 @@ func startKeepalived(t *testing.T, ns *testutil.NetNS, conf string, flags ...str
 	t.Cleanup(ns.KillAll)
 	return out
 }
+
+// TestIncludeReadAsKeepalivedReads: the times old_vip's virtual IPs in
+// keepalived's dump list 192.168.1.100, each form reaching it, or not,
+// through an include: with parameters, conditions, ~SEQ and ~LST, for
+// keepalived's config id (HOST) and another. vipproxy's reading of each
+// form, beside, must find old_vip holding the VIP exactly when the dump
+// lists it, or refuse the form: where keepalived's VRRP process lists it
+// twice, or reads the included file in part (madeInclude).
+func TestIncludeReadAsKeepalivedReads(t *testing.T) {
+	listed := regexp.MustCompile(`\s192\.168\.1\.100[/ ]`)
+	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
+	inc := t.TempDir()
+	writeConf(t, inc, "vip.conf", "192.168.1.100/32 dev eth1\n")
+	writeConf(t, inc, "other.conf", "192.168.1.101/32 dev eth1\n")
+	writeConf(t, inc, "commented.conf", "! a comment\n192.168.1.100/32 dev eth1\n")
+	writeConf(t, inc, "node-"+defaultConfigID()+".conf", "192.168.1.100/32 dev eth1\n")
+	const first = "192.168.1.101\n        "
+	for i, f := range []struct {
+		name    string
+		text    string // after global_defs, INC/ standing for the included files' directory
+		listed  int
+		refused bool
+	}{
+		{"a plain include", oldVIP(first + "include INC/vip.conf"), 1, false},
+		{"a glob", oldVIP(first + "include INC/v*.conf"), 1, false},
+		{"a parameter", "$F=INC/vip.conf\n" + oldVIP(first+"include $F"), 1, false},
+		{"a parameter not ended", "$D=INC/.\n" + oldVIP(first+"include $D/vip.conf"), 0, false},
+		{"a parameter in braces", "$D=INC/.\n" + oldVIP(first+"include ${D}/vip.conf"), 1, false},
+		{"a parameter defined for this host", "@HOST $F=vip\n@^HOST $F=other\n" + oldVIP(first+"include INC/${F}.conf"), 1, false},
+		{"a parameter defined for another host", "@not-HOST $F=vip\n@^not-HOST $F=other\n" + oldVIP(first+"include INC/${F}.conf"), 0, false},
+		{"the config id", oldVIP(first + "include INC/node-${_INSTANCE}.conf"), 1, false},
+		{"for this host", oldVIP(first + "@HOST include INC/vip.conf"), 2, true},
+		{"for another host", oldVIP(first + "@not-HOST include INC/vip.conf"), 0, false},
+		{"for every host but this", oldVIP(first + "@^HOST include INC/vip.conf"), 0, false},
+		{"for every host but another", oldVIP(first + "@^not-HOST include INC/vip.conf"), 2, true},
+		{"a glob for this host", oldVIP(first + "@HOST include INC/v*.conf"), 2, true},
+		{"a glob for another host", oldVIP(first + "@not-HOST include INC/v*.conf"), 0, false},
+		{"for this host, a file with a ! comment", oldVIP(first + "@HOST include INC/commented.conf"), 1, true},
+		{"made by a parameter", "$I=include INC/vip.conf\n" + oldVIP(first+"$I"), 2, true},
+		{"made by ~SEQ", oldVIP(first + "~SEQ(i, 1) include INC/vip.conf"), 2, true},
+		{"made by ~LST", oldVIP(first + "~LST(f, other, vip) include INC/${f}.conf"), 2, true},
+		{"within a multiline definition", "$M= \\\n192.168.1.101 \\\ninclude INC/vip.conf\n\n" + oldVIP("$M"), 1, true},
+	} {
+		t.Run(fmt.Sprintf("form%d", i), func(t *testing.T) {
+			t.Parallel()
+			text := holderConf(strings.ReplaceAll(f.text, "INC/", inc+"/"))
+			dump := instanceDump(t, keepalivedNS(t), text)
+			dump = dump[strings.Index(dump, "VRRP Instance = old_vip"):]
+			if n := len(listed.FindAllString(dump, -1)); n != f.listed {
+				t.Errorf("%s: keepalived's dump lists 192.168.1.100 %d times, the form says %d\n%s", f.name, n, f.listed, dump)
+			}
+			err := readAndCheck(cfg, writeConf(t, t.TempDir(), "keepalived.conf", text), (*Conf).CheckOtherHolders)
+			refused := err != nil && strings.Contains(err.Error(), "include") && strings.Contains(err.Error(), "vipproxy does not follow")
+			switch {
+			case refused != f.refused:
+				t.Errorf("%s: vipproxy's reading refused: %v, the form says %v: %v\n%s", f.name, refused, f.refused, err, text)
+			case !refused && (err != nil) != (f.listed > 0):
+				t.Errorf("%s: keepalived's dump lists 192.168.1.100 %d times; CheckOtherHolders: %v\n%s", f.name, f.listed, err, text)
+			}
+		})
+	}
+}

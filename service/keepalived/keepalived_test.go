@@ -432,6 +432,7 @@ func FuzzRead(f *testing.F) {
 	}
 	f.Add("$A=$A\n$A ${A} $B\n@x $B=\\\n$B\n\n$B\ninclude keepalived.conf\n")
 	f.Add("~SEQ(i, 1, 1, 1000000000) $i\n~SEQx(j 3) ~LST({a,b}, {1,2}, 3) $a$b$j\n$S=~SEQ(i, 2) $S\n$S\n~LST(v)\n")
+	f.Add("@x include *.conf\n$F=keepalived\ninclude ${F}.conf\n$I=include x\n$I\n~LST(f, a) include $f\n$M= \\\ninclude x\n")
 	cfg := testconfig.WithBackend(f, "192.168.1.1:6443", goldenCases["dual-stack"]...)
 	f.Fuzz(func(t *testing.T, text string) {
 		path := writeConf(t, t.TempDir(), "keepalived.conf", text)
