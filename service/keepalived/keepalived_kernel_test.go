@@ -326,6 +326,11 @@ func TestIncludeReadAsKeepalivedReads(t *testing.T) {
 	writeConf(t, inc, "other.conf", "192.168.1.101/32 dev eth1\n")
 	writeConf(t, inc, "commented.conf", "! a comment\n192.168.1.100/32 dev eth1\n")
 	writeConf(t, inc, "node-"+defaultConfigID()+".conf", "192.168.1.100/32 dev eth1\n")
+	// keepalived skips a directory or an executable file a glob matches.
+	writeConf(t, inc, "skipped/dir.conf/x", "192.168.1.100/32 dev eth1\n")
+	if err := os.Chmod(writeConf(t, inc, "skipped/run.conf", "192.168.1.100/32 dev eth1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	const first = "192.168.1.101\n        "
 	for i, f := range []struct {
 		name    string
@@ -335,6 +340,7 @@ func TestIncludeReadAsKeepalivedReads(t *testing.T) {
 	}{
 		{"a plain include", oldVIP(first + "include INC/vip.conf"), 1, false},
 		{"a glob", oldVIP(first + "include INC/v*.conf"), 1, false},
+		{"a glob matching a directory and an executable", oldVIP(first + "include INC/skipped/*"), 0, false},
 		{"a parameter", "$F=INC/vip.conf\n" + oldVIP(first+"include $F"), 1, false},
 		{"a parameter not ended", "$D=INC/.\n" + oldVIP(first+"include $D/vip.conf"), 0, false},
 		{"a parameter in braces", "$D=INC/.\n" + oldVIP(first+"include ${D}/vip.conf"), 1, false},

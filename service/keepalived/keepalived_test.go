@@ -542,6 +542,7 @@ func TestReadIncludes(t *testing.T) {
 		"b.conf":     "b1",
 		"sub/a.conf": "sub a1\ninclude b.conf",
 		"sub/b.conf": "sub b1",
+		"sub/d/x":    "x",  // a directory the glob sub/* matches
 		"h.conf":     "h1", // include ${_INSTANCE}.conf
 	}
 	for _, c := range []struct {
@@ -559,6 +560,7 @@ func TestReadIncludes(t *testing.T) {
 		{"the config id", "include ${_INSTANCE}.conf", []string{"h.conf:1 h1"}, ""},
 		{"a parameter not ended", "$D=sub\ninclude $D/a.conf", nil, ""},
 		{"a comment after the parameter", "$F=b.conf\ninclude $F # a.conf", []string{"b.conf:1 b1"}, ""},
+		{"a glob, directories and executables skipped", "include sub/*", []string{"sub/a.conf:1 sub a1", "sub/b.conf:1 sub b1", "sub/b.conf:1 sub b1"}, ""},
 		{"a loop through a parameter", "$S=keepalived.conf\ninclude $S", nil, "nested deeper"},
 		{"for another id", "x\n@x include a.conf\n@^h include a.conf", []string{"keepalived.conf:1 x"}, ""},
 		{"globbed, for another id", "x\n@x include *.conf", []string{"keepalived.conf:1 x"}, ""},
@@ -577,6 +579,10 @@ func TestReadIncludes(t *testing.T) {
 			dir := t.TempDir()
 			for name, text := range files {
 				writeConf(t, dir, name, text+"\n")
+			}
+			// keepalived skips an executable file an include matches.
+			if err := os.Chmod(writeConf(t, dir, "sub/run.sh", "a line\n"), 0o755); err != nil {
+				t.Fatal(err)
 			}
 			lines, err := readLines(writeConf(t, dir, "keepalived.conf", c.text+"\n"), "h")
 			if c.err != "" {

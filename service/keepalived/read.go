@@ -18,7 +18,8 @@ import (
 // double quotes, conditional lines (@id, @^id), parameter substitution
 // ($NAME=value, multiline definitions, $NAME and ${NAME}), the lines ~SEQ
 // and ~LST generate (seq.go), and the include variants, parameters
-// substituted in them (include $DIR/x.conf), each file included in place.
+// substituted in them (include ${DIR}/x.conf), each file included in place
+// but directories and executable files (configFile).
 // What keepalived's VRRP and checker processes read is what counts: they
 // read keepalived's copy of the configuration, where each include line
 // written as one is left out and the files it includes are put in its
@@ -214,12 +215,24 @@ func (r *reader) readIncludes(from, pattern string, depth int) error {
 			return fmt.Errorf("include %s: %w", pattern, err)
 		}
 		for _, m := range matches { // Glob returns them sorted, as keepalived reads them
+			if !configFile(m) {
+				continue
+			}
 			if err := r.readFile(m, depth+1); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// configFile tells whether keepalived reads a file an include matches: it
+// skips directories and what is not a regular, non-executable file
+// (check_glob_file, stat following links). A file it cannot stat is left
+// to readFile, which reports it.
+func configFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err != nil || fi.Mode().IsRegular() && fi.Mode()&0o111 == 0
 }
 
 // includePattern reads "include PATTERN" and its variants includer,
