@@ -68,7 +68,7 @@ func TestCheckVirtualServers(t *testing.T) {
 	}{
 		{"rendered snippet", map[string]string{"keepalived.conf": string(rendered)}, ""},
 		{"virtual_server for the VIP", map[string]string{"keepalived.conf": "global_defs {\n}\n# virtual_server 192.168.1.100 6443 in a comment\nvirtual_server 192.168.1.100 6443 {\n  lb_algo rr\n  real_server 192.168.1.1 6443 {\n  }\n}\n"},
-			"keepalived.conf:4: virtual_server: virtual_server 192.168.1.100 6443 { balances the VIP 192.168.1.100 with IPVS"},
+			"keepalived.conf:4: virtual_server: virtual_server 192.168.1.100 6443 balances the VIP 192.168.1.100 with IPVS"},
 		{"any port, brace on next line", map[string]string{"keepalived.conf": "virtual_server 192.168.1.100 443\n{\n}\n"}, "VIP 192.168.1.100"},
 		{"IPv6 VIP", map[string]string{"keepalived.conf": "virtual_server 2001:db8:1::100 6443 {\n}\n"}, "VIP 2001:db8:1::100"},
 		{"other VIP is fine", map[string]string{"keepalived.conf": "virtual_server 192.168.1.200 6443 {\n  real_server 192.168.1.100 6443 {\n  }\n}\n"}, ""},
@@ -76,6 +76,7 @@ func TestCheckVirtualServers(t *testing.T) {
 		{"fwmark is fine", map[string]string{"keepalived.conf": "virtual_server fwmark 1 {\n}\n"}, ""},
 		{"group containing the VIP", map[string]string{"keepalived.conf": "virtual_server_group api {\n  192.168.1.50 6443\n  192.168.1.100 6443\n}\nvirtual_server group api {\n}\n"},
 			"(from "},
+		{"group on one line", map[string]string{"keepalived.conf": "virtual_server_group api { 192.168.1.100 6443 }\nvirtual_server group api {\n}\n"}, "VIP 192.168.1.100"},
 		{"group range containing the VIP", map[string]string{"keepalived.conf": "virtual_server_group api {\n  192.168.1.90-110 6443\n}\nvirtual_server group api {\n}\n"}, "VIP 192.168.1.100"},
 		{"group range without the VIP", map[string]string{"keepalived.conf": "virtual_server_group api {\n  192.168.1.101-110 6443\n}\nvirtual_server group api {\n}\n"}, ""},
 		{"unused group is fine", map[string]string{"keepalived.conf": "virtual_server_group api {\n  192.168.1.100 6443\n}\n"}, ""},
@@ -503,6 +504,58 @@ func TestReadSeqLst(t *testing.T) {
 	}
 }
 
+// TestReadBraces holds the statements read from lines with braces to those
+// keepalived 2.2.7 reads (lib/parser.c, the end of read_line): the text
+// after the first "{" or "}" outside quotes read again as a line, through
+// conditions, definitions, ~SEQ, ~LST and substitution, before the rest of
+// a multiline definition or a sequence; each statement its line number and
+// words, for config id "h".
+func TestReadBraces(t *testing.T) {
+	for _, c := range []struct {
+		name, text string
+		want       []string
+	}{
+		{"a block on one line", "a { b }", []string{"1 a", "1 {", "1 b", "1 }"}},
+		{"no blanks", "a{b}c", []string{"1 a", "1 {", "1 b", "1 }", "1 c"}},
+		{"braces together", "a {{ b }}", []string{"1 a", "1 {", "1 {", "1 b", "1 }", "1 }"}},
+		{"a closing brace first", "} a {", []string{"1 }", "1 a", "1 {"}},
+		{"a line for this id", "x { @h y }", []string{"1 x", "1 {", "1 y", "1 }"}},
+		{"a line for another id, its brace dropped", "x { @o y }\nz", []string{"1 x", "1 {", "2 z"}},
+		{"a line for any id but another", "x { @^o y }", []string{"1 x", "1 {", "1 y", "1 }"}},
+		{"a line for any id but this", "x { @^h y }", []string{"1 x", "1 {"}},
+		{"after a closing brace, for another id", "x {\n} @o y {\nz", []string{"1 x", "1 {", "2 }", "3 z"}},
+		{"a definition", "x { $V=1\n$V", []string{"1 x", "1 {", "2 1"}},
+		{"a definition after a closing brace", "x }$V=1\n$V", []string{"1 x", "1 }", "2 1"}},
+		{"a parameter making a condition", "$V=@h y\nx { $V }\n$W=@o y\nx { $W }", []string{"2 x", "2 {", "2 y", "2 }", "4 x", "4 {"}},
+		{"a parameter after a brace", "$V=y\nx{$V }", []string{"2 x", "2 {", "2 y", "2 }"}},
+		{"a parameter before a brace, not ended there", "$V=y\nx{$V}", []string{"2 x", "2 {", "2 $V", "2 }"}},
+		{"braces in quotes", `x "a{b}" { "c}" }`, []string{"1 x a{b}", "1 {", "1 c}", "1 }"}},
+		{"a quote not closed", `x "a { b`, []string{"1 x"}},
+		{"a quote not closed after a brace", `x { "a } b`, []string{"1 x", "1 {"}},
+		{"braces in a comment", "x { y # z }", []string{"1 x", "1 {", "1 y"}},
+		{"a ~SEQ after a brace", "x { ~SEQ(i, 2) y $i\nz", []string{"1 x", "1 {", "1 y 1", "1 y 2", "2 z"}},
+		{"braces in generated lines", "~SEQ(i, 2) a { $i }", []string{"1 a", "1 {", "1 1", "1 }", "1 a", "1 {", "1 2", "1 }"}},
+		{"braces in a multiline definition", "$M= \\\na { b \\\nc }\n\n$M", []string{"5 a", "5 {", "5 b", "5 c", "5 }"}},
+		{"a multiline definition after a brace", "$M= \\\na \\\nb\n\nx { $M", []string{"5 x", "5 {", "5 a", "5 b"}},
+		{"a multiline definition opened after a brace", "x { $M= \\\ny \\\nz\n\n$M", []string{"1 x", "1 {", "5 y", "5 z"}},
+		{"a ~SEQ after a brace before the rest of a multiline definition", "$M= \\\nx { ~SEQ(i, 2) a $i \\\nb\n\n$M", []string{"5 x", "5 {", "5 a 1", "5 a 2", "5 b"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lines, err := readLines(writeConf(t, t.TempDir(), "keepalived.conf", c.text+"\n"), "h")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, l := range lines {
+				got = append(got, fmt.Sprintf("%d %s", l.num, strings.Join(l.words, " ")))
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("read\n%s\nas %q, want %q", c.text, got, c.want)
+			}
+		})
+	}
+}
+
 // TestSeqEnds: keepalived reads a sequence of a billion lines, or one that
 // wraps past the largest long, to its end; reading it must end, with an
 // error naming the line. So must reading what vipproxy does not follow,
@@ -574,6 +627,11 @@ func TestReadIncludes(t *testing.T) {
 		{"made by a multiline definition", "$M= \\\nx \\\n@h include a.conf\n\n$M", nil, "keepalived.conf:5: \"include a.conf\" is an include made by"},
 		{"within a multiline definition", "$M= \\\nx \\\ninclude a.conf \\\ny\n\n$M", nil, "keepalived.conf:3: an include line within a multiline definition"},
 		{"using a multiline definition", "$M= \\\na.conf \\\ny\n\ninclude $M", nil, `keepalived.conf:5: "include a.conf": a multiline definition in an include line`},
+		{"after a brace", "x { include a.conf", nil, `keepalived.conf:1: "include a.conf" is an include made by`},
+		{"after a closing brace", "x\n} includer a.conf", nil, `keepalived.conf:2: "includer a.conf" is an include made by`},
+		{"after a brace, for this id", "x { @h include a.conf", nil, `keepalived.conf:1: "include a.conf" is an include made by`},
+		{"after a brace, for another id", "x { @x include a.conf", []string{"keepalived.conf:1 x", "keepalived.conf:1 {"}, ""},
+		{"a brace after an include line", "include b.conf }", nil, ""}, // the pattern is "b.conf }"
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()

@@ -17,20 +17,22 @@ import (
 // keepalived sees: long lines in pieces, comments that are not inside
 // double quotes, conditional lines (@id, @^id), parameter substitution
 // ($NAME=value, multiline definitions, $NAME and ${NAME}), the lines ~SEQ
-// and ~LST generate (seq.go), and the include variants, parameters
+// and ~LST generate (seq.go), the include variants, parameters
 // substituted in them (include ${DIR}/x.conf), each file included in place
-// but directories and executable files (configFile).
+// but directories and executable files (configFile), and the text after a
+// "{" or "}" outside quotes read again as a line of its own, through all
+// of that (atBrace: "virtual_ipaddress { @id VIP }").
 // What keepalived's VRRP and checker processes read is what counts: they
 // read keepalived's copy of the configuration, where each include line
 // written as one is left out and the files it includes are put in its
 // place. Not read: ${_RANDOM}, left as written. Refused, as vipproxy does
 // not follow keepalived there: an include that a condition, a parameter,
-// ~SEQ, ~LST or a multiline definition makes (those processes read its
-// files twice, or in part: madeInclude), an include line within a
-// multiline definition or using one, substitution that does not end, more
-// than maxGeneratedLines lines generated (by ~SEQ, ~LST and multiline
-// definitions), and ~SEQ or ~LST lines beside a malformed ~LST
-// (checkLstCount).
+// ~SEQ, ~LST, a multiline definition or the text after a brace makes
+// (those processes read its files twice, or in part: madeInclude), an
+// include line within a multiline definition or using one, substitution
+// that does not end, more than maxGeneratedLines lines generated (by
+// ~SEQ, ~LST and multiline definitions), and ~SEQ or ~LST lines beside a
+// malformed ~LST (checkLstCount).
 
 // maxIncludeDepth stops include loops (a file including itself).
 const maxIncludeDepth = 8
@@ -86,7 +88,7 @@ type definition struct {
 
 // readLines returns the statements of the keepalived configuration at
 // path as keepalived with config id id reads it, includes expanded in
-// place, each "{" and "}" a word of its own.
+// place, each "{" and "}" outside quotes a statement of its own.
 func readLines(path, id string) ([]line, error) {
 	r := &reader{configID: id, defs: map[string]*definition{
 		"_PWD":      {builtin: pwd},
@@ -253,7 +255,8 @@ func includePattern(text string) (string, bool) {
 
 // process is keepalived's read_line after a line is read: a conditional
 // line is kept or dropped, a definition recorded, parameters substituted
-// (the line checked again after each round), and the lines a ~SEQ, ~LST or
+// (the line checked again after each round), the text after a brace read
+// again as a line of its own (atBrace), and the lines a ~SEQ, ~LST or
 // multiline definition brings read after it.
 func (r *reader) process(file string, num int, text string, depth int) error {
 	if r.open != nil {
@@ -263,21 +266,45 @@ func (r *reader) process(file string, num int, text string, depth int) error {
 	if depth > maxExpansionDepth {
 		return fmt.Errorf("multiline definitions, ~SEQ and ~LST lines expand each other deeper than %d", maxExpansionDepth)
 	}
-	text, generator, more, err := r.resolve(file, text)
-	if err != nil {
-		return err
+	// The other lines of the multiline definitions substituted in the line
+	// and in the text after each of its braces, the latest read first.
+	var after [][]string
+	for text != "" {
+		resolved, generator, more, err := r.resolve(file, text)
+		if err != nil {
+			return err
+		}
+		after = append(after, more)
+		// keepalived reads the generated lines before the rest of a
+		// multiline definition (read_line: seq_list_count >
+		// multiline_seq_depth).
+		if generator != "" {
+			if err := r.generate(file, num, generator, depth); err != nil {
+				return err
+			}
+			break
+		}
+		if resolved == "" { // dropped, or a definition
+			break
+		}
+		if _, ok := includePattern(resolved); ok {
+			return madeInclude(resolved)
+		}
+		var head string
+		head, text = atBrace(resolved)
+		r.add(file, num, head)
 	}
-	if _, ok := includePattern(text); ok {
-		return madeInclude(text)
-	}
-	r.add(file, num, text)
-	// keepalived reads the generated lines before the rest of a multiline
-	// definition (read_line: seq_list_count > multiline_seq_depth).
-	if generator != "" {
-		if err := r.generate(file, num, generator, depth); err != nil {
+	for i := len(after) - 1; i >= 0; i-- {
+		if err := r.processMore(file, num, after[i], depth); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// processMore reads the other lines of a multiline definition substituted
+// in a line, after it.
+func (r *reader) processMore(file string, num int, more []string, depth int) error {
 	for _, l := range more {
 		if l == "" {
 			continue
@@ -292,16 +319,59 @@ func (r *reader) process(file string, num int, text string, depth int) error {
 	return nil
 }
 
+// atBrace splits a line as keepalived does once it has read it (the end
+// of read_line): at the first "{" or "}" outside double quotes, a line
+// starting with one split after it and the blanks that follow. The text
+// after the split is read as the next line, through conditions,
+// definitions, ~SEQ, ~LST, substitution and includes again, before
+// anything else (line_residue), so "virtual_ipaddress { @id VIP }" holds
+// the address only for config id id and drops the "}" otherwise. A quote
+// without its pair ends the search: the line is not split.
+func atBrace(text string) (head, rest string) {
+	at := 0
+	if text[0] != '{' && text[0] != '}' {
+		if at = braceOutsideQuotes(text); at < 0 {
+			return text, ""
+		}
+	}
+	end := at
+	if at == 0 {
+		end = 1 + spanBlanks(text[1:])
+	}
+	return strings.TrimRight(text[:end], " \t"), strings.TrimRight(text[end:], " \t")
+}
+
+// braceOutsideQuotes is the index of the first "{" or "}" outside double
+// quotes in text, -1 if none or a quote is not closed before it.
+func braceOutsideQuotes(text string) int {
+	for i := 0; i < len(text); i++ {
+		switch text[i] {
+		case '{', '}':
+			return i
+		case '"':
+			end := strings.IndexByte(text[i+1:], '"')
+			if end < 0 {
+				return -1
+			}
+			i += end + 1
+		}
+	}
+	return -1
+}
+
+func spanBlanks(s string) int { return len(s) - len(trimBlanks(s)) }
+
 // madeInclude refuses an include line that a condition, a substitution,
-// a ~SEQ, a ~LST or a multiline definition makes. keepalived follows it,
-// but its copy of the configuration, which its VRRP and checker processes
-// read, keeps the line as written with the files included after it: those
+// a ~SEQ, a ~LST, a multiline definition or the text after a brace makes
+// (as in "x { include f"). keepalived follows it, but its copy of the
+// configuration, which its VRRP and checker processes read, keeps the
+// line as written with the files included after it: those
 // processes follow the line again, reading each file twice, the first time
 // taking lines that start with "#" or "!" for the copy's own marks (as
 // seen with keepalived 2.2.7: an address listed twice, or once after a
 // "!" comment; an instance "already defined").
 func madeInclude(text string) error {
-	return fmt.Errorf("%q is an include made by a condition, a parameter, ~SEQ or ~LST: keepalived's VRRP and checker processes read the files it includes twice, or in part, which vipproxy does not follow; write the include line plainly (a file per node: include node-${_INSTANCE}.conf, or a conditional definition used in a plain include line)", text)
+	return fmt.Errorf("%q is an include made by a condition, a parameter, ~SEQ, ~LST or the text after a brace: keepalived's VRRP and checker processes read the files it includes twice, or in part, which vipproxy does not follow; write the include line plainly, on a line of its own (a file per node: include node-${_INSTANCE}.conf, or a conditional definition used in a plain include line)", text)
 }
 
 // resolve is read_line's loop on a line: a condition applied, a definition
@@ -548,19 +618,16 @@ func decomment(s string) string {
 	return out
 }
 
-// words splits a statement as keepalived does (alloc_strvec_r, after
-// read_line puts each brace outside quotes on a line of its own): at
-// blanks, a double-quoted string one word without its quotes, "{" and "}"
-// words of their own.
+// words splits a statement as keepalived does (alloc_strvec_r): at
+// blanks, a double-quoted string one word without its quotes. Braces are
+// nothing special here: atBrace has put each one outside quotes on a line
+// of its own.
 func words(text string) []string {
 	var out []string
 	for i := 0; i < len(text); {
 		c := text[i]
 		switch {
 		case isSpace(c):
-			i++
-		case c == '{' || c == '}':
-			out = append(out, string(c))
 			i++
 		case c == '"':
 			end := strings.IndexByte(text[i+1:], '"')
@@ -571,7 +638,7 @@ func words(text string) []string {
 			i += end + 2
 		default:
 			end := i
-			for end < len(text) && !isSpace(text[end]) && !strings.ContainsRune(`"{}`, rune(text[end])) {
+			for end < len(text) && !isSpace(text[end]) && text[end] != '"' {
 				end++
 			}
 			out = append(out, text[i:end])
