@@ -180,6 +180,21 @@ func TestSeqLstReadAsKeepalivedReads(t *testing.T) {
 	})
 }
 
+// TestBracesReadAsKeepalivedReads: old_vip's virtual IPs in keepalived's
+// dump list 192.168.1.100 exactly when the form, with text after braces
+// on its lines, says it holds the VIP, the verdict
+// TestCheckOtherHoldersBraces holds CheckOtherHolders to. Each form is
+// also read as vipproxy reads it, beside keepalived's dump.
+func TestBracesReadAsKeepalivedReads(t *testing.T) {
+	listed := regexp.MustCompile(`\s192\.168\.1\.100[/ ]`)
+	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
+	bracing.dumpBeside(t, func(dump string) bool {
+		return listed.MatchString(dump[strings.Index(dump, "VRRP Instance = old_vip"):])
+	}, func(t *testing.T, text string) bool {
+		return readAndCheck(cfg, writeConf(t, t.TempDir(), "keepalived.conf", text), (*Conf).CheckOtherHolders) != nil
+	})
+}
+
 // dump starts keepalived on each form with its configuration dump (-d)
 // and holds found, read from the dump of its one vrrp_instance, to the
 // form's. The forms go side by side, each in a namespace of its own: a
@@ -358,6 +373,9 @@ func TestIncludeReadAsKeepalivedReads(t *testing.T) {
 		{"made by ~SEQ", oldVIP(first + "~SEQ(i, 1) include INC/vip.conf"), 2, true},
 		{"made by ~LST", oldVIP(first + "~LST(f, other, vip) include INC/${f}.conf"), 2, true},
 		{"within a multiline definition", "$M= \\\n192.168.1.101 \\\ninclude INC/vip.conf\n\n" + oldVIP("$M"), 1, true},
+		{"after a brace", oldVIPWith("virtual_ipaddress { include INC/vip.conf\n        192.168.1.101\n    }"), 2, true},
+		{"after a brace, a file with a ! comment", oldVIPWith("virtual_ipaddress { include INC/commented.conf\n        192.168.1.101\n    }"), 1, true},
+		{"after a brace, for another host", oldVIPWith("virtual_ipaddress { @not-HOST include INC/vip.conf\n        192.168.1.101\n    }"), 0, false},
 	} {
 		t.Run(fmt.Sprintf("form%d", i), func(t *testing.T) {
 			t.Parallel()

@@ -199,6 +199,8 @@ var tracking = formTable{"vipproxy_probe tracked", trackConf, []form{
 	{"a line for every host but another", true, "track_script {\n        @^not-HOST vipproxy_probe\n    }"},
 	{"a parameter for this host", true, "@HOST $P=vipproxy_probe\n    @not-HOST $P=other_probe\n    track_script {\n        $P\n    }"},
 	{"a quoted name", true, "track_script {\n        \"vipproxy_probe\"\n    }"},
+	{"a line for this host after a brace", true, "track_script { @HOST vipproxy_probe }"},
+	{"a line for every host but another after a brace", true, "track_script { @^not-HOST vipproxy_probe }"},
 	{"a # inside quotes", false, "track_script { other_probe \"#\" }\n    vipproxy_probe"},
 }}
 
@@ -330,6 +332,36 @@ var generating = formTable{"192.168.1.100 held by old_vip", holderConf, []form{
 		"$OLD= \\\n" + strings.ReplaceAll(strings.TrimSuffix(oldVIP("${vip}"), "\n"), "\n", " \\\n") + "\n\n~LST(vip, 192.168.1.100) $OLD\n"},
 }}
 
+// bracing: an instance old_vip holding 192.168.1.100 or not, as
+// keepalived reads the text after a "{" or "}" on a line again as a line
+// of its own (atBrace): conditions, definitions, ~SEQ and substitution
+// apply to it, and a condition not met drops it, its braces too.
+var bracing = formTable{"192.168.1.100 held by old_vip", holderConf, []form{
+	{"a block on one line", true, oldVIPWith("virtual_ipaddress { 192.168.1.100/32 dev eth1 }")},
+	{"a line for this host after a brace", true, oldVIPWith("virtual_ipaddress { @HOST 192.168.1.100 }")},
+	{"a line for another host after a brace", false, oldVIPWith("virtual_ipaddress { @not-HOST 192.168.1.100 }\n        192.168.1.101\n    }")},
+	{"a line for another host after a brace, its brace dropped", true, oldVIPWith("virtual_ipaddress { @not-HOST 192.168.1.101 }\n        192.168.1.100\n    }")},
+	{"a line for every host but another after a brace", true, oldVIPWith("virtual_ipaddress { @^not-HOST 192.168.1.100 }")},
+	{"a line for every host but this after a brace", false, oldVIPWith("virtual_ipaddress { @^HOST 192.168.1.100 }\n        192.168.1.101\n    }")},
+	{"a parameter after a brace", true, "$V=192.168.1.100\n" + oldVIPWith("virtual_ipaddress { $V }")},
+	{"a parameter defined after a brace", true, oldVIPWith("virtual_ipaddress { $V=192.168.1.100\n        $V\n    }")},
+	{"a parameter making a condition after a brace", true, "$V=@HOST 192.168.1.100\n" + oldVIPWith("virtual_ipaddress { $V }")},
+	{"a ~SEQ after a brace", true, oldVIPWith("virtual_ipaddress { ~SEQ(i, 99, 100) 192.168.1.$i\n    }")},
+	{"text after the instance's brace", true, "vrrp_instance old_vip { state BACKUP\n    interface eth1\n    virtual_router_id 60\n    priority 100\n    advert_int 1\n    virtual_ipaddress { 192.168.1.100 } }\n"},
+	{"another instance opened after a closing brace", true, oldVIPWith("virtual_ipaddress { 192.168.1.100 }\n} vrrp_instance other { state BACKUP\n    interface eth1\n    virtual_router_id 61\n    priority 100\n    virtual_ipaddress { 192.168.1.101 }")},
+	{"another instance for another host opened after a closing brace", false, oldVIPWith("virtual_ipaddress { 192.168.1.101 }\n} @not-HOST vrrp_instance other {\n    192.168.1.100\n    }")},
+	{"a brace in quotes", false, oldVIPWith("virtual_ipaddress { 192.168.1.101 label \"eth1:{\" }\n    192.168.1.100\n    }")},
+}}
+
+// oldVIPWith is an instance old_vip holding text after its settings.
+func oldVIPWith(text string) string {
+	return "vrrp_instance old_vip {\n    state BACKUP\n    interface eth1\n    virtual_router_id 60\n    priority 100\n    advert_int 1\n    " + text + "\n}\n"
+}
+
+func TestCheckOtherHoldersBraces(t *testing.T) {
+	bracing.check(t, (*Conf).CheckOtherHolders, func(err error) bool { return err != nil })
+}
+
 func TestCheckOtherHoldersGenerated(t *testing.T) {
 	generating.check(t, (*Conf).CheckOtherHolders, func(err error) bool { return err != nil })
 }
@@ -426,13 +458,14 @@ func readAndCheck(cfg *config.Valid, path string, check func(*Conf, *config.Vali
 // and each check gives a verdict. Seeds: the forms the kernel tests hold
 // to keepalived.
 func FuzzRead(f *testing.F) {
-	for _, table := range []formTable{tracking, holding, generating} {
+	for _, table := range []formTable{tracking, holding, generating, bracing} {
 		for _, form := range table.forms {
 			f.Add(table.whole(form.text))
 		}
 	}
 	f.Add("$A=$A\n$A ${A} $B\n@x $B=\\\n$B\n\n$B\ninclude keepalived.conf\n")
 	f.Add("~SEQ(i, 1, 1, 1000000000) $i\n~SEQx(j 3) ~LST({a,b}, {1,2}, 3) $a$b$j\n$S=~SEQ(i, 2) $S\n$S\n~LST(v)\n")
+	f.Add("x { @x y } z\n} $A=1 {\nx { include a.conf\n$B=} @x\n$B { $B\n")
 	f.Add("@x include *.conf\n$F=keepalived\ninclude ${F}.conf\n$I=include x\n$I\n~LST(f, a) include $f\n$M= \\\ninclude x\n")
 	cfg := testconfig.WithBackend(f, "192.168.1.1:6443", goldenCases["dual-stack"]...)
 	f.Fuzz(func(t *testing.T, text string) {
