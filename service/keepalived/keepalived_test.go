@@ -522,15 +522,7 @@ func TestReadSeqLst(t *testing.T) {
 		{"a list malformed", "~LST(v) x\n~LST v, a) x\n~LST({a,b}, {1,2) x\n~LST({a}, {1,2}) x\n~LST(v, {a, b}) x\nb", []string{"6 b"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			lines, err := readLines(writeConf(t, t.TempDir(), "keepalived.conf", c.text+"\n"), "h")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, l := range lines {
-				got = append(got, fmt.Sprintf("%d %s", l.num, strings.Join(l.words, " ")))
-			}
-			if !slices.Equal(got, c.want) {
+			if got := readNumbered(t, c.text); !slices.Equal(got, c.want) {
 				t.Errorf("read\n%s\nas %q, want %q", c.text, got, c.want)
 			}
 		})
@@ -574,15 +566,7 @@ func TestReadBraces(t *testing.T) {
 		{"a ~SEQ after a brace before the rest of a multiline definition", "$M= \\\nx { ~SEQ(i, 2) a $i \\\nb\n\n$M", []string{"5 x", "5 {", "5 a 1", "5 a 2", "5 b"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			lines, err := readLines(writeConf(t, t.TempDir(), "keepalived.conf", c.text+"\n"), "h")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, l := range lines {
-				got = append(got, fmt.Sprintf("%d %s", l.num, strings.Join(l.words, " ")))
-			}
-			if !slices.Equal(got, c.want) {
+			if got := readNumbered(t, c.text); !slices.Equal(got, c.want) {
 				t.Errorf("read\n%s\nas %q, want %q", c.text, got, c.want)
 			}
 		})
@@ -695,4 +679,19 @@ func TestReadIncludes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readNumbered reads text as a keepalived.conf for config id "h": each
+// statement its line number and words.
+func readNumbered(t *testing.T, text string) []string {
+	t.Helper()
+	lines, err := readLines(writeConf(t, t.TempDir(), "keepalived.conf", text+"\n"), "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range lines {
+		got = append(got, fmt.Sprintf("%d %s", l.num, strings.Join(l.words, " ")))
+	}
+	return got
 }
