@@ -159,9 +159,23 @@ func tracksProbe(dump string) bool {
 // dump list 192.168.1.100 exactly when the form says it holds the VIP, the
 // verdict TestCheckOtherHoldersAsKeepalived holds CheckOtherHolders to.
 func TestHoldersReadAsKeepalivedReads(t *testing.T) {
+	holding.dump(t, oldVIPListsTheVIP)
+}
+
+// oldVIPListsTheVIP: keepalived's dump lists 192.168.1.100 among the
+// virtual IPs of its instance old_vip.
+func oldVIPListsTheVIP(dump string) bool {
 	listed := regexp.MustCompile(`\s192\.168\.1\.100[/ ]`)
-	holding.dump(t, func(dump string) bool {
-		return listed.MatchString(dump[strings.Index(dump, "VRRP Instance = old_vip"):])
+	return listed.MatchString(dump[strings.Index(dump, "VRRP Instance = old_vip"):])
+}
+
+// holdersBeside holds keepalived's dump of each form of table to the form's
+// verdict (oldVIPListsTheVIP), with vipproxy's reading (CheckOtherHolders)
+// beside it.
+func holdersBeside(t *testing.T, table formTable) {
+	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
+	table.dumpBeside(t, oldVIPListsTheVIP, func(t *testing.T, text string) bool {
+		return readAndCheck(cfg, writeConf(t, t.TempDir(), "keepalived.conf", text), (*Conf).CheckOtherHolders) != nil
 	})
 }
 
@@ -171,13 +185,7 @@ func TestHoldersReadAsKeepalivedReads(t *testing.T) {
 // TestCheckOtherHoldersGenerated holds CheckOtherHolders to.
 // Each form is also read as vipproxy reads it, beside keepalived's dump.
 func TestSeqLstReadAsKeepalivedReads(t *testing.T) {
-	listed := regexp.MustCompile(`\s192\.168\.1\.100[/ ]`)
-	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
-	generating.dumpBeside(t, func(dump string) bool {
-		return listed.MatchString(dump[strings.Index(dump, "VRRP Instance = old_vip"):])
-	}, func(t *testing.T, text string) bool {
-		return readAndCheck(cfg, writeConf(t, t.TempDir(), "keepalived.conf", text), (*Conf).CheckOtherHolders) != nil
-	})
+	holdersBeside(t, generating)
 }
 
 // TestBracesReadAsKeepalivedReads: old_vip's virtual IPs in keepalived's
@@ -186,13 +194,7 @@ func TestSeqLstReadAsKeepalivedReads(t *testing.T) {
 // TestCheckOtherHoldersBraces holds CheckOtherHolders to. Each form is
 // also read as vipproxy reads it, beside keepalived's dump.
 func TestBracesReadAsKeepalivedReads(t *testing.T) {
-	listed := regexp.MustCompile(`\s192\.168\.1\.100[/ ]`)
-	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
-	bracing.dumpBeside(t, func(dump string) bool {
-		return listed.MatchString(dump[strings.Index(dump, "VRRP Instance = old_vip"):])
-	}, func(t *testing.T, text string) bool {
-		return readAndCheck(cfg, writeConf(t, t.TempDir(), "keepalived.conf", text), (*Conf).CheckOtherHolders) != nil
-	})
+	holdersBeside(t, bracing)
 }
 
 // dump starts keepalived on each form with its configuration dump (-d)
