@@ -15,11 +15,12 @@ bench: bench-deps build bench-size bench-go
 # (sized to the load core, see --storm-clients in vipproxy-bench --help;
 # e.g. STORM_FLAGS='--storm-clients 5000' to fix it), one backend SIGKILLed,
 # the proxy restarted (also socket-activated), all connecting at once
-# (also with no proxy at all: direct, the host's own time). The proxy on
+# (also with no proxy at all: direct, the host's own time; and through
+# floor, a bare event loop: the least a proxy costs there). The proxy on
 # cpu 1, clients and backends on cpu 0.
 STORM_FLAGS ?=
 bench-storm: bench-deps build
-	$(BIN)/vipproxy-bench --vipproxy $(BIN)/vipproxy --figures storm --contenders direct,vipproxy,haproxy,nginx \
+	$(BIN)/vipproxy-bench --vipproxy $(BIN)/vipproxy --figures storm --contenders direct,vipproxy,haproxy,nginx,floor \
 		--pin split --out $(BIN)/bench-storm.md $(STORM_FLAGS)
 
 bench-deps:

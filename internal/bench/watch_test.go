@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"testing"
@@ -93,8 +94,49 @@ func TestWatchStormClientSpreadsOverTargets(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const period = 200 * time.Millisecond
-	var targets []string
-	for id := 1; id <= 2; id++ {
+	targets := startWatchBackends(ctx, t, srv, 2, period)
+	res := atOnceWatches(ctx, t, cli, targets, 10, period)
+	if res.Recovered != 10 || len(res.Shares) < 2 || res.Shares[0] != 5 || res.Shares[1] != 5 {
+		t.Errorf("10 watches over 2 targets: %+v, want all working, 5 on each", res)
+	}
+}
+
+// TestFloorProxyCarriesAWatchStorm: the floor baseline takes part in the
+// at-once storm (the least a proxy's event loop costs there), so it must
+// carry TLS watches connecting at once to every backend in turn.
+func TestFloorProxyCarriesAWatchStorm(t *testing.T) {
+	srv, cli := pkitest.TLS(t, pkitest.New(t))
+	cli.ServerName = "127.0.0.1"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const period = 200 * time.Millisecond
+	backends := startWatchBackends(ctx, t, srv, 2, period)
+	front := listenLoopback(t)
+	addr := front.Addr().String()
+	front.Close() // runFloor binds it itself
+	fctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- runFloor(fctx, addr, backends) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("floor proxy: %v", err)
+		}
+	}()
+	if err := waitListening(ctx, addr, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	res := atOnceWatches(ctx, t, cli, []string{addr}, 10, period)
+	if res.Recovered != 10 || res.Failed != 0 || len(res.Shares) < 2 || res.Shares[0] != 5 || res.Shares[1] != 5 {
+		t.Errorf("10 watches through the floor proxy to 2 backends: %+v, want all working at the first attempt, 5 on each", res)
+	}
+}
+
+// startWatchBackends starts n watch backends, stopped when the test ends,
+// and returns their addresses.
+func startWatchBackends(ctx context.Context, t *testing.T, srv *tls.Config, n int, period time.Duration) []string {
+	var addrs []string
+	for id := 1; id <= n; id++ {
 		ln := listenLoopback(t)
 		addr := ln.Addr().String()
 		ln.Close()
@@ -102,16 +144,22 @@ func TestWatchStormClientSpreadsOverTargets(t *testing.T) {
 		done := make(chan error, 1)
 		bctx, stop := context.WithCancel(ctx)
 		go func() { done <- b.run(bctx, addr) }()
-		defer func() { stop(); <-done }()
+		t.Cleanup(func() { stop(); <-done })
 		if err := waitListening(ctx, addr, 5*time.Second); err != nil {
 			t.Fatal(err)
 		}
-		targets = append(targets, addr)
+		addrs = append(addrs, addr)
 	}
+	return addrs
+}
+
+// atOnceWatches connects clients watches to targets at once and returns
+// the storm client's result.
+func atOnceWatches(ctx context.Context, t *testing.T, cli *tls.Config, targets []string, clients int, period time.Duration) watchResult {
 	stdinR, stdin := io.Pipe()
 	defer stdin.Close()
 	stdoutR, stdout := io.Pipe()
-	spec := watchSpec{Targets: targets, Clients: 10, Sources: 1, Period: period, AtOnce: true, Wait: 20 * time.Second}
+	spec := watchSpec{Targets: targets, Clients: clients, Sources: 1, Period: period, AtOnce: true, Wait: 20 * time.Second}
 	go runWatchClient(ctx, spec, cli, stdinR, stdout)
 	lines := bufio.NewScanner(stdoutR)
 	if !lines.Scan() {
@@ -121,7 +169,5 @@ func TestWatchStormClientSpreadsOverTargets(t *testing.T) {
 	if err := json.Unmarshal(lines.Bytes(), &res); err != nil {
 		t.Fatalf("result %q: %v", lines.Text(), err)
 	}
-	if res.Recovered != 10 || len(res.Shares) < 2 || res.Shares[0] != 5 || res.Shares[1] != 5 {
-		t.Errorf("10 watches over 2 targets: %+v, want all working, 5 on each", res)
-	}
+	return res
 }
