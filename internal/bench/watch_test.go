@@ -89,13 +89,8 @@ func TestWatchStormClientSeesTheCutAndTheReturn(t *testing.T) {
 // backends themselves, for the direct baseline of the at-once storm),
 // the watches go to each in turn, so that every backend serves its share.
 func TestWatchStormClientSpreadsOverTargets(t *testing.T) {
-	srv, cli := pkitest.TLS(t, pkitest.New(t))
-	cli.ServerName = "127.0.0.1"
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	const period = 200 * time.Millisecond
-	targets := startWatchBackends(ctx, t, srv, 2, period)
-	res := atOnceWatches(ctx, t, cli, targets, 10, period)
+	ctx, cli, targets := twoWatchBackends(t)
+	res := atOnceWatches(ctx, t, cli, targets, 10)
 	if res.Recovered != 10 || len(res.Shares) < 2 || res.Shares[0] != 5 || res.Shares[1] != 5 {
 		t.Errorf("10 watches over 2 targets: %+v, want all working, 5 on each", res)
 	}
@@ -105,12 +100,7 @@ func TestWatchStormClientSpreadsOverTargets(t *testing.T) {
 // at-once storm (the least a proxy's event loop costs there), so it must
 // carry TLS watches connecting at once to every backend in turn.
 func TestFloorProxyCarriesAWatchStorm(t *testing.T) {
-	srv, cli := pkitest.TLS(t, pkitest.New(t))
-	cli.ServerName = "127.0.0.1"
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	const period = 200 * time.Millisecond
-	backends := startWatchBackends(ctx, t, srv, 2, period)
+	ctx, cli, backends := twoWatchBackends(t)
 	front := listenLoopback(t)
 	addr := front.Addr().String()
 	front.Close() // runFloor binds it itself
@@ -126,21 +116,29 @@ func TestFloorProxyCarriesAWatchStorm(t *testing.T) {
 	if err := waitListening(ctx, addr, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	res := atOnceWatches(ctx, t, cli, []string{addr}, 10, period)
+	res := atOnceWatches(ctx, t, cli, []string{addr}, 10)
 	if res.Recovered != 10 || res.Failed != 0 || len(res.Shares) < 2 || res.Shares[0] != 5 || res.Shares[1] != 5 {
 		t.Errorf("10 watches through the floor proxy to 2 backends: %+v, want all working at the first attempt, 5 on each", res)
 	}
 }
 
-// startWatchBackends starts n watch backends, stopped when the test ends,
-// and returns their addresses.
-func startWatchBackends(ctx context.Context, t *testing.T, srv *tls.Config, n int, period time.Duration) []string {
+// watchTestPeriod is the test backends' time between events.
+const watchTestPeriod = 200 * time.Millisecond
+
+// twoWatchBackends starts two watch backends with a test PKI, stopped
+// when the test ends, and returns a context of a minute at most, the
+// clients' TLS configuration and the backends' addresses.
+func twoWatchBackends(t *testing.T) (context.Context, *tls.Config, []string) {
+	srv, cli := pkitest.TLS(t, pkitest.New(t))
+	cli.ServerName = "127.0.0.1"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
 	var addrs []string
-	for id := 1; id <= n; id++ {
+	for id := 1; id <= 2; id++ {
 		ln := listenLoopback(t)
 		addr := ln.Addr().String()
 		ln.Close()
-		b := &watchBackend{id: id, tls: srv, period: period, epoch: time.Now()}
+		b := &watchBackend{id: id, tls: srv, period: watchTestPeriod, epoch: time.Now()}
 		done := make(chan error, 1)
 		bctx, stop := context.WithCancel(ctx)
 		go func() { done <- b.run(bctx, addr) }()
@@ -150,16 +148,16 @@ func startWatchBackends(ctx context.Context, t *testing.T, srv *tls.Config, n in
 		}
 		addrs = append(addrs, addr)
 	}
-	return addrs
+	return ctx, cli, addrs
 }
 
 // atOnceWatches connects clients watches to targets at once and returns
 // the storm client's result.
-func atOnceWatches(ctx context.Context, t *testing.T, cli *tls.Config, targets []string, clients int, period time.Duration) watchResult {
+func atOnceWatches(ctx context.Context, t *testing.T, cli *tls.Config, targets []string, clients int) watchResult {
 	stdinR, stdin := io.Pipe()
 	defer stdin.Close()
 	stdoutR, stdout := io.Pipe()
-	spec := watchSpec{Targets: targets, Clients: clients, Sources: 1, Period: period, AtOnce: true, Wait: 20 * time.Second}
+	spec := watchSpec{Targets: targets, Clients: clients, Sources: 1, Period: watchTestPeriod, AtOnce: true, Wait: 20 * time.Second}
 	go runWatchClient(ctx, spec, cli, stdinR, stdout)
 	lines := bufio.NewScanner(stdoutR)
 	if !lines.Scan() {
