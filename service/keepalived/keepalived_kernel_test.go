@@ -162,11 +162,13 @@ func TestHoldersReadAsKeepalivedReads(t *testing.T) {
 	holding.dump(t, oldVIPListsTheVIP)
 }
 
+// vipInDump is 192.168.1.100 as keepalived's dump lists a virtual IP.
+var vipInDump = regexp.MustCompile(`\s192\.168\.1\.100[/ ]`)
+
 // oldVIPListsTheVIP: keepalived's dump lists 192.168.1.100 among the
 // virtual IPs of its instance old_vip.
 func oldVIPListsTheVIP(dump string) bool {
-	listed := regexp.MustCompile(`\s192\.168\.1\.100[/ ]`)
-	return listed.MatchString(dump[strings.Index(dump, "VRRP Instance = old_vip"):])
+	return vipInDump.MatchString(dump[strings.Index(dump, "VRRP Instance = old_vip"):])
 }
 
 // holdersBeside holds keepalived's dump of each form of table to the form's
@@ -351,7 +353,6 @@ func startKeepalived(t *testing.T, ns *testutil.NetNS, conf string, flags ...str
 // twice, or reads the included file in part (madeInclude).
 func TestIncludeReadAsKeepalivedReads(t *testing.T) {
 	comparedNatively(t)
-	listed := regexp.MustCompile(`\s192\.168\.1\.100[/ ]`)
 	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
 	inc := t.TempDir()
 	writeConf(t, inc, "vip.conf", "192.168.1.100/32 dev eth1\n")
@@ -399,7 +400,7 @@ func TestIncludeReadAsKeepalivedReads(t *testing.T) {
 			text := holderConf(strings.ReplaceAll(f.text, "INC/", inc+"/"))
 			dump := instanceDump(t, keepalivedNS(t), text)
 			dump = dump[strings.Index(dump, "VRRP Instance = old_vip"):]
-			if n := len(listed.FindAllString(dump, -1)); n != f.listed {
+			if n := len(vipInDump.FindAllString(dump, -1)); n != f.listed {
 				t.Errorf("%s: keepalived's dump lists 192.168.1.100 %d times, the form says %d\n%s", f.name, n, f.listed, dump)
 			}
 			err := readAndCheck(cfg, writeConf(t, t.TempDir(), "keepalived.conf", text), (*Conf).CheckOtherHolders)
