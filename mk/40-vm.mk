@@ -2,14 +2,17 @@
 # by NixOS-test-style scripts (vm-tests/*.py; the same scripts run in
 # runNixOSTest, see vm-tests/nixos.nix). Needs root (network namespace,
 # taps); skips cleanly without. Every ARCH runs the one-node smoke and the
-# whole four-VM scenario. See vm-tests/README.md.
+# four-VM scenario (in make test, the scenario's steps that are the same on
+# every architecture on amd64 only: vm-tests/ci.sh). See vm-tests/README.md.
 ARCH ?= amd64
 # The architectures make test proves. Every one by default; a caller who
 # cannot or will not run some says so here, e.g. `make test VM_ARCHS=amd64`
 # (the others are reported SKIPPED), or VM_ARCHS= for none.
 VM_ALL_ARCHS := amd64 arm64 riscv64
 VM_ARCHS ?= $(VM_ALL_ARCHS)
-VM_SCRIPTS ?= vm-tests/smoke.py vm-tests/scenario.py
+# The longest first: vm-test-ci's queue (vm-tests/ci.sh) starts them in
+# this order, and short runs at the end keep both workers busy to it.
+VM_SCRIPTS ?= vm-tests/scenario.py vm-tests/smoke.py
 # Images and runs: vm-tests/.work by default; make test keeps its images in
 # VM_CI_WORK, a cache keyed by everything that goes into them (image.sh):
 # a speed-up only, built there when missing or stale.

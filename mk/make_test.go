@@ -101,14 +101,18 @@ func killRecorded(file string) {
 // NAME" to MARKS/events (each line written while the run runs, so the
 // order of the lines bounds how many ran at once). A script named fail.py
 // fails; hang.py records the runner's pid and sleeps. amd64's smoke waits
-// (bounded: WAIT_STEPS of 50 ms) for another run to start and says
-// whether it saw one: that only happens if runs go side by side.
+// (bounded: WAIT_STEPS of 50 ms) for another run to start after it and says
+// whether it saw one: that only happens if runs go side by side. Each run
+// also notes in MARKS/skip whether it was asked to leave out the steps
+// that are the same on every architecture (VM_SKIP_ARCH_NEUTRAL=1).
 const runner = `#!/bin/bash
 arch=$1 name=$(basename "$2" .py)
 echo "start $arch $name" >> "$MARKS/events"
+echo "$arch $name ${VM_SKIP_ARCH_NEUTRAL-unset}" >> "$MARKS/skip"
 if [ "$arch $name" = "amd64 smoke" ]; then
-	for i in $(seq "${WAIT_STEPS:-200}"); do [ "$(grep -c ^start "$MARKS/events")" -gt 1 ] && break; sleep 0.05; done
-	[ "$(grep -c ^start "$MARKS/events")" -gt 1 ] && echo "amd64 saw another run" || echo "amd64 ran alone"
+	before=$(grep -c ^start "$MARKS/events")
+	for i in $(seq "${WAIT_STEPS:-200}"); do [ "$(grep -c ^start "$MARKS/events")" -gt "$before" ] && break; sleep 0.05; done
+	[ "$(grep -c ^start "$MARKS/events")" -gt "$before" ] && echo "amd64 saw another run" || echo "amd64 ran alone"
 fi
 rc=0
 case $name in
@@ -174,14 +178,14 @@ func (c vmCI) events(t *testing.T) (started []string, most int) {
 }
 
 // make test's VM runs are one queue taken by two workers: every
-// architecture's first script, then the second..., amd64's extras last,
+// architecture's first script, amd64's extras, then the second...,
 // two runs at a time and never more, each once; a failure is named again
 // at the very end of the output, with the end of the failed run's own
 // output: a CI log is read from its tail (stop 28's log did not say what
 // had failed). Before, a lane per list of architectures (amd64 beside
 // arm64 then riscv64) left a core idle once amd64's lane was done.
 func TestVMCIRunsAQueueTwoAtATimeAndRecapsFailures(t *testing.T) {
-	c := newVMCI(t, "vm-tests/smoke.py vm-tests/scenario.py", "vm-tests/fail.py vm-tests/extra.py")
+	c := newVMCI(t, "vm-tests/scenario.py vm-tests/smoke.py", "vm-tests/fail.py vm-tests/extra.py")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	out, err := c.command(ctx, "amd64", "arm64", "riscv64").CombinedOutput()
@@ -195,8 +199,8 @@ func TestVMCIRunsAQueueTwoAtATimeAndRecapsFailures(t *testing.T) {
 	// of the queue, and each run starts once (the order: the one-lane test).
 	sorted := slices.Sorted(slices.Values(started))
 	want := []string{"amd64 extra", "amd64 fail", "amd64 scenario", "amd64 smoke", "arm64 scenario", "arm64 smoke", "riscv64 scenario", "riscv64 smoke"}
-	if !slices.Equal(sorted, want) || len(started) < 2 || !slices.Equal(slices.Sorted(slices.Values(started[:2])), []string{"amd64 smoke", "arm64 smoke"}) {
-		t.Errorf("runs started %q, want each of %q once, the two smokes first", started, want)
+	if !slices.Equal(sorted, want) || len(started) < 2 || !slices.Equal(slices.Sorted(slices.Values(started[:2])), []string{"amd64 scenario", "arm64 scenario"}) {
+		t.Errorf("runs started %q, want each of %q once, two scenarios first", started, want)
 	}
 	if most != 2 {
 		t.Errorf("at most %d runs at once, want 2 (two workers)", most)
@@ -233,9 +237,11 @@ func TestVMCIPassesWhenEveryRunPasses(t *testing.T) {
 }
 
 // VM_CI_LANES=1: one run at a time, in the queue's order: every
-// architecture's first script, then the second..., amd64's extras last.
+// architecture's first script (make lists the longest first), amd64's
+// extras, then the second...: the short runs fill the end. Only amd64
+// runs the steps that are the same on every architecture.
 func TestVMCIOneLaneRunsOneAtATime(t *testing.T) {
-	c := newVMCI(t, "vm-tests/smoke.py vm-tests/scenario.py", "vm-tests/extra.py")
+	c := newVMCI(t, "vm-tests/scenario.py vm-tests/smoke.py", "vm-tests/extra.py")
 	c.env = append(c.env, "VM_CI_LANES=1", "WAIT_STEPS=10")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -244,12 +250,20 @@ func TestVMCIOneLaneRunsOneAtATime(t *testing.T) {
 		t.Fatalf("ci.sh: %v:\n%s", err, out)
 	}
 	started, most := c.events(t)
-	want := []string{"amd64 smoke", "arm64 smoke", "amd64 scenario", "arm64 scenario", "amd64 extra"}
+	want := []string{"amd64 scenario", "arm64 scenario", "amd64 extra", "amd64 smoke", "arm64 smoke"}
 	if most != 1 || !slices.Equal(started, want) {
 		t.Errorf("runs started %q, at most %d at once; want %q, one at a time:\n%s", started, most, want, out)
 	}
 	if !strings.Contains(string(out), "[amd64] amd64 ran alone") {
 		t.Errorf("amd64's smoke saw another run beside it:\n%s", out)
+	}
+	skips, err := os.ReadFile(filepath.Join(c.marks, "skip"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSkips := "amd64 scenario \narm64 scenario 1\namd64 extra \namd64 smoke \narm64 smoke 1\n"
+	if string(skips) != wantSkips {
+		t.Errorf("VM_SKIP_ARCH_NEUTRAL per run:\n%s\nwant (amd64 every step, the others without the architecture-neutral ones):\n%s", skips, wantSkips)
 	}
 }
 
