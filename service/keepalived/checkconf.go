@@ -51,74 +51,48 @@ func (c *Conf) CheckVIPReachable(cfg *config.Valid) error {
 // controller and worker.
 func (c *Conf) CheckVirtualServers(cfg *config.Valid) error {
 	groups := groupMembers(c.lines)
-	for _, l := range c.lines {
-		if len(l.words) < 2 || l.words[0] != "virtual_server" {
-			continue
+	return c.firstProblem(func(l line, words []string, _ [][]string) *config.Error {
+		if len(words) < 2 || words[0] != "virtual_server" {
+			return nil
 		}
-		members := []entry{{l, l.words[1:]}}
-		if l.words[1] == "group" && len(l.words) > 2 {
-			members = groups[l.words[2]]
+		members := []entry{{l, words[1:]}}
+		if words[1] == "group" && len(words) > 2 {
+			members = groups[words[2]]
 		}
 		for _, m := range members {
 			if vip, ok := matchVIP(cfg.VIP.Addresses, m.words); ok {
 				return &config.Error{File: l.file, Line: l.num, Key: "virtual_server", Reason: fmt.Sprintf(
 					"%s balances the VIP %s with IPVS (from %s:%d): vipproxy replaces IPVS for the VIP, and IPVS together with arp_ignore breaks pod -> VIP hairpin on nodes that are both controller and worker; remove it and let vipproxy balance",
-					strings.Join(l.words, " "), vip, m.file, m.num)}
+					strings.Join(words, " "), vip, m.file, m.num)}
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
-// entry is a member of a virtual_server_group, its braces left out.
+// entry is a statement of a virtual_server_group: a member.
 type entry struct {
 	line
 	words []string
 }
 
-// groupMembers maps each virtual_server_group name to its member lines.
+// groupMembers maps each virtual_server_group name to its members: the
+// statements in its block. The braces are walk's, as keepalived reads
+// them: a brace inside a quoted word is part of the word.
 func groupMembers(lines []line) map[string][]entry {
 	groups := map[string][]entry{}
-	name, depth := "", 0
-	for _, l := range lines {
-		if name == "" {
-			if len(l.words) >= 2 && l.words[0] == "virtual_server_group" {
-				name, depth = l.words[1], braces(l.words)
-			}
-			continue
+	walk(lines, func(l line, words []string, blocks [][]string) {
+		if n := len(blocks); n > 0 && len(blocks[n-1]) >= 2 && blocks[n-1][0] == "virtual_server_group" {
+			name := blocks[n-1][1]
+			groups[name] = append(groups[name], entry{l, words})
 		}
-		if ws := trimBraces(l.words); len(ws) > 0 && depth == 1 {
-			groups[name] = append(groups[name], entry{l, ws})
-		}
-		if depth += braces(l.words); depth <= 0 {
-			name = ""
-		}
-	}
+	})
 	return groups
-}
-
-func braces(words []string) int {
-	n := 0
-	for _, w := range words {
-		n += strings.Count(w, "{") - strings.Count(w, "}")
-	}
-	return n
-}
-
-func trimBraces(words []string) []string {
-	var out []string
-	for _, w := range words {
-		if w = strings.Trim(w, "{}"); w != "" {
-			out = append(out, w)
-		}
-	}
-	return out
 }
 
 // matchVIP reports whether an address spec ("IP [port]", "IP-last [port]"
 // range, "fwmark N" never) names one of the VIPs.
 func matchVIP(vips []netip.Addr, words []string) (netip.Addr, bool) {
-	words = trimBraces(words)
 	if len(words) == 0 || words[0] == "fwmark" || words[0] == "group" {
 		return netip.Addr{}, false
 	}

@@ -79,6 +79,10 @@ func TestCheckVirtualServers(t *testing.T) {
 		{"group on one line", map[string]string{"keepalived.conf": "virtual_server_group api { 192.168.1.100 6443 }\nvirtual_server group api {\n}\n"}, "VIP 192.168.1.100"},
 		{"group range containing the VIP", map[string]string{"keepalived.conf": "virtual_server_group api {\n  192.168.1.90-110 6443\n}\nvirtual_server group api {\n}\n"}, "VIP 192.168.1.100"},
 		{"group range without the VIP", map[string]string{"keepalived.conf": "virtual_server_group api {\n  192.168.1.101-110 6443\n}\nvirtual_server group api {\n}\n"}, ""},
+		// A brace inside quotes is part of its word, as keepalived reads it
+		// (strcmp against "{" and "}"): the group goes on past that line.
+		{"quoted brace in a group", map[string]string{"keepalived.conf": "virtual_server_group api {\n  \"192.168.1.50}\" 6443\n  192.168.1.100 6443\n}\nvirtual_server group api {\n}\n"},
+			"VIP 192.168.1.100"},
 		{"unused group is fine", map[string]string{"keepalived.conf": "virtual_server_group api {\n  192.168.1.100 6443\n}\n"}, ""},
 		{"include relative glob", map[string]string{
 			"keepalived.conf":     "global_defs {\n}\ninclude conf.d/*.conf\n",
