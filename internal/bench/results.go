@@ -68,7 +68,10 @@ func median(vs []float64) float64 {
 type figureSpec struct {
 	key, label string
 	sum        bool // total over repetitions instead of the median
-	goal       *goal
+	// count: the figure counts things (connections, attempts, events), so
+	// a whole value prints without decimals; a measured 1.00 s stays 1.00.
+	count bool
+	goal  *goal
 }
 
 // goal is what vipproxy must reach: a ratio to HAProxy or an absolute limit.
@@ -151,14 +154,14 @@ func figureSpecs(opt options) []figureSpec {
 			figureSpec{key: fmt.Sprintf("cpurt-%d", c), label: fmt.Sprintf("proxy CPU µs per round trip, %d conn(s)", c)})
 	}
 	fs = append(fs,
-		figureSpec{key: "idle-est", label: fmt.Sprintf("idle connections held (of %d)", opt.IdleConns),
+		figureSpec{key: "idle-est", count: true, label: fmt.Sprintf("idle connections held (of %d)", opt.IdleConns),
 			goal: &goal{text: fmt.Sprintf("all %d", opt.IdleConns), atLeast: true, limit: float64(opt.IdleConns)}},
 		figureSpec{key: "idle-rss", label: "idle: proxy RSS KB per connection", goal: atMost(6, "KB")},
 		figureSpec{key: "idle-fds", label: "idle: proxy descriptors per connection", goal: atMost(2, "")},
-		figureSpec{key: "fail", label: fmt.Sprintf("failover: failed new connections (%d/s, backend SIGKILLed; total of all reps)", opt.FailoverRate),
+		figureSpec{key: "fail", count: true, label: fmt.Sprintf("failover: failed new connections (%d/s, backend SIGKILLed; total of all reps)", opt.FailoverRate),
 			sum: true, goal: &goal{text: "0", limit: 0}},
-		figureSpec{key: "fail-inflight", label: "failover: connections lost in flight (the killed backend had received them)", sum: true},
-		figureSpec{key: "fail-tried", label: "failover: new connections tried (total)", sum: true},
+		figureSpec{key: "fail-inflight", count: true, label: "failover: connections lost in flight (the killed backend had received them)", sum: true},
+		figureSpec{key: "fail-tried", count: true, label: "failover: new connections tried (total)", sum: true},
 		figureSpec{key: "ready", label: "start to READY=1, ms", goal: atMost(100, "ms")},
 	)
 	fs = append(fs, stormSpecs(opt)...)
@@ -217,7 +220,7 @@ func (r *results) cell(f figureSpec, c string) string {
 	if !ok {
 		return "–"
 	}
-	return format(v)
+	return format(v, f.count)
 }
 
 // ratio is c's figure divided by HAProxy's. With one value per
@@ -280,10 +283,12 @@ func row(b *strings.Builder, cells []string) {
 	b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 }
 
-func format(v float64) string {
+// format prints a cell: a count that is whole without decimals, anything
+// else with three significant digits or more.
+func format(v float64, count bool) string {
 	a := math.Abs(v)
 	switch {
-	case v == math.Trunc(v) && a < 1e6:
+	case count && v == math.Trunc(v):
 		return fmt.Sprintf("%.0f", v)
 	case a >= 100:
 		return fmt.Sprintf("%.0f", v)

@@ -691,12 +691,12 @@ func stormSpecs(opt options) []figureSpec {
 			backGoal, cpuGoal = ratioAtMost(1.1), ratioAtMost(1)
 		}
 		fs = append(fs,
-			figureSpec{key: k + "back", label: fmt.Sprintf("%s: watches back (of those cut; %d held)", t, opt.StormClients)},
+			figureSpec{key: k + "back", count: true, label: fmt.Sprintf("%s: watches back (of those cut; %d held)", t, opt.StormClients)},
 			figureSpec{key: k + "p50", label: t + ": watch working again p50 ms"},
 			figureSpec{key: k + "p99", label: t + ": watch working again p99 ms"},
 			figureSpec{key: k + "max", label: t + ": every watch working again, ms", goal: backGoal},
-			figureSpec{key: k + "failed", label: t + ": failed connection attempts", goal: failGoal},
-			figureSpec{key: k + "lost", label: t + ": events missed"},
+			figureSpec{key: k + "failed", count: true, label: t + ": failed connection attempts", goal: failGoal},
+			figureSpec{key: k + "lost", count: true, label: t + ": events missed"},
 			figureSpec{key: k + "cpu", label: fmt.Sprintf("%s: proxy CPU s in the first %s", t, time.Duration(stormWindowPeriods[sc])*watchPeriod), goal: cpuGoal},
 			figureSpec{key: k + "rss", label: t + ": proxy peak RSS MB"},
 			figureSpec{key: k + "share", label: t + ": watches per backend after"},
