@@ -32,12 +32,15 @@ VM_CI_LANES=${VM_CI_LANES:-2}
 VM_LOCKED=${VM_LOCKED:-}
 RECAP_LINES=${RECAP_LINES:-40}
 VM_CI_RUN=${VM_CI_RUN:-$HERE/run.sh}
+# The architecture that runs amd64's extra scripts and every step of a
+# script (the others skip the architecture-neutral ones): the host's.
+FULL=amd64
 
 # scripts_of ARCH: its scripts, one a line.
 scripts_of() {
 	local s
 	# shellcheck disable=SC2086 # word lists
-	for s in $VM_SCRIPTS $([ "$1" != amd64 ] || echo $VM_CI_AMD64_EXTRA); do echo "$s"; done
+	for s in $VM_SCRIPTS $([ "$1" != "$FULL" ] || echo $VM_CI_AMD64_EXTRA); do echo "$s"; done
 }
 
 # The queue, "ARCH SCRIPT" a line: every architecture's first script,
@@ -51,9 +54,9 @@ queue() {
 			s=$(printf '%s\n' $VM_SCRIPTS | sed -n "${i}p")
 			[ -z "$s" ] || { echo "$arch $s"; more=1; }
 		done
-		if [ "$i" = 1 ] && [[ " $* " == *" amd64 "* ]]; then
+		if [ "$i" = 1 ] && [[ " $* " == *" $FULL "* ]]; then
 			# shellcheck disable=SC2086 # a word list
-			for s in $VM_CI_AMD64_EXTRA; do echo "amd64 $s"; done
+			for s in $VM_CI_AMD64_EXTRA; do echo "$FULL $s"; done
 		fi
 		i=$((i + 1))
 	done
@@ -82,7 +85,7 @@ run_one() {
 	local arch=$1 script=$2
 	mkdir -p "$VM_CI_WORK/$arch-run"
 	# shellcheck disable=SC2086 # VM_LOCKED is a word list
-	VM_WORK=$VM_CI_WORK VM_SKIP_ARCH_NEUTRAL=$([ "$arch" = amd64 ] || echo 1) \
+	VM_WORK=$VM_CI_WORK VM_SKIP_ARCH_NEUTRAL=$([ "$arch" = "$FULL" ] || echo 1) \
 		$VM_LOCKED "$VM_CI_RUN" "$arch" "$script" 2>&1 |
 		tee "$(run_file "$arch" "$script" ci.log)" | sed -u "s/^/[$arch] /"
 	echo "${PIPESTATUS[0]}" >"$(run_file "$arch" "$script" rc)"
