@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"bufio"
 	"os"
 	"os/exec"
 	"runtime"
@@ -48,13 +49,9 @@ func deleteFromInside(name string) int {
 // process itself, even when its main thread was left in the namespace.
 func TestDeleteSparesThisProcess(t *testing.T) {
 	ns := NewNetNS(t, "spare")
-	sleeper := exec.Command("ip", "netns", "exec", ns.Name, "sleep", "60")
-	if err := sleeper.Start(); err != nil {
-		t.Fatal(err)
-	}
+	sleeper := startInside(t, ns)
 	ended := make(chan error, 1)
 	go func() { ended <- sleeper.Wait() }()
-	t.Cleanup(func() { sleeper.Process.Kill() })
 	child := exec.Command(os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), childNetNS+"="+ns.Name)
 	out, err := child.CombinedOutput()
@@ -69,4 +66,26 @@ func TestDeleteSparesThisProcess(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Errorf("the process inside the namespace still runs 20 s after the namespace's cleanup")
 	}
+}
+
+// startInside starts a long sleep in ns and returns once it runs there.
+// Start alone returns when `ip` has been executed, before it joins the
+// namespace: a cleanup that came first found nothing inside to kill, and
+// the sleep outlived it (project CI, stop 43).
+func startInside(t *testing.T, ns *NetNS) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("ip", "netns", "exec", ns.Name, "sh", "-c", "echo inside; exec sleep 60")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if line != "inside\n" {
+		t.Fatalf("the sleep in %s never said it runs there: %q, %v", ns.Name, line, err)
+	}
+	return cmd
 }
