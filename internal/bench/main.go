@@ -78,8 +78,8 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opt.Figures = splitList(figures)
 	opt.Storms = splitList(storms)
 	if opt.Reps < 1 || opt.Reps > 20 || opt.Duration <= 0 || opt.Duration > time.Minute || opt.IdleConns < 1 || opt.IdleSettle < 0 || opt.IdleSettle > time.Minute || opt.FailoverRate < 1 || opt.Nice < -20 || opt.Nice > 19 ||
-		opt.StormClients < 0 || opt.StormClients > stormClientsLimit || opt.StormReps < 1 || opt.StormReps > 5 {
-		fmt.Fprintf(stderr, "vipproxy-bench: --reps 1..20, --duration up to 1m, --idle and --failover-rate > 0, --nice -20..19, --storm-clients 0..%d, --storm-reps 1..5\n", stormClientsLimit)
+		opt.StormClients < 0 || opt.StormClients > stormClientsLimit || opt.StormReps < 1 || opt.StormReps > 20 {
+		fmt.Fprintf(stderr, "vipproxy-bench: --reps 1..20, --duration up to 1m, --idle and --failover-rate > 0, --nice -20..19, --storm-clients 0..%d, --storm-reps 1..20\n", stormClientsLimit)
 		return 2
 	}
 	return exitCode(stderr, "vipproxy-bench", run(ctx, opt, stdout, stderr))

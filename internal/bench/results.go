@@ -188,6 +188,7 @@ func (r *results) render(contenders []string, opt options) string {
 	hdr = append(hdr, "goal (vipproxy)", "result")
 	row(&b, hdr)
 	row(&b, slices.Repeat([]string{"---"}, len(hdr)))
+	intervals := false
 	for _, f := range figureSpecs(opt) {
 		if r.vals[f.key] == nil && r.texts[f.key] == nil {
 			continue
@@ -198,7 +199,9 @@ func (r *results) render(contenders []string, opt options) string {
 		}
 		for _, c := range others {
 			if q, ok := r.ratio(f, c); ok {
-				cells = append(cells, fmt.Sprintf("%.2f", q))
+				cells = append(cells, r.ratioCell(f, c, q))
+				_, _, _, withInterval := r.ratioInterval(f, c)
+				intervals = intervals || withInterval
 			} else {
 				cells = append(cells, "")
 			}
@@ -206,10 +209,23 @@ func (r *results) render(contenders []string, opt options) string {
 		cells = append(cells, r.verdict(f)...)
 		row(&b, cells)
 	}
-	for _, n := range r.notes {
+	notes := r.notes
+	if intervals {
+		notes = append(slices.Clone(notes), intervalNote)
+	}
+	for _, n := range notes {
 		fmt.Fprintf(&b, "\nnote: %s\n", n)
 	}
 	return b.String()
+}
+
+// ratioCell prints a ratio, and with enough repetitions its interval:
+// "0.97 (0.91–1.04)".
+func (r *results) ratioCell(f figureSpec, c string, q float64) string {
+	if lo, hi, _, ok := r.ratioInterval(f, c); ok {
+		return fmt.Sprintf("%.2f (%.2f–%.2f)", q, lo, hi)
+	}
+	return fmt.Sprintf("%.2f", q)
 }
 
 func (r *results) cell(f figureSpec, c string) string {
@@ -228,17 +244,8 @@ func (r *results) cell(f figureSpec, c string) string {
 // neighbours in the interleaving share the machine's mood, so pairing them
 // cancels much of a shared machine's drift.
 func (r *results) ratio(f figureSpec, c string) (float64, bool) {
-	cv, hv := r.vals[f.key][c], r.vals[f.key]["haproxy"]
-	if !f.sum && len(cv) > 0 && len(cv) == len(hv) {
-		var qs []float64
-		for i := range cv {
-			if hv[i] != 0 {
-				qs = append(qs, cv[i]/hv[i])
-			}
-		}
-		if len(qs) == len(cv) {
-			return median(qs), true
-		}
+	if qs := r.pairedRatios(f, c); qs != nil {
+		return median(qs), true
 	}
 	v, ok1 := r.value(f, c)
 	h, ok2 := r.value(f, "haproxy")
@@ -246,6 +253,75 @@ func (r *results) ratio(f figureSpec, c string) (float64, bool) {
 		return 0, false
 	}
 	return v / h, true
+}
+
+// pairedRatios are c's per-repetition ratios to HAProxy's, nil unless
+// every repetition has both values.
+func (r *results) pairedRatios(f figureSpec, c string) []float64 {
+	cv, hv := r.vals[f.key][c], r.vals[f.key]["haproxy"]
+	if f.sum || len(cv) == 0 || len(cv) != len(hv) {
+		return nil
+	}
+	qs := make([]float64, 0, len(cv))
+	for i := range cv {
+		if hv[i] == 0 {
+			return nil
+		}
+		qs = append(qs, cv[i]/hv[i])
+	}
+	return qs
+}
+
+// medianInterval is a distribution-free confidence interval for the
+// median of vs: the k-th smallest and k-th largest value, with the
+// largest k whose coverage, 1 - 2·P(Binomial(n, ½) < k), is at least
+// 95 % (with fewer than 6 values none is: the lowest and highest, and
+// their coverage). It asks nothing of the shape of the spread, which on
+// a shared machine has long tails (a slow spell of the host).
+func medianInterval(vs []float64) (lo, hi, coverage float64) {
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	n := len(s)
+	k, cov := 1, 1-2*binomialBelow(n, 1)
+	for k+1 <= n/2 {
+		c := 1 - 2*binomialBelow(n, k+1)
+		if c < 0.95 {
+			break
+		}
+		k, cov = k+1, c
+	}
+	return s[k-1], s[n-k], cov
+}
+
+// binomialBelow is P(X < k) for X ~ Binomial(n, ½).
+func binomialBelow(n, k int) float64 {
+	var p, term float64 = 0, math.Pow(0.5, float64(n)) // P(X = 0)
+	for i := 0; i < k; i++ {
+		p += term
+		term *= float64(n-i) / float64(i+1)
+	}
+	return p
+}
+
+// intervalNote says what a ratio's parentheses and "within noise" mean.
+const intervalNote = "a ratio is the median of the per-repetition ratios; in parentheses, from " +
+	"5 repetitions on, the interval that holds the true median at least 94 % of the time (95 % from 6; " +
+	"order statistics, no assumption on the spread). \"within noise\": the goal lies inside it, so " +
+	"this run cannot tell on which side vipproxy is; more repetitions narrow it."
+
+// minIntervalReps is the fewest repetitions for which a ratio gets its
+// interval: with 5 the lowest and highest ratio cover the median 94 %
+// of the time; with fewer the interval is too wide to say anything.
+const minIntervalReps = 5
+
+// ratioInterval is medianInterval over c's per-repetition ratios.
+func (r *results) ratioInterval(f figureSpec, c string) (lo, hi, coverage float64, ok bool) {
+	qs := r.pairedRatios(f, c)
+	if len(qs) < minIntervalReps {
+		return 0, 0, 0, false
+	}
+	lo, hi, coverage = medianInterval(qs)
+	return lo, hi, coverage, true
 }
 
 func (r *results) verdict(f figureSpec) []string {
@@ -273,10 +349,25 @@ func (r *results) verdict(f figureSpec) []string {
 	if !ok {
 		return []string{f.goal.text, "n/a"}
 	}
+	result := "**MISS**"
 	if f.goal.check(v) {
-		return []string{f.goal.text, "pass"}
+		result = "pass"
 	}
-	return []string{f.goal.text, "**MISS**"}
+	if f.goal.ratio && r.goalInsideInterval(f) {
+		result += ", within noise"
+	}
+	return []string{f.goal.text, result}
+}
+
+// goalInsideInterval: the goal's limit lies inside vipproxy's ratio
+// interval, so this run cannot tell on which side of it vipproxy is: a
+// pass or a miss that another run may turn round.
+func (r *results) goalInsideInterval(f figureSpec) bool {
+	lo, hi, _, ok := r.ratioInterval(f, "vipproxy")
+	if !ok {
+		return false
+	}
+	return f.goal.check(lo) != f.goal.check(hi)
 }
 
 func row(b *strings.Builder, cells []string) {
