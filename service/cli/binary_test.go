@@ -330,6 +330,9 @@ func TestReloadReportsTheDaemonsVerdict(t *testing.T) {
 	if out, errOut, code := reload(path); code != 0 || !strings.HasPrefix(out, "reloaded: ") || !strings.HasSuffix(out, "/2 backends healthy\n") {
 		t.Fatalf("reload of a good file: exit %d, stdout %q, stderr %q; log:\n%s", code, out, errOut, logs())
 	}
+	// The daemon logs the reload after counting it in /status, which is
+	// what reload waits for: the line may come after reload returned.
+	testutil.WaitFor(t, "the good file's reload in the log", func() bool { return strings.Contains(logs(), "msg=reloaded") })
 
 	os.WriteFile(path, []byte(withTwo+"[limits]\nmax_connections = -1\n"), 0o644)
 	if _, errOut, code := reload(path); code != ExitUsage || !strings.Contains(errOut, "limits.max_connections") || !strings.Contains(errOut, "not signalled") {
