@@ -174,9 +174,10 @@ func TestAdminPortClashKeepsProxyServing(t *testing.T) {
 	if stdout != "ready: 1/1 backends healthy\n" {
 		t.Fatalf("probe: stdout %q stderr %q; daemon log:\n%s", stdout, stderr, logs())
 	}
-	if !strings.Contains(logs(), "level=WARN msg=\"admin endpoint cannot listen; the proxy serves without it and retries") {
-		t.Errorf("no warning about the admin endpoint in the log:\n%s", logs())
-	}
+	// The line reaches logs() through a pipe copied on another goroutine.
+	testutil.WaitFor(t, "the warning about the admin endpoint in the log", func() bool {
+		return strings.Contains(logs(), "level=WARN msg=\"admin endpoint cannot listen; the proxy serves without it and retries")
+	})
 	testutil.WaitFor(t, "STATUS= naming the admin endpoint", func() bool {
 		return strings.Contains(statuses(), "admin endpoint down (retrying): admin: listen on "+adminAddr)
 	})
@@ -204,9 +205,7 @@ func TestAdminEndpointRetriesUntilThePortIsFree(t *testing.T) {
 		body, code, err := getReadyz(t.Context(), adminAddr, time.Second)
 		return err == nil && code == 200 && strings.HasPrefix(body, "ready: ")
 	})
-	if !strings.Contains(logs(), "admin endpoint listening after all") {
-		t.Errorf("log:\n%s", logs())
-	}
+	testutil.WaitFor(t, "the admin endpoint's recovery in the log", func() bool { return strings.Contains(logs(), "admin endpoint listening after all") })
 }
 
 func TestAdminStrictEndsTheDaemon(t *testing.T) {

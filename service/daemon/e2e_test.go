@@ -442,9 +442,7 @@ func TestSocketActivationMatchedByPort(t *testing.T) {
 	if n, err := name(mtlsClient(t, true), p.vip); err != nil || n != "a" {
 		t.Fatalf("through the socket named other: %q, %v", n, err)
 	}
-	if !strings.Contains(p.log.String(), `named \"other\"`) {
-		t.Errorf("the daemon did not note the socket's name:\n%s", p.log.String())
-	}
+	p.waitLog(`named \"other\"`)
 
 	s = newSettings(t, "127.0.0.1:1")
 	cfg := filepath.Join(t.TempDir(), "v.toml")
@@ -576,9 +574,7 @@ func TestSurvivesDescriptorExhaustion(t *testing.T) {
 	conns = nil
 	c := mtlsClient(t, true)
 	p.waitFor(func() bool { n, err := name(c, p.vip); return err == nil && n == "a" }, "serving again after descriptors freed")
-	if !strings.Contains(p.log.String(), "emfile") {
-		t.Errorf("no EMFILE backoff in the log")
-	}
+	p.waitLog("emfile")
 }
 
 // 8d. A socket-activated start under a reconnect storm: every client that
