@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A whole count prints without decimals, a measured figure with them even
@@ -71,4 +72,22 @@ func TestRatioGoalInsideItsIntervalIsWithinNoise(t *testing.T) {
 		" | 0.97 (0.90–1.05) | ≤ 1× HAProxy | pass, within noise |",
 		" | 0.84 (0.80–0.88) | ≤ 1× HAProxy | pass |",
 		"note: a ratio is the median of the per-repetition ratios")
+}
+
+// The table's last line names the repetitions the figures had: a run of
+// the storms alone, 15 repetitions, said "medians of 5" (--reps, unused).
+func TestRepsTextNamesTheRepetitionsUsed(t *testing.T) {
+	for _, tc := range []struct {
+		figures []string
+		want    string
+	}{
+		{[]string{"storm"}, "storms: medians of 15 interleaved repetitions"},
+		{[]string{"connrate"}, "medians of 5 interleaved repetitions (idle, failover: 3), 2s per run"},
+		{[]string{"connrate", "storm"}, "medians of 5 interleaved repetitions (idle, failover: 3), 2s per run; storms: medians of 15 interleaved repetitions"},
+	} {
+		opt := options{Figures: tc.figures, Reps: 5, StormReps: 15, Duration: 2 * time.Second}
+		if got := repsText(opt); got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.figures, got, tc.want)
+		}
+	}
 }

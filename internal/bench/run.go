@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
 	"time"
 )
@@ -112,8 +113,8 @@ func run(ctx context.Context, opt options, stdout, stderr io.Writer) error {
 	// r.opt, not opt: the storms may have sized themselves to the host.
 	fmt.Fprint(stderr, r.res.spread(r.names(contenders), r.opt))
 	table := r.res.render(r.names(contenders), r.opt)
-	machine := fmt.Sprintf("machine: %s; loadavg before %s, after %s; pinning: %s, nice %d; medians of %d interleaved repetitions (idle, failover: %d), %s per run; ratios are medians of per-repetition ratios",
-		machineLine(), loadBefore, loadavg(), pinText(opt.Pin), opt.Nice, opt.Reps, min(opt.Reps, slowReps), opt.Duration)
+	machine := fmt.Sprintf("machine: %s; loadavg before %s, after %s; pinning: %s, nice %d; %s; ratios are medians of per-repetition ratios",
+		machineLine(), loadBefore, loadavg(), pinText(opt.Pin), opt.Nice, repsText(opt))
 	out := table + "\n" + machine + "\n"
 	fmt.Fprint(stdout, "\n"+out)
 	if opt.Out != "" {
@@ -123,6 +124,19 @@ func run(ctx context.Context, opt options, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "bench: table written to %s\n", opt.Out)
 	}
 	return ctx.Err()
+}
+
+// repsText says how many repetitions the run's figures had: a storm-only
+// run of 15 repetitions said "medians of 5" (--reps, which it never used).
+func repsText(opt options) string {
+	var parts []string
+	if slices.ContainsFunc(opt.Figures, func(g string) bool { return g != "storm" }) {
+		parts = append(parts, fmt.Sprintf("medians of %d interleaved repetitions (idle, failover: %d), %s per run", opt.Reps, min(opt.Reps, slowReps), opt.Duration))
+	}
+	if slices.Contains(opt.Figures, "storm") {
+		parts = append(parts, fmt.Sprintf("storms: medians of %d interleaved repetitions", opt.StormReps))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func pinText(pin string) string {
