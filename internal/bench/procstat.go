@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // clockTick is USER_HZ, the unit of utime and stime in /proc/<pid>/stat;
@@ -102,7 +104,12 @@ func statFields(pid int) ([]string, error) {
 	return f, nil
 }
 
-// procCPU is utime+stime of every thread of pid, and stime alone.
+// procCPU is the CPU time of every thread of pid, ended ones included,
+// and its system part. The total comes from the process's CPU-time clock
+// (the scheduler's runtime, in nanoseconds): utime+stime count in clock
+// ticks of 10 ms, a thirty-sixth of the backend-SIGKILL storm's 0.36 s, where
+// one tick more read as 3 % more than HAProxy (session 27). The system
+// part, a row of its own, stays in ticks.
 func procCPU(pid int) (cpu, sys time.Duration, err error) {
 	f, err := statFields(pid)
 	if err != nil {
@@ -114,7 +121,20 @@ func procCPU(pid int) (cpu, sys time.Duration, err error) {
 	if err1 != nil || err2 != nil {
 		return 0, 0, fmt.Errorf("parse cpu of %d: %q %q", pid, f[11], f[12])
 	}
-	return time.Duration(ut+st) * clockTick, time.Duration(st) * clockTick, nil
+	cpu, sys = time.Duration(ut+st)*clockTick, time.Duration(st)*clockTick
+	var ts unix.Timespec
+	if err := unix.ClockGettime(processCPUClock(pid), &ts); err == nil {
+		cpu = time.Duration(ts.Nano())
+	}
+	return cpu, sys, nil
+}
+
+// processCPUClock is the clock id of pid's CPU time, all its threads
+// together: MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED) of the kernel's
+// include/linux/posix-timers.h, what clock_getcpuclockid(3) returns.
+func processCPUClock(pid int) int32 {
+	const cpuClockSched = 2
+	return int32(^pid<<3 | cpuClockSched)
 }
 
 func procRSSKB(pid int) (int64, error) {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"os"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -37,5 +38,28 @@ func TestSwitchesCountEveryThread(t *testing.T) {
 	}
 	if after-before < 50 || after <= mainOnly {
 		t.Errorf("context switches: %d before, %d after 200 sleeps on 4 goroutines, the main thread's alone %d; want at least 50 more, and more than the main thread's", before, after, mainOnly)
+	}
+}
+
+// A process's CPU time is read to the nanosecond, not in /proc's clock
+// ticks of 10 ms (a thirty-sixth of a backend-SIGKILL storm's CPU), and agrees
+// with the ticks within one.
+func TestProcessCPUIsReadFinerThanClockTicks(t *testing.T) {
+	deadline := time.Now().Add(30 * time.Millisecond)
+	for n := 0; time.Now().Before(deadline); n++ { // some CPU of our own
+	}
+	cpu, _, err := procCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := statFields(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	ticks := time.Duration(ut+st) * clockTick
+	if cpu%clockTick == 0 || cpu < 20*time.Millisecond || (cpu-ticks).Abs() > 2*clockTick {
+		t.Errorf("CPU time %s (in ticks %s): want at least 20 ms, not whole ticks, within two ticks of /proc's", cpu, ticks)
 	}
 }
