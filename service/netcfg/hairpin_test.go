@@ -1,11 +1,12 @@
 package netcfg
 
 import (
-	"bytes"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // TestHairpin reproduces issue 3 on the host kernel. A node namespace has an
@@ -104,7 +105,7 @@ uplinks = ["eth0"]
 // the VIP with IP_FREEBIND) and waits until the VIP answers through it.
 func startProxy(t *testing.T, node *testNS, bin, cfg, target, greeting string) {
 	t.Helper()
-	var out bytes.Buffer
+	var out testutil.Buffer // read below while the daemon may still write it
 	cmd := exec.Command("ip", "netns", "exec", node.name, bin, "serve", "--config", cfg)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -116,7 +117,8 @@ func startProxy(t *testing.T, node *testNS, bin, cfg, target, greeting string) {
 		cmd.Process.Kill()
 		<-exited
 	})
-	deadline := time.Now().Add(10 * time.Second)
+	limit := 10 * time.Second * testutil.Slowdown() // the daemon may run under qemu-user
+	deadline := time.Now().Add(limit)
 	for {
 		select {
 		case err := <-exited:
@@ -129,7 +131,7 @@ func startProxy(t *testing.T, node *testNS, bin, cfg, target, greeting string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("vipproxy serve did not answer on %s within 10 s: %q, %v\n%s", target, got, err, out.String())
+			t.Fatalf("vipproxy serve did not answer on %s within %s: %q, %v\n%s", target, limit, got, err, out.String())
 		}
 	}
 }
