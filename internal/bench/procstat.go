@@ -111,6 +111,20 @@ func statFields(pid int) ([]string, error) {
 // one tick more read as 3 % more than HAProxy (session 27). The system
 // part, a row of its own, stays in ticks.
 func procCPU(pid int) (cpu, sys time.Duration, err error) {
+	cpu, sys, err = statCPU(pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	var ts unix.Timespec
+	if err := unix.ClockGettime(processCPUClock(pid), &ts); err == nil {
+		cpu = time.Duration(ts.Nano())
+	}
+	return cpu, sys, nil
+}
+
+// statCPU is utime+stime of every thread of pid, and stime alone, in
+// /proc/<pid>/stat's clock ticks.
+func statCPU(pid int) (cpu, sys time.Duration, err error) {
 	f, err := statFields(pid)
 	if err != nil {
 		return 0, 0, fmt.Errorf("read cpu of %d: %w", pid, err)
@@ -121,12 +135,7 @@ func procCPU(pid int) (cpu, sys time.Duration, err error) {
 	if err1 != nil || err2 != nil {
 		return 0, 0, fmt.Errorf("parse cpu of %d: %q %q", pid, f[11], f[12])
 	}
-	cpu, sys = time.Duration(ut+st)*clockTick, time.Duration(st)*clockTick
-	var ts unix.Timespec
-	if err := unix.ClockGettime(processCPUClock(pid), &ts); err == nil {
-		cpu = time.Duration(ts.Nano())
-	}
-	return cpu, sys, nil
+	return time.Duration(ut+st) * clockTick, time.Duration(st) * clockTick, nil
 }
 
 // processCPUClock is the clock id of pid's CPU time, all its threads

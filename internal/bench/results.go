@@ -199,8 +199,8 @@ func (r *results) render(contenders []string, opt options) string {
 		}
 		for _, c := range others {
 			if q, ok := r.ratio(f, c); ok {
-				cells = append(cells, r.ratioCell(f, c, q))
-				_, _, _, withInterval := r.ratioInterval(f, c)
+				cell, withInterval := r.ratioCell(f, c, q)
+				cells = append(cells, cell)
 				intervals = intervals || withInterval
 			} else {
 				cells = append(cells, "")
@@ -220,12 +220,12 @@ func (r *results) render(contenders []string, opt options) string {
 }
 
 // ratioCell prints a ratio, and with enough repetitions its interval:
-// "0.97 (0.91–1.04)".
-func (r *results) ratioCell(f figureSpec, c string, q float64) string {
-	if lo, hi, _, ok := r.ratioInterval(f, c); ok {
-		return fmt.Sprintf("%.2f (%.2f–%.2f)", q, lo, hi)
+// "0.97 (0.91–1.04)"; withInterval says which.
+func (r *results) ratioCell(f figureSpec, c string, q float64) (cell string, withInterval bool) {
+	if lo, hi, ok := r.ratioInterval(f, c); ok {
+		return fmt.Sprintf("%.2f (%.2f–%.2f)", q, lo, hi), true
 	}
-	return fmt.Sprintf("%.2f", q)
+	return fmt.Sprintf("%.2f", q), false
 }
 
 func (r *results) cell(f figureSpec, c string) string {
@@ -315,13 +315,13 @@ const intervalNote = "a ratio is the median of the per-repetition ratios; in par
 const minIntervalReps = 5
 
 // ratioInterval is medianInterval over c's per-repetition ratios.
-func (r *results) ratioInterval(f figureSpec, c string) (lo, hi, coverage float64, ok bool) {
+func (r *results) ratioInterval(f figureSpec, c string) (lo, hi float64, ok bool) {
 	qs := r.pairedRatios(f, c)
 	if len(qs) < minIntervalReps {
-		return 0, 0, 0, false
+		return 0, 0, false
 	}
-	lo, hi, coverage = medianInterval(qs)
-	return lo, hi, coverage, true
+	lo, hi, _ = medianInterval(qs)
+	return lo, hi, true
 }
 
 func (r *results) verdict(f figureSpec) []string {
@@ -363,7 +363,7 @@ func (r *results) verdict(f figureSpec) []string {
 // interval, so this run cannot tell on which side of it vipproxy is: a
 // pass or a miss that another run may turn round.
 func (r *results) goalInsideInterval(f figureSpec) bool {
-	lo, hi, _, ok := r.ratioInterval(f, "vipproxy")
+	lo, hi, ok := r.ratioInterval(f, "vipproxy")
 	if !ok {
 		return false
 	}
