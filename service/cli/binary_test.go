@@ -174,10 +174,7 @@ func TestAdminPortClashKeepsProxyServing(t *testing.T) {
 	if stdout != "ready: 1/1 backends healthy\n" {
 		t.Fatalf("probe: stdout %q stderr %q; daemon log:\n%s", stdout, stderr, logs())
 	}
-	// The line reaches logs() through a pipe copied on another goroutine.
-	testutil.WaitFor(t, "the warning about the admin endpoint in the log", func() bool {
-		return strings.Contains(logs(), "level=WARN msg=\"admin endpoint cannot listen; the proxy serves without it and retries")
-	})
+	waitLogLine(t, logs, "level=WARN msg=\"admin endpoint cannot listen; the proxy serves without it and retries")
 	testutil.WaitFor(t, "STATUS= naming the admin endpoint", func() bool {
 		return strings.Contains(statuses(), "admin endpoint down (retrying): admin: listen on "+adminAddr)
 	})
@@ -199,13 +196,13 @@ func TestAdminEndpointRetriesUntilThePortIsFree(t *testing.T) {
 	adminAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	sq := squatter(t, adminAddr)
 	_, logs, _ := startDaemon(t, adminConfig(testutil.FreePort(t), testutil.ServeAddr(t, testutil.Close), adminAddr, false))
-	testutil.WaitFor(t, "the warning", func() bool { return strings.Contains(logs(), "admin endpoint cannot listen") })
+	waitLogLine(t, logs, "admin endpoint cannot listen")
 	sq.Close()
 	testutil.WaitFor(t, "the admin endpoint to serve /status", func() bool {
 		body, code, err := getReadyz(t.Context(), adminAddr, time.Second)
 		return err == nil && code == 200 && strings.HasPrefix(body, "ready: ")
 	})
-	testutil.WaitFor(t, "the admin endpoint's recovery in the log", func() bool { return strings.Contains(logs(), "admin endpoint listening after all") })
+	waitLogLine(t, logs, "admin endpoint listening after all")
 }
 
 func TestAdminStrictEndsTheDaemon(t *testing.T) {
@@ -331,7 +328,7 @@ func TestReloadReportsTheDaemonsVerdict(t *testing.T) {
 	}
 	// The daemon logs the reload after counting it in /status, which is
 	// what reload waits for: the line may come after reload returned.
-	testutil.WaitFor(t, "the good file's reload in the log", func() bool { return strings.Contains(logs(), "msg=reloaded") })
+	waitLogLine(t, logs, "msg=reloaded")
 
 	os.WriteFile(path, []byte(withTwo+"[limits]\nmax_connections = -1\n"), 0o644)
 	if _, errOut, code := reload(path); code != ExitUsage || !strings.Contains(errOut, "limits.max_connections") || !strings.Contains(errOut, "not signalled") {
@@ -446,4 +443,12 @@ func exited(pid int) bool {
 	}
 	_, after, _ := strings.Cut(string(stat), ") ")
 	return strings.HasPrefix(after, "Z") || strings.HasPrefix(after, "X")
+}
+
+// waitLogLine waits until the daemon's log holds line: it reaches logs()
+// through a pipe copied on another goroutine, so a line logged before a
+// state the test saw may still be on its way.
+func waitLogLine(t *testing.T, logs func() string, line string) {
+	t.Helper()
+	testutil.WaitFor(t, "the log line "+line, func() bool { return strings.Contains(logs(), line) })
 }
