@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,8 @@ type parker struct {
 	relayed atomic.Uint64
 	// calls counts the parker's epoll_wait and epoll_ctl calls (tests).
 	calls atomic.Uint64
+	// pauses counts its coalescing pauses (coalescer; tests).
+	pauses atomic.Uint64
 }
 
 // parkEvents is how a parked socket is watched: edge-triggered, so that
@@ -112,41 +115,54 @@ func (p *parker) close() {
 // poller (the inner epoll wakes its waiters on every one), and a readiness
 // already reported stays pending there between rounds, so a round costs
 // one epoll_wait of ours. A fresh RawConn.Read per round forgets that
-// readiness and needed a second, empty epoll_wait before each wait.
+// readiness and needed a second, empty epoll_wait before each wait. In a
+// storm of pushes it pauses before it waits (coalescer, coalesce.go).
 func (p *parker) loop(raw syscall.RawConn) {
 	events := make([]unix.EpollEvent, 128)
 	ready := make([]readied, 0, len(events))
+	c := newCoalescer()
 	raw.Read(func(fd uintptr) bool {
+		c.woke()
 		for {
 			n, err := epollWaitNow(int(fd), events)
 			p.calls.Add(1)
 			if err == unix.EINTR {
 				continue
 			}
-			if n <= 0 {
-				return false // nothing ready: wait in Go's poller
-			}
-			p.mu.Lock()
-			for _, ev := range events[:n] {
-				if d := p.parked[ev.Fd]; d != nil {
-					ready = append(ready, readied{d, ev.Events})
-				} else if done := p.connecting[ev.Fd]; done != nil {
-					delete(p.connecting, ev.Fd)
-					done <- struct{}{} // buffered, and sent once
+			pushesOnly := n > 0 && p.serveEvents(events[:n], ready)
+			if n < len(events) { // drained when we looked
+				if c.pauseInsteadOfWait(pushesOnly) {
+					p.pauses.Add(1)
+					continue
 				}
-			}
-			p.mu.Unlock()
-			for i, r := range ready {
-				p.serve(r.d, r.events)
-				ready[i] = readied{}
-			}
-			ready = ready[:0]
-			if n < len(events) {
-				return false // drained when we looked
+				return false // wait in Go's poller
 			}
 		}
 	})
 	// Read returned: the parker's epoll was closed.
+}
+
+// serveEvents serves the directions and dials the events are for, and
+// reports whether all it did was pass on pushes (isPush); ready is room
+// for them, left empty.
+func (p *parker) serveEvents(events []unix.EpollEvent, ready []readied) (pushesOnly bool) {
+	pushesOnly = true
+	p.mu.Lock()
+	for _, ev := range events {
+		if d := p.parked[ev.Fd]; d != nil {
+			ready = append(ready, readied{d, ev.Events})
+		} else if done := p.connecting[ev.Fd]; done != nil {
+			delete(p.connecting, ev.Fd)
+			done <- struct{}{} // buffered, and sent once
+			pushesOnly = false
+		}
+	}
+	p.mu.Unlock()
+	for i, r := range ready {
+		pushesOnly = p.serve(r.d, r.events) && pushesOnly
+		ready[i] = readied{} // no direction kept alive by the slice
+	}
+	return pushesOnly
 }
 
 // readied is a parked direction with the events epoll reported for it.
@@ -170,16 +186,17 @@ const endEvents = unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
 // goroutine). A write that would wait, a read that fills the buffer
 // (bulk), or a backend that closed before answering (a replay) resume the
 // direction on a goroutine of its own.
-func (p *parker) serve(d *direction, events uint32) {
+func (p *parker) serve(d *direction, events uint32) (push bool) {
 	d.pk.mu.Lock()
 	if !d.pk.parked {
 		d.pk.mu.Unlock()
-		return // unparked meanwhile (stopParking)
+		return false // unparked meanwhile (stopParking)
 	}
 	if d.relayParked(p.buf, events&endEvents != 0) {
 		p.relayed.Add(1)
+		push = d.isPush()
 		d.pk.mu.Unlock()
-		return
+		return push
 	}
 	end := d.parkedEnd()
 	if end != nil {
@@ -196,6 +213,7 @@ func (p *parker) serve(d *direction, events uint32) {
 	default:
 		go d.wake()
 	}
+	return false
 }
 
 // add watches fd for d; false if the kernel refused (d then keeps running).
@@ -346,6 +364,9 @@ func (d *direction) park() bool {
 	if d.pk.parked {
 		d.pk.parks++
 		d.pk.streak = 0
+		if d.toBackend {
+			d.sess.clientSent.Store(time.Now().UnixNano())
+		}
 	}
 	return d.pk.parked
 }
@@ -424,6 +445,9 @@ func (d *direction) relayParked(buf []byte, toEnd bool) bool {
 		}
 		if !d.passParked(buf[:n], len(buf)) || d.busy() {
 			return false
+		}
+		if d.toBackend {
+			d.sess.clientSent.Store(d.pk.lastMsg.UnixNano())
 		}
 		if !toEnd {
 			return true // a short read drained the socket
@@ -586,6 +610,9 @@ func writeNow(fd int, out []byte) ([]byte, error) {
 // the parker, or one that could not park at its start.
 func (d *direction) wake() {
 	d.r.goroutines.Add(1)
+	if d.toBackend {
+		d.sess.clientSent.Store(math.MaxInt64) // no push while the client sends on
+	}
 	d.armIdleCheck() // the last check's deadline has passed
 	d.resume()
 }

@@ -84,7 +84,8 @@ func (r *relayer) pickParker() *parker {
 	return r.parkers[int(r.nextParker.Add(1))%len(r.parkers)]
 }
 
-// parked, relayedInPlace and parkerCalls sum the parkers' counts (tests).
+// parked, relayedInPlace, parkerPauses and parkerCalls sum the parkers'
+// counts (tests).
 func (r *relayer) parked() (n int) {
 	for _, p := range r.parkers {
 		n += p.count()
@@ -92,16 +93,21 @@ func (r *relayer) parked() (n int) {
 	return n
 }
 
-func (r *relayer) relayedInPlace() (n uint64) {
-	for _, p := range r.parkers {
-		n += p.relayed.Load()
-	}
-	return n
+func (r *relayer) relayedInPlace() uint64 {
+	return r.sumParkers(func(p *parker) uint64 { return p.relayed.Load() })
 }
 
-func (r *relayer) parkerCalls() (n uint64) {
+func (r *relayer) parkerPauses() uint64 {
+	return r.sumParkers(func(p *parker) uint64 { return p.pauses.Load() })
+}
+
+func (r *relayer) parkerCalls() uint64 {
+	return r.sumParkers(func(p *parker) uint64 { return p.calls.Load() })
+}
+
+func (r *relayer) sumParkers(count func(*parker) uint64) (n uint64) {
 	for _, p := range r.parkers {
-		n += p.calls.Load()
+		n += count(p)
 	}
 	return n
 }

@@ -38,6 +38,11 @@ type session struct {
 	keptAlive  socket        // the backend socket that has opts.keepOpts
 
 	live atomic.Int32 // directions still running or parked
+	// clientSent is when the parker last passed the client's bytes on
+	// (unix ns; the largest int64 while the client's direction runs on a
+	// goroutine): a backend's message then is a push (a watch event), not
+	// an answer (coalescer).
+	clientSent atomic.Int64
 }
 
 func (p *Proxy) newSession(opts *Options, client socket, b *balance.Backend, conn socket) *session {
