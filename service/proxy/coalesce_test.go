@@ -76,7 +76,11 @@ func TestParkerCoalescesAStormOfPushes(t *testing.T) {
 	conns := openParked(t, p, proxyAddr, n)
 	backends := make([]net.Conn, n)
 	for i := range backends {
-		backends[i] = <-pushers // openParked waited for every hello
+		select {
+		case backends[i] = <-pushers: // openParked waited for every hello
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d backend connections handed over", i, n)
+		}
 	}
 	pk := p.relay
 	sent := n * rounds
