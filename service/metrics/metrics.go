@@ -32,7 +32,6 @@ type Metrics struct {
 	HealthCheckDuration HistogramVec // vipproxy_health_check_duration_seconds{backend,port}
 	AcceptErrors        CounterVec   // vipproxy_accept_errors_total{reason}
 	Reloads             CounterVec   // vipproxy_reloads_total{result}
-	LastReloadSuccess   *Gauge       // vipproxy_config_last_reload_success
 	MaxConnections      *Gauge       // vipproxy_connections_max
 	PanicMode           GaugeVec     // vipproxy_panic_mode{port}
 	BackendSource       GaugeVec     // vipproxy_backend_source{backend,port,source}
@@ -100,7 +99,6 @@ func New() *Metrics {
 	m.BackendSource = m.gauges("vipproxy_backend_source", "1 for where each backend came from: static ([[backend]]), discovered (the kubernetes EndpointSlices) or remembered (the last known set on disk).", "backend", "port", "source")
 	m.BackendUp = m.gauges("vipproxy_backend_up", "1 if the backend passes its health checks, else 0.", "backend", "port")
 	m.Bytes = m.counters("vipproxy_bytes_total", "Bytes copied per backend and direction (to_backend, to_client).", "backend", "port", "direction")
-	m.LastReloadSuccess = m.gauges("vipproxy_config_last_reload_success", "1 if the last config reload succeeded (or none was tried), 0 if it failed.").WithLabelValues()
 	m.MaxConnections = m.gauges("vipproxy_connections_max", "The cap on open client connections in force (limits.max_connections, or derived from RLIMIT_NOFILE).").WithLabelValues()
 	m.ConnectionsOpen = m.gauges("vipproxy_connections_open", "Client connections open to each backend now.", "backend", "port")
 	m.Rejected = m.counters("vipproxy_connections_rejected_total", "Client connections closed without a backend, by port and reason (no_backend, limit).", "port", "reason")
@@ -121,14 +119,13 @@ func New() *Metrics {
 	// (the port's series: AddPort).
 	m.Reloads.WithLabelValues(ResultOK)
 	m.Reloads.WithLabelValues(ResultError)
-	m.LastReloadSuccess.Set(1) // the config the daemon started with loaded fine
-	m.ReloadSuccessful.Set(1)
+	m.ReloadSuccessful.Set(1) // the config the daemon started with loaded fine
 	m.ReloadSuccessTimestamp.Set(float64(time.Now().UnixNano()) / 1e9)
 	return m
 }
 
-// newSeries makes the series added for issue 14 (what Prometheus users
-// and the alert rules in monitoring/ look for).
+// newSeries makes the series Prometheus users and the alert rules in
+// monitoring/ look for, named as Prometheus' own exporters name them.
 func (m *Metrics) newSeries() {
 	m.BuildInfo = m.gauges("vipproxy_build_info", "Always 1; the labels say which vipproxy runs.", "version", "goversion", "revision")
 	m.ReloadSuccessful = m.gauges("vipproxy_config_last_reload_successful", "1 if the last config reload succeeded (or none was tried), 0 if it failed (Prometheus' own name).").WithLabelValues()
@@ -197,7 +194,6 @@ func (m *Metrics) ReloadDone(ok bool, at time.Time) {
 		m.ReloadSuccessTimestamp.Set(float64(at.UnixNano()) / 1e9)
 	}
 	m.Reloads.WithLabelValues(result).Inc()
-	m.LastReloadSuccess.Set(v)
 	m.ReloadSuccessful.Set(v)
 }
 

@@ -72,7 +72,7 @@ func TestMetricsExposition(t *testing.T) {
 	m.Rejected.WithLabelValues("api", RejectLimit).Inc()
 	m.AcceptErrors.WithLabelValues("emfile").Add(4)
 	m.Reloads.WithLabelValues(ResultError).Inc()
-	m.LastReloadSuccess.Set(0)
+	m.ReloadSuccessful.Set(0)
 	m.ObserveCheck("api", "api-a", true, 3*time.Millisecond)
 	m.ObserveCheck("api", "api-a", false, time.Second)
 	m.ObserveCheck("api", "api-a", true, time.Millisecond)
@@ -102,7 +102,7 @@ func TestMetricsExposition(t *testing.T) {
 		{"vipproxy_accept_errors_total", dto.MetricType_COUNTER, map[string]string{"reason": "emfile"}, 4},
 		{"vipproxy_reloads_total", dto.MetricType_COUNTER, map[string]string{"result": "error"}, 1},
 		{"vipproxy_reloads_total", dto.MetricType_COUNTER, map[string]string{"result": "ok"}, 0},
-		{"vipproxy_config_last_reload_success", dto.MetricType_GAUGE, nil, 0},
+		{"vipproxy_config_last_reload_successful", dto.MetricType_GAUGE, nil, 0},
 	} {
 		f, ok := fams[tc.name]
 		if !ok {
@@ -121,6 +121,11 @@ func TestMetricsExposition(t *testing.T) {
 		if _, ok := fams[name]; !ok {
 			t.Errorf("runtime/process metric %s missing", name)
 		}
+	}
+	// One gauge says whether the last reload succeeded: the name
+	// Prometheus' own exporters use, not a second copy beside it.
+	if _, ok := fams["vipproxy_config_last_reload_success"]; ok {
+		t.Error("vipproxy_config_last_reload_success is exported beside vipproxy_config_last_reload_successful")
 	}
 }
 
