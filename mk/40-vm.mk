@@ -109,7 +109,7 @@ vm-test-flood:
 	VM_FLOOD_STANDIN=$(VM_WORK)/flood-host/vipproxy-apiserver VM_SMP=$(VM_FLOOD_SMP) VM_MEMORY=3072 VM_GO_TESTS=./service/daemon \
 		$(MAKE) --no-print-directory vm-test VM_SCRIPTS=vm-tests/flood.py
 
-# BGP mode (issue 23): three nodes announcing the VIP through BIRD to a
+# BGP mode: three nodes announcing the VIP through BIRD to a
 # router with ECMP, SIGKILL and restart under a client loop. See
 # vm-tests/bgp.py and docs/bgp.md.
 .PHONY: vm-test-bgp

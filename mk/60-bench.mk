@@ -11,7 +11,7 @@ bench: bench-deps build bench-size bench-go
 	$(BIN)/vipproxy-bench --vipproxy $(BIN)/vipproxy --size-dir $(BENCH_SIZE_DIR) \
 		--out $(BIN)/bench-results.md $(BENCH_FLAGS)
 
-# The reconnect storms alone (issue 22): TLS watches through each proxy
+# The reconnect storms alone: TLS watches through each proxy
 # (sized to the load core, see --storm-clients in vipproxy-bench --help;
 # e.g. STORM_FLAGS='--storm-clients 5000' to fix it), one backend SIGKILLed,
 # the proxy restarted (also socket-activated), all connecting at once

@@ -1,5 +1,5 @@
 # nodes: cp1 cp2 cp3 router
-# BGP mode (issue 23): three control-plane nodes announce the VIP by BGP
+# BGP mode: three control-plane nodes announce the VIP by BGP
 # through BIRD (vip.mode = "bgp", `vipproxy bird`, vipproxy-announce.service)
 # to a router running BIRD with ECMP (merge paths, L4 multipath hash). The
 # client sits behind the router on a segment of its own: a network

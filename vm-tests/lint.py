@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Offline checks of what a VM run would find only on a NixOS node (issue 12).
+"""Offline checks of what a VM run would find only on a NixOS node.
 
 usage: lint.py [--vipproxy BIN] SCRIPT.py...
 

@@ -1,5 +1,5 @@
 # nodes: cp1
-# vipproxy as a good neighbour on a real node (issue 21), Debian only:
+# vipproxy as a good neighbour on a real node, Debian only:
 #  1. An ifupdown node (eth1 from /etc/network/interfaces, networkd not
 #     running) with a CNI's routing state: Cilium-style `ip rule`s (fwmark
 #     0x200/0xf00 lookup 2004) and table 2004, Calico/BIRD-style routes

@@ -1,5 +1,5 @@
 # nodes: cp1
-# doctor on the NixOS-shaped twin (issue 21): one Debian node left the way
+# doctor on the NixOS-shaped twin: one Debian node left the way
 # services.vipproxy leaves a NixOS node (nix/module.nix): unit files linked
 # from a store path with ListenStream= on the VIP (no drop-in), the dummy
 # link from networkd files in /etc/systemd/network, the uplink sysctls in

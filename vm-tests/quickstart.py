@@ -1,6 +1,6 @@
 # nodes: cp1
 # The README's Debian quick start, followed verbatim on a fresh Debian node
-# (issue 13): the commands are taken from README.md between
+# : the commands are taken from README.md between
 # <!-- quickstart --> and <!-- end quickstart -->, so they cannot drift. The
 # node gets what the quick start assumes: a source directory with bin/,
 # systemd/ and examples/ from this checkout, and an apiserver on its own

@@ -1,5 +1,5 @@
 # nodes: client cp1 cp2 cp3
-# The ARP and hairpin scenario (issue 4), NixOS-test style: the same script
+# The ARP and hairpin scenario, NixOS-test style: the same script
 # runs under runNixOSTest (vm-tests/scenario.nix) and the Debian harness
 # (vm-tests/run.sh). Nodes cp1..cp3 run the stand-in apiserver on their own
 # IP, vipproxy on the VIP and keepalived; the client is outside; pods are

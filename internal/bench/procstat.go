@@ -108,7 +108,7 @@ func statFields(pid int) ([]string, error) {
 // and its system part. The total comes from the process's CPU-time clock
 // (the scheduler's runtime, in nanoseconds): utime+stime count in clock
 // ticks of 10 ms, a thirty-sixth of the backend-SIGKILL storm's 0.36 s, where
-// one tick more read as 3 % more than HAProxy (session 27). The system
+// one tick more read as 3 % more than HAProxy (2026-12-05). The system
 // part, a row of its own, stays in ticks.
 func procCPU(pid int) (cpu, sys time.Duration, err error) {
 	cpu, sys, err = statCPU(pid)

@@ -54,7 +54,7 @@ func TestMedianIntervalTakesTheOrderStatisticsOfTheTables(t *testing.T) {
 
 // A ratio from five or more repetitions shows its interval, and a goal
 // inside it is a result this run cannot tell: the storms' CPU read 0.97×
-// HAProxy's in one run and 1.08× in the next (session 26), both printed as
+// HAProxy's in one run and 1.08× in the next (2026-12-05), both printed as
 // a plain pass or MISS.
 func TestRatioGoalInsideItsIntervalIsWithinNoise(t *testing.T) {
 	opt := options{StormClients: 100}

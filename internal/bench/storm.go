@@ -211,7 +211,7 @@ func (r *runner) launch(ctx context.Context, p *stormProxy, wait bool) error {
 // Sizing the storms to the host. A watch that connects costs a TLS
 // handshake at both its ends, and the bench runs both, the client's and
 // the backend's, on the load core: 1.8–2.8 ms of that core a watch
-// (session 15). 5,000 watches connecting at once took it 9–14 s with no
+// (2026-12-03). 5,000 watches connecting at once took it 9–14 s with no
 // proxy at all (direct), past the clients' 10 s handshake limit, and
 // every contender, direct too, failed attempts by timeout: the storms
 // measured the load generator. So by default a storm holds as many
@@ -675,7 +675,7 @@ func shares(n []int) string {
 	return strings.Join(parts, "/")
 }
 
-// stormSpecs are the storm rows of the table. The goals are issue 22's:
+// stormSpecs are the storm rows of the table. The goals:
 // no failed attempt HAProxy does not also fail (none at all after a
 // socket-activated restart), every watch back within 1.1× HAProxy's time,
 // and no more proxy CPU than HAProxy during the storm.

@@ -1,4 +1,4 @@
-# scenario foreign-slice (issue 25): EndpointSlices that someone else writes
+# scenario foreign-slice: EndpointSlices that someone else writes
 # in default with the apiservers' label (kubernetes.io/service-name=
 # kubernetes) are never read. One exists before vipproxy starts and one is
 # added while it watches, each naming an address nothing serves

@@ -60,7 +60,7 @@ func TestCountedTransitions(t *testing.T) {
 		{"rise and fall of 1 flip at once", 1, 1, []Event{P, F, P, F}, []State{Up, Down, Up, Down}},
 		{"thresholds below 1 count as 1", 0, -5, []Event{P, F, P}, []State{Up, Down, Up}},
 		{"full cycle up down up", 2, 2, []Event{P, F, F, P, P, F, F}, []State{Up, Up, Down, Recovering, Up, Up, Down}},
-		// Issue 24: a self-loop marks a backend down while its checks
+		// A self-loop marks a backend down while its checks
 		// pass. The checks that pass after it must bring it up, not leave
 		// it recovering (a last-resort tier) for good.
 		{"self-loop then passing checks: up", 2, 3, []Event{P, P, P, Loops, P, P, P}, []State{Up, Up, Up, Down, Recovering, Up, Up}},
@@ -297,7 +297,7 @@ func TestLocalFaultLookupOutOfDescriptors(t *testing.T) {
 	}
 }
 
-// Issue 25: 16 discovered members that never came up and one static
+// 16 discovered members that never came up and one static
 // backend. The static one restarts: panic mode comes on (every backend
 // known good is down) and goes off once it is healthy again. Before, the
 // dead members counted, one healthy of 17 stayed "under half", and panic

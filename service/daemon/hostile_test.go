@@ -23,7 +23,7 @@ import (
 	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
-// Issue 25: discovery that a hostile, huge or broken cluster answer
+// Discovery that a hostile, huge or broken cluster answer
 // cannot hurt, shown against the built binary.
 
 // mkfifo makes a FIFO that nobody writes: a plain open(2) of it blocks.

@@ -67,7 +67,7 @@ const netlinkSeries = "vipproxy_vip_held"
 // not by the vrrp-mode daemon TestMonitoringUsesExportedMetrics runs.
 const bgpSeries = "vipproxy_bgp_announced"
 
-// The series issue 14 asked for, from a running daemon: build info,
+// The series Prometheus users look for, from a running daemon: build info,
 // reload result and time, backend state, transitions and last change,
 // dial latency, the VIP, and labelled series that start at 0.
 func TestMetricsOfARunningDaemon(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/yaml" // kubectl's YAML library; tests only: the binary does not link it
 )
 
-// Shapes of kubeconfig from issue 25, each read as kubectl reads it or
+// Shapes of kubeconfig found on nodes, each read as kubectl reads it or
 // refused by file line.
 func TestKubeconfigShapes(t *testing.T) {
 	head := "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts:\n- name: c\n  context:\n    cluster: k\n    user: u\nclusters:\n- name: k\n  cluster:\n    server: https://192.0.2.10:6443\n"

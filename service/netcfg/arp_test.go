@@ -10,7 +10,7 @@ import (
 	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
-// TestARPFlux is the fast half of issue 4 on the host kernel: three node
+// TestARPFlux is the fast half of the ARP flux scenario on the host kernel: three node
 // namespaces and a client on one bridge (itself in a private namespace),
 // each node holding the VIP on a local link (a veth end standing in for
 // dummyvip0). The client's arping for the VIP gets:

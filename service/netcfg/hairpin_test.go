@@ -9,7 +9,7 @@ import (
 	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
-// TestHairpin reproduces issue 3 on the host kernel. A node namespace has an
+// TestHairpin reproduces the broken pod hairpin on the host kernel. A node namespace has an
 // uplink (eth0, 192.168.77.1) and the VIP on a local link (a veth end stands
 // in for dummyvip0: this kernel has no dummy module). Behind it sit a
 // ptp-style pod (unnumbered veth, gateway = the node's uplink IP) and a

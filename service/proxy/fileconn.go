@@ -40,7 +40,7 @@ type socket interface {
 // epoll_ctl calls and a close through the scheduler's system call state,
 // which woke the runtime's sysmon thread from its sleep for a millisecond
 // of 20 µs polls. Without both: a fifth less CPU a connection, a quarter
-// of the context switches (docs/performance.md, session 13). Only when a
+// of the context switches (measured on 2026-12-03). Only when a
 // goroutine must wait on the socket (bulk, a write that waits; a connect
 // in progress waits in a parker's epoll, parker.waitConnect) does a
 // duplicate go to Go's poller (promote), until the direction that reads
