@@ -1,10 +1,11 @@
 # nodes: cp1
-# The README's Debian quick start, followed verbatim on a fresh Debian node
-# : the commands are taken from README.md between
-# <!-- quickstart --> and <!-- end quickstart -->, so they cannot drift. The
-# node gets what the quick start assumes: a source directory with bin/,
-# systemd/ and examples/ from this checkout, and an apiserver on its own
-# IP:6443 (the stand-in). The operator's edit of the config is $EDITOR.
+# The README's Debian quick start, followed verbatim on a fresh Debian node:
+# the commands are taken from README.md between <!-- quickstart --> and
+# <!-- end quickstart -->, so they cannot drift. The node gets what the quick
+# start assumes: the files the package installs (the binary in /usr/bin,
+# the units in /lib/systemd/system, the config in /etc/vipproxy) from this
+# checkout, and an apiserver on its own IP:6443 (the stand-in). The
+# operator's edit of the config is $EDITOR.
 # Then the node must hold the VIP and answer on it. Debian only: a NixOS
 # node is set up by the module (vm-tests/nixos-module.py).
 import base64
@@ -15,7 +16,6 @@ import shlex
 VIP4 = "192.168.1.100"
 NODE = "192.168.1.1"  # the only node is number 1
 PKI = "/root/pki"
-SRC = "/root/vipproxy"
 CURL = f"curl -sS --max-time 20 --cacert {PKI}/ca.pem --cert {PKI}/client.pem --key {PKI}/client-key.pem"
 RUN = "systemd-run --setenv=PATH=$PATH --collect"
 REPO = os.environ.get("VM_REPO", os.getcwd())
@@ -67,11 +67,12 @@ with subtest("boot; the stand-in apiserver on the node IP:6443"):
     )
     cp1.wait_for_open_port(6443, addr=NODE, timeout=90)
 
-with subtest("a source directory as the quick start assumes it"):
-    cp1.succeed(f"mkdir -p {SRC}/bin && ln -s /opt/vipproxy/bin/vipproxy {SRC}/bin/vipproxy")
+with subtest("the package's files, as the quick start assumes them"):
+    cp1.succeed("ln -sf /opt/vipproxy/bin/vipproxy /usr/bin/vipproxy")
     for unit in ["vipproxy.socket", "vipproxy.service", "vipproxy-network.service"]:
-        put(f"{SRC}/systemd/{unit}", open(os.path.join(REPO, "systemd", unit), "rb").read())
-    put(f"{SRC}/examples/vipproxy.toml", open(os.path.join(REPO, "examples", "vipproxy.toml"), "rb").read())
+        put(f"/lib/systemd/system/{unit}", open(os.path.join(REPO, "systemd", unit), "rb").read())
+    put("/etc/vipproxy/vipproxy.toml", open(os.path.join(REPO, "examples", "vipproxy.toml"), "rb").read())
+    cp1.succeed("systemctl daemon-reload")
     put("/root/vipproxy.toml", CONFIG.encode())
     put("/root/edit-config", b"#!/bin/sh\ncp /root/vipproxy.toml \"$1\"\n", mode="0755")
     cp1.fail("test -s /etc/keepalived/keepalived.conf")  # Debian 12 ships only a sample
@@ -86,7 +87,7 @@ with subtest("the README's quick start, verbatim"):
         print(f"quickstart$ {command}")
         # Quoted for the node's shell as written: the command's own ${...}
         # expand in the bash that runs it, where EDITOR is set.
-        out = cp1.succeed(f"cd {SRC} && export EDITOR=/root/edit-config && bash -ec {shlex.quote(command)} 2>&1", timeout=300)
+        out = cp1.succeed(f"cd /root && export EDITOR=/root/edit-config && bash -ec {shlex.quote(command)} 2>&1", timeout=300)
         print(out)
     print(f"RESULT quickstart: {len(commands)} README commands ran, the last was `{commands[-1]}`")
 
