@@ -68,8 +68,11 @@ with subtest("boot; the stand-in apiserver on the node IP:6443"):
     cp1.wait_for_open_port(6443, addr=NODE, timeout=90)
 
 with subtest("the package's files, as the quick start assumes them"):
-    cp1.succeed("ln -sf /opt/vipproxy/bin/vipproxy /usr/bin/vipproxy")
-    for unit in ["vipproxy.socket", "vipproxy.service", "vipproxy-network.service"]:
+    # Where the package puts them, and nothing in /etc/systemd/system (the
+    # harness stages its own copies of the units there: not the package's).
+    cp1.succeed("install -m755 /opt/vipproxy/bin/vipproxy /usr/bin/vipproxy")
+    for unit in ["vipproxy.socket", "vipproxy.service", "vipproxy-network.service", "vipproxy-announce.service"]:
+        cp1.succeed(f"rm -f /etc/systemd/system/{unit}")
         put(f"/lib/systemd/system/{unit}", open(os.path.join(REPO, "systemd", unit), "rb").read())
     put("/etc/vipproxy/vipproxy.toml", open(os.path.join(REPO, "examples", "vipproxy.toml"), "rb").read())
     cp1.succeed("systemctl daemon-reload")
