@@ -2,8 +2,8 @@
 # as k3s and RKE2 start them (lib.sh's default flags). A config as the k3s
 # recipe writes it, with no credentials for the check: 3/3 backends up
 # (readiness unverified, said by /status, the metric, one WARN per backend
-# and doctor's WARN), 10/10 kubectl GETs through the VIP, `vipproxy probe`
-# exit 0. Then the check given a client certificate (user vipproxy, no
+# and doctor's FAIL, a WARN once the config says accept_unverified), 10/10
+# kubectl GETs through the VIP, `vipproxy probe` exit 0. Then the check given a client certificate (user vipproxy, no
 # group: any authenticated user may GET /readyz): readiness verified, and
 # an apiserver whose /readyz fails while it still serves TLS (SIGTERM with
 # --shutdown-delay-duration: /readyz reports the shutdown) is marked down.
@@ -29,10 +29,15 @@ scenario_anonymous_off() {
 	kubectl_gets 10
 	in_ns "$vipproxy" probe --config "$swork/anon.toml" --control "" || fail "vipproxy probe failed"
 	step "vipproxy probe: exit 0"
-	doctor "$swork/anon.toml" >"$swork/doctor-anon.txt" || fail "doctor failed without credentials: $(cat "$swork/doctor-anon.txt")"
-	grep -q '^WARN backends   port api (6443): 3 of 3 backends answer, readiness unverified' "$swork/doctor-anon.txt" ||
-		fail "doctor does not warn: $(cat "$swork/doctor-anon.txt")"
-	step "doctor: exit 0, $(grep -c '^WARN' "$swork/doctor-anon.txt") WARN (readiness unverified, with the fix)"
+	doctor "$swork/anon.toml" >"$swork/doctor-anon.txt" && fail "doctor passed with readiness unverified: $(cat "$swork/doctor-anon.txt")"
+	grep -q '^FAIL backends   port api (6443): 3 of 3 backends answer, readiness unverified' "$swork/doctor-anon.txt" ||
+		fail "doctor does not fail the unverified check: $(cat "$swork/doctor-anon.txt")"
+	step "doctor: exit 1, FAIL (readiness unverified, with the fix)"
+	anon_config "accept_unverified = true" >"$swork/accepted.toml"
+	doctor "$swork/accepted.toml" >"$swork/doctor-accepted.txt" || fail "doctor failed with unverified readiness accepted: $(cat "$swork/doctor-accepted.txt")"
+	grep -q '^WARN backends   port api (6443): 3 of 3 backends answer, readiness unverified (accepted' "$swork/doctor-accepted.txt" ||
+		fail "doctor does not warn: $(cat "$swork/doctor-accepted.txt")"
+	step "doctor with health.accept_unverified = true: exit 0, WARN"
 	vipproxy_stop
 
 	anon_config "ca_file = \"$pki/ca.crt\"

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +54,8 @@ func doctorConfig(t *testing.T, apis []*standin.Server, vipPort int, admin, cred
 
 // doctor names the cause and the fix of what keeps the VIP from serving
 // against apiservers with anonymous auth off: without credentials it
-// warns that readiness is unverified (and passes); with credentials the
+// fails because readiness is unverified, and only warns once the config
+// accepts that (health.accept_unverified); with credentials the
 // apiservers refuse it fails the backends (no healthy backend on the
 // port, 401 named, the fix for the credential) and the daemon (not
 // ready, each backend's error); with no daemon it fails saying so.
@@ -78,16 +81,26 @@ func TestDoctorNamesCauseAndFix(t *testing.T) {
 	})
 	for _, want := range []string{
 		bothReady,
-		fmt.Sprintf("WARN backends   port api (%d): 2 of 2 backends answer, readiness unverified", vipPort),
-		"fix: give [health] ca_file + cert_file + key_file (or token_file)",
+		fmt.Sprintf("FAIL backends   port api (%d): 2 of 2 backends answer, readiness unverified", vipPort),
+		"fix: let anonymous clients read /readyz, /livez and /healthz alone (kube-apiserver --authentication-config",
+		"or give [health] ca_file + cert_file + key_file (or token_file)",
+		"or accept unverified readiness: [health] accept_unverified = true",
 		fmt.Sprintf("PASS vip-answers VIP 127.0.0.1 is on loopback: this node's own and answers on port %d", vipPort),
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor without credentials lacks %q:\n%s\ndaemon log:\n%s", want, out, logs())
 		}
 	}
-	if code != 0 {
-		t.Errorf("doctor with only a warning: exit %d, want 0", code)
+	if code != ExitFailure {
+		t.Errorf("doctor with readiness unverified: exit %d, want %d", code, ExitFailure)
+	}
+	accepted := filepath.Join(t.TempDir(), "accepted.toml")
+	if err := os.WriteFile(accepted, []byte(doctorConfig(t, apis, vipPort, admin, fmt.Sprintf("ca_file = %q\naccept_unverified = true\n", pki.CA))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code = doctor(accepted)
+	if want := fmt.Sprintf("WARN backends   port api (%d): 2 of 2 backends answer, readiness unverified (accepted: health.accept_unverified)", vipPort); !strings.Contains(out, want) || code != 0 {
+		t.Errorf("doctor with unverified readiness accepted: exit %d (want 0), lacks %q:\n%s", code, want, out)
 	}
 	cmd.Process.Kill()
 	cmd.Wait()

@@ -95,7 +95,18 @@ type Health struct {
 	KeyFile    string `toml:"key_file"`
 	TokenFile  string `toml:"token_file"`
 	ServerName string `toml:"server_name"`
+	// AcceptUnverified is the operator's word that a check whose
+	// readiness is unverified (see HasCredentials) is what they want:
+	// `vipproxy doctor` then warns about it instead of failing.
+	AcceptUnverified bool `toml:"accept_unverified"`
 }
+
+// UnverifiedFails reports whether doctor fails a port whose backends
+// pass its check with readiness unverified: an apiserver that refuses the
+// check (401/403) keeps receiving clients when its /readyz fails (etcd
+// down), which the operator must fix (anonymous /readyz, or credentials)
+// or accept with accept_unverified.
+func (h Health) UnverifiedFails() bool { return !h.AcceptUnverified }
 
 // HasCredentials reports whether the check proves who it is. Without
 // credentials an https check that an apiserver refuses with 401 or 403
