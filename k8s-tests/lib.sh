@@ -131,10 +131,12 @@ etcd_start() {
 
 # apiserver_args I: the flags apiserver I starts with. APISERVER_FLAGS (an
 # array) adds or overrides flags, e.g. as a distribution starts it;
-# APISERVER_NODE_FLAGS[I] (words) those of apiserver I alone.
-declare -A APISERVER_NODE_FLAGS
+# APISERVER_NODE_FLAGS[I] (words) those of apiserver I alone;
+# APISERVER_ETCD[I] its etcd endpoint in place of etcd's own (a list flag:
+# a second --etcd-servers would add to it).
+declare -A APISERVER_NODE_FLAGS APISERVER_ETCD
 apiserver_args() {
-	echo --etcd-servers=http://127.0.0.1:2379 \
+	echo --etcd-servers="${APISERVER_ETCD[$1]:-http://127.0.0.1:2379}" \
 		--advertise-address="192.0.2.$1" --bind-address="192.0.2.$1" --secure-port=6443 \
 		--tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" --client-ca-file="$pki/ca.crt" \
 		--service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$pki/sa.pub" \

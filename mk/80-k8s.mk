@@ -13,7 +13,7 @@ TEST_TARGETS += test-k8s test-kubeadm
 # 15-35) starts in the background as make test starts; test-k8s waits for it
 # (build-apiserver.sh's lock) and finds it cached.
 TEST_BACKGROUND += k8s-apiserver
-APT_PACKAGES += etcd-server jq openssl curl iproute2
+APT_PACKAGES += etcd-server jq openssl curl iproute2 socat
 K8S_VERSION ?= 1.34.4
 K8S_CACHE ?= /var/cache/vipproxy-k8s
 
