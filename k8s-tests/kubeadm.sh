@@ -19,7 +19,10 @@
 # each node with the patches directory of examples/kubeadm/patches holding
 # its own address, as the recipe installs it. Every kube-apiserver manifest
 # must bind the node's own address (one --bind-address, no 0.0.0.0), and
-# advertise and probe it. Each node is a directory kubeadm chroots into
+# advertise and probe it. cp1 once more with the docs' authentication-config
+# block (docs/distributions.md#readiness-without-credentials) added to its
+# ClusterConfiguration: the flag, the file mounted read-only, no
+# --anonymous-auth. Each node is a directory kubeadm chroots into
 # (--rootfs), its /etc/kubernetes the node's, and a network namespace of its
 # own holding the node's address (kubeadm wants an interface with one): the
 # dry runs try the API servers they are told of before answering
@@ -124,6 +127,22 @@ step "kubeadm $("$kubeadm" version -o short), three control-plane nodes in $work
 node_setup cp1 192.0.2.11
 kadm cp1 init phase control-plane apiserver --config /etc/kubernetes/kubeadm-init.yaml >/dev/null
 assert_manifest "$work/cp1/etc/kubernetes/manifests/kube-apiserver.yaml" 192.0.2.11 "cp1: kubeadm init phase control-plane apiserver"
+
+# The hardened variant of docs/distributions.md#readiness-without-credentials:
+# cp1's ClusterConfiguration with the docs' authentication-config block.
+node_setup cp1-hardened 192.0.2.11
+node_ip[cp1-hardened]=192.0.2.11
+awk '/<!-- kubeadm-authentication-config -->/ {f=1; next} /<!-- end kubeadm-authentication-config -->/ {f=0} f && !/```/ {sub(/^  /, ""); print}' \
+	"$repo/docs/distributions.md" >>"$work/cp1-hardened/etc/kubernetes/kubeadm-init.yaml"
+kadm cp1-hardened init phase control-plane apiserver --config /etc/kubernetes/kubeadm-init.yaml >/dev/null
+hardened=$work/cp1-hardened/etc/kubernetes/manifests/kube-apiserver.yaml
+assert_manifest "$hardened" 192.0.2.11 "cp1, the docs' authentication-config: kubeadm init phase control-plane apiserver"
+grep -qx -- '    - --authentication-config=/etc/kubernetes/authentication-config.yaml' "$hardened" &&
+	grep -A2 -x -- '    - mountPath: /etc/kubernetes/authentication-config.yaml' "$hardened" | grep -qx -- '      readOnly: true' &&
+	grep -qx -- '      path: /etc/kubernetes/authentication-config.yaml' "$hardened" &&
+	! grep -q -- '--anonymous-auth' "$hardened" ||
+	fail "the docs' authentication-config block: no --authentication-config with its file mounted, or an --anonymous-auth: $(grep -n 'authentication\|anonymous' "$hardened")"
+step "cp1, the docs' authentication-config: --authentication-config, its file mounted read-only, no --anonymous-auth"
 
 for n in 2 3; do
 	node_setup "cp$n" "192.0.2.1$n"
