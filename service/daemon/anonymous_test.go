@@ -46,8 +46,9 @@ func TestAnonymousAuthOffApiservers(t *testing.T) {
 			t.Errorf("vipproxy status does not say readiness is unverified:\n%s", out)
 		}
 		p.waitFor(func() bool { return strings.Count(p.log.String(), "readiness unverified") >= 2 }, "the warnings")
-		if n := strings.Count(p.log.String(), "backend readiness unverified"); n != 2 || !strings.Contains(p.log.String(), "rancher/k3s/agent/client-kubelet.crt") {
-			t.Errorf("%d warnings, want one per backend naming where k3s keeps a client certificate", n)
+		if n := strings.Count(p.log.String(), "backend readiness unverified"); n != 2 || !strings.Contains(p.log.String(), "rancher/k3s/agent/client-kubelet.crt") ||
+			!strings.Contains(p.log.String(), "let anonymous clients read /readyz, /livez and /healthz alone (kube-apiserver --authentication-config") {
+			t.Errorf("%d warnings, want one per backend naming the anonymous health endpoints and where k3s keeps a client certificate", n)
 		}
 	})
 

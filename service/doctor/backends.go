@@ -18,13 +18,6 @@ import (
 // reason of its own.
 const backendFix = "check those apiservers (systemctl status, journalctl; firewall: they must accept this node on their port); `vipproxy status` shows what the daemon sees"
 
-// unverifiedFix is what to do about a check whose readiness is
-// unverified: let it read /readyz anonymously, give it credentials, or
-// accept it.
-const unverifiedFix = "let anonymous clients read /readyz, /livez and /healthz alone (kube-apiserver --authentication-config=examples/authentication-config.yaml, " +
-	"without --anonymous-auth: docs/distributions.md#readiness-without-credentials); or " + health.CredentialsFix +
-	"; or accept unverified readiness: [health] accept_unverified = true"
-
 // checkBackends runs the daemon's own health check (the port's
 // [port.health], else [health]) against every backend on every port the
 // VIP serves: one result per port.
@@ -126,7 +119,7 @@ func judgePort(label, check string, rs []probed, unverifiedFails bool) Result {
 	case len(failed) > 0:
 		return fail(fix, "%s: %d of %d backends fail the %s check: %s", label, len(failed), len(rs), check, strings.Join(failed, "; "))
 	case len(unverified) > 0 && unverifiedFails:
-		return fail(unverifiedFix, "%s: %d of %d backends answer, readiness unverified: they refuse a check without credentials (401/403, anonymous auth off), so one whose /readyz fails (etcd down) would still be used: %s",
+		return fail(health.UnverifiedFix, "%s: %d of %d backends answer, readiness unverified: they refuse a check without credentials (401/403, anonymous auth off), so one whose /readyz fails (etcd down) would still be used: %s",
 			label, len(unverified), len(rs), strings.Join(unverified, ", "))
 	case len(unverified) > 0:
 		return warn(health.CredentialsFix, "%s: %d of %d backends answer, readiness unverified (accepted: health.accept_unverified): they refuse a check without credentials (401/403, anonymous auth off), so one whose /readyz fails would still be used: %s",

@@ -50,6 +50,13 @@ const CredentialsFix = "give [health] ca_file + cert_file + key_file (or token_f
 	"k0s /var/lib/k0s/kubelet/pki/kubelet-client-current.pem with /var/lib/k0s/pki/ca.crt; " +
 	"vipproxy.service's dynamic user reads root's files through LoadCredential=NAME:PATH in a drop-in, as /run/credentials/vipproxy.service/NAME"
 
+// UnverifiedFix tells an operator how to end an unverified pass: let
+// anonymous clients read the health endpoints and nothing else (no
+// credential to hand out), give the check credentials, or accept it.
+const UnverifiedFix = "let anonymous clients read /readyz, /livez and /healthz alone (kube-apiserver --authentication-config=examples/authentication-config.yaml, " +
+	"without --anonymous-auth: docs/distributions.md#readiness-without-credentials); or " + CredentialsFix +
+	"; or accept unverified readiness: [health] accept_unverified = true"
+
 // judge turns the answer's status into the check's result.
 func (p *httpsProber) judge(status int) error {
 	switch {

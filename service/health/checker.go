@@ -269,7 +269,7 @@ func (c *Checker) check(ctx context.Context, t *target) {
 		log.Log(ctx, slog.LevelWarn, "health check failed for a local reason; not counted against the backend", "backend", t.Name,
 			"address", t.Address, "err", err)
 	case IsUnverified(err) && first:
-		log.Log(ctx, slog.LevelWarn, "backend readiness unverified: it refuses a check without credentials (anonymous auth off), so the check only shows that it answers HTTP over TLS; fix: "+CredentialsFix,
+		log.Log(ctx, slog.LevelWarn, "backend readiness unverified: it refuses a check without credentials (anonymous auth off), so the check only shows that it answers HTTP over TLS; fix: "+UnverifiedFix,
 			"backend", t.Name, "address", t.Address, "err", err)
 	case log.Enabled(ctx, slog.LevelDebug):
 		log.Debug("check", "backend", t.Name, "outcome", r.Outcome.String(), "latency", latency, "err", err)
