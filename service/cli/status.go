@@ -205,7 +205,7 @@ func printDaemon(w io.Writer, st admin.Status, ready bool, now time.Time) {
 	tw.Flush()
 	if unverified > 0 {
 		fmt.Fprintf(w, "readiness of %d backend(s) unverified: they refuse a check without credentials (anonymous auth off), so the check only sees them answer; fix: %s\n",
-			unverified, health.CredentialsFix)
+			unverified, health.UnverifiedFix)
 	}
 }
 

@@ -42,7 +42,8 @@ func TestAnonymousAuthOffApiservers(t *testing.T) {
 			t.Errorf("probe: %v\n%s", err, out)
 		}
 		out, _ := exec.Command(filepath.Join(binDir, "vipproxy"), "status", "--config", p.cfgPath, "--control", "").CombinedOutput()
-		if !strings.Contains(string(out), "up (unverified)") || !strings.Contains(string(out), "readiness of 2 backend(s) unverified") {
+		if !strings.Contains(string(out), "up (unverified)") || !strings.Contains(string(out), "readiness of 2 backend(s) unverified") ||
+			!strings.Contains(string(out), "fix: let anonymous clients read /readyz, /livez and /healthz alone") {
 			t.Errorf("vipproxy status does not say readiness is unverified:\n%s", out)
 		}
 		p.waitFor(func() bool { return strings.Count(p.log.String(), "readiness unverified") >= 2 }, "the warnings")
