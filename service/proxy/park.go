@@ -192,6 +192,10 @@ func (p *parker) serve(d *direction, events uint32) (push bool) {
 		d.pk.mu.Unlock()
 		return false // unparked meanwhile (stopParking)
 	}
+	if d.pk.watching {
+		p.serveWatch(d, events) // unlocks d.pk.mu
+		return false
+	}
 	if d.relayParked(p.buf, events&endEvents != 0) {
 		p.relayed.Add(1)
 		push = d.isPush()
@@ -325,10 +329,17 @@ func (p *parker) count() int {
 // useSplice; otherwise only the direction's goroutine does.
 type parkState struct {
 	mu      sync.Mutex
-	parker  *parker   // the session's; nil: never parks
-	parked  bool      // in the parker, no goroutine
-	parks   uint32    // times parked or relayed in place: a drain tells idle from busy (session.IdleMark)
-	closing bool      // the source socket is being closed: do not park
+	parker  *parker // the session's; nil: never parks
+	parked  bool    // in the parker, no goroutine
+	parks   uint32  // times parked or relayed in place: a drain tells idle from busy (session.IdleMark)
+	closing bool    // the source socket is being closed: do not park
+	// watching: the direction read its end and is parked for a reset of
+	// its source only (watchForReset); it never resumes.
+	watching bool
+	// reset is the error the parker read from a backend that failed
+	// before answering: the goroutine's replay, or the client, gets it
+	// (a second read would say EOF after a reset).
+	reset   error
 	srcFD   int32     // the source descriptor while parked
 	stash   error     // end of stream or error the parker read (flushParked)
 	lastMsg time.Time // when the parker last passed a message on (busy)
@@ -395,7 +406,8 @@ func (d *direction) stopParking() {
 	}
 	d.pk.mu.Lock()
 	d.pk.closing = true
-	resume := d.unparkLocked(false)
+	resume := d.unparkLocked(false) && !d.pk.watching
+	d.pk.watching = false
 	d.pk.mu.Unlock()
 	if resume {
 		go d.wake()
@@ -432,9 +444,10 @@ func (d *direction) relayParked(buf []byte, toEnd bool) bool {
 		case rerr == unix.EAGAIN:
 			return true // nothing (more) after all
 		case d.sessRead != nil && (rerr != nil || n == 0):
-			// Closed before answering: the goroutine reads the end of
-			// stream again and replays elsewhere (after a reset, reads
-			// return EOF).
+			// Closed before answering: the goroutine replays elsewhere,
+			// with the reset read here (after a reset, reads return EOF)
+			// or the end of stream it reads again.
+			d.pk.reset = rerr
 			return false
 		case rerr != nil:
 			d.pk.stash = rerr
@@ -575,6 +588,10 @@ func (d *direction) flushParked() error {
 		}
 		d.account(n)
 	}
+	if d.pk.reset != nil {
+		d.ioErr, d.pk.reset = d.pk.reset, nil
+		return d.replayElsewhere()
+	}
 	err := d.pk.stash
 	d.pk.stash = nil
 	return err
@@ -643,4 +660,68 @@ func epollCtl(epfd, op int, fd int32, ev *unix.EpollEvent) error {
 		return e
 	}
 	return nil
+}
+
+// watchForReset parks a direction that read its source's end (a
+// half-close, passed on as a FIN) for one more event only: the source's
+// reset. The other direction may go on for long (a client that sent its
+// request and half-closed, waiting for the answer); without the watch, a
+// reset of the half-closed side reached nobody, and the connection stayed
+// until the other side closed. Watched for errors only (EPOLLERR and
+// EPOLLHUP, which epoll always reports): the readable end of stream raises
+// nothing. Without a parker nothing is watched.
+func (d *direction) watchForReset() {
+	d.pk.mu.Lock()
+	defer d.pk.mu.Unlock()
+	if d.pk.parker == nil || d.pk.parked || d.sess.isClosed() {
+		return
+	}
+	ok := false
+	err := d.srcRaw.Control(func(fd uintptr) {
+		d.pk.srcFD = int32(fd)
+		ok = d.pk.parker.watch(d.pk.srcFD, d)
+	})
+	d.pk.parked = ok && err == nil
+	d.pk.watching = d.pk.parked
+}
+
+// watch watches fd for errors only, for d (watchForReset); false if the
+// kernel refused. The socket may be in the epoll already, parked before
+// its end was read (serve leaves it there).
+func (p *parker) watch(fd int32, d *direction) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLET, Fd: fd}
+	p.calls.Add(1)
+	err := epollCtl(p.epfd, unix.EPOLL_CTL_MOD, fd, &ev)
+	if err == unix.ENOENT {
+		err = epollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
+	}
+	if err != nil {
+		return false
+	}
+	p.parked[fd] = d
+	return true
+}
+
+// serveWatch handles an event of a watched direction (d.pk.mu held, and
+// unlocked here): an error on its source (SO_ERROR: ECONNRESET, or EPIPE
+// for a reset after the peer's FIN) aborts the connection; any other
+// event (the session's own shutdown of the socket) is ignored.
+func (p *parker) serveWatch(d *direction, events uint32) {
+	soErr := 0
+	d.srcRaw.Control(func(fd uintptr) {
+		soErr, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR)
+	})
+	if soErr == 0 && events&unix.EPOLLERR == 0 {
+		d.pk.mu.Unlock()
+		return
+	}
+	d.pk.watching = false
+	d.unparkLocked(false)
+	d.pk.mu.Unlock()
+	d.sess.abortSockets()
 }

@@ -21,9 +21,14 @@
 // (park.go) then owns its copy state, under the direction's pk.mu, and
 // passes small messages and the end of the stream on itself. A direction
 // whose bytes must wait, or that carries bulk, or must replay, runs on one
-// goroutine at a time until it parks again. The last direction to end
-// closes both sockets and ends the session (finish). Lock order: a direction's pk.mu before its session's
-// mu, never the reverse.
+// goroutine at a time until it parks again. A direction that reads the
+// end of its stream half-closes the other socket and stays parked for a
+// reset of its source only (watchForReset); one that fails (a reset,
+// EPIPE, a timeout) aborts both sockets, so that the peer on the other
+// side gets a reset too, never a FIN that would make a cut stream look
+// complete (abortSockets). The last direction to end closes both sockets
+// and ends the session (finish). Lock order: a direction's pk.mu before
+// its session's mu, never the reverse.
 package proxy
 
 import (

@@ -158,11 +158,15 @@ func (d *direction) resume() {
 }
 
 // finish ends one direction. On a clean end of stream it half-closes the
-// destination so the peer sees EOF while the other direction goes on; on
-// an error it closes both sockets so the other direction ends too.
+// destination so the peer sees EOF while the other direction goes on, and
+// watches the source for a reset that would end the connection
+// (watchForReset). On an error (a reset, EPIPE, a timeout) it aborts
+// both sockets, so the other direction ends too and the peer on the other
+// side gets a reset, not a FIN: an abort is passed on as an abort.
 func (d *direction) finish(err error) {
 	s := d.sess
-	if err != nil && err != io.EOF && balance.LocalFault(err) {
+	failed := err != nil && err != io.EOF
+	if failed && balance.LocalFault(err) {
 		d.r.log.Warn("a connection ended for a shortage of ours, not its backend's: no descriptor (or memory) left to wait on its socket; raise LimitNOFILE or lower limits.max_connections", "err", err)
 	}
 	if d.toBackend {
@@ -171,15 +175,22 @@ func (d *direction) finish(err error) {
 	}
 	last := s.live.Add(-1) == 0
 	switch {
+	case failed && !s.isClosed():
+		s.abortSockets()
+	case failed:
+		// Closed by the session (a drain, an evacuation): the error
+		// only says so, and the peers get the FIN of that close.
+		s.closeSockets()
 	case last:
-		// Both directions read to the end (or one failed): close sends
-		// the FIN a shutdown would, so skip that system call.
+		// Both directions read to the end: close sends the FIN a
+		// shutdown would, so skip that system call.
 		s.closeSockets()
-		s.end()
-	case err == io.EOF:
-		d.dst.CloseWrite()
 	default:
-		s.closeSockets()
+		d.dst.CloseWrite()
+		d.watchForReset()
+	}
+	if last {
+		s.end()
 	}
 }
 

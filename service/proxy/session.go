@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vipproxy/vipproxy/service/balance"
 )
 
@@ -32,7 +34,8 @@ type session struct {
 	conn       socket
 	untrack    func()
 	replay     []byte
-	clientDone bool // the client half-closed or failed: nothing to replay into
+	clientDone bool // the client half-closed: a replay ends with its FIN
+	closed     bool // closeSockets was called: nothing to replay into
 	tried      []*balance.Backend
 	dirs       [2]*direction // client→backend, backend→client (once relaying)
 	keptAlive  socket        // the backend socket that has opts.keepOpts
@@ -82,10 +85,41 @@ func (s *session) abort() {
 // closeSockets closes the client and backend sockets.
 func (s *session) closeSockets() {
 	s.mu.Lock()
+	s.closed = true
 	conn, dirs := s.conn, s.dirs
 	s.mu.Unlock()
 	closeConn(s.client, dirs[0])
 	closeConn(conn, dirs[1])
+}
+
+// abortSockets closes both sockets with a reset (RST) instead of a FIN:
+// a connection that failed on one side (a reset, EPIPE, a timeout) must
+// not look complete on the other, where a plain-TCP client would take a
+// cut stream for a whole one. A socket already reset sends nothing.
+func (s *session) abortSockets() {
+	conn, _ := s.current()
+	resetOnClose(s.client)
+	resetOnClose(conn)
+	s.closeSockets()
+}
+
+// resetOnClose makes the socket's close send a reset (SO_LINGER 0); a
+// socket closed already is left as it is.
+func resetOnClose(c socket) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return
+	}
+	raw.Control(func(fd uintptr) {
+		unix.SetsockoptLinger(int(fd), unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+	})
+}
+
+// isClosed reports whether closeSockets was called.
+func (s *session) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // closeConn is how a socket the session owns is closed: the direction
@@ -166,8 +200,9 @@ func (s *session) markAnswered() {
 	s.mu.Unlock()
 }
 
-// clientFinished records that the client half-closed or failed and
-// returns the backend connection to pass that on to.
+// clientFinished records that the client half-closed (or failed, and
+// closeSockets follows) and returns the backend connection to pass that
+// on to.
 func (s *session) clientFinished() socket {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -177,7 +212,9 @@ func (s *session) clientFinished() socket {
 
 // failover is called when the backend closed or reset before answering.
 // It dials another backend, replays the client's bytes and returns the
-// new connection, or nil when the failure must reach the client. Only the
+// new connection, or nil when the failure must reach the client. A
+// client that half-closed is replayed too: every byte it sent is kept,
+// and its FIN follows them (TestHalfClosedClientIsReplayed). Only the
 // backend→client direction calls it (its goroutine), so s.tried is its
 // alone. The dial runs without s.mu: it may wait up to the dial timeout,
 // and a parker keeping the client's next bytes (keep) must not wait with
@@ -185,7 +222,7 @@ func (s *session) clientFinished() socket {
 // the dead connection and are replayed here with the rest.
 func (s *session) failover() socket {
 	s.mu.Lock()
-	if s.answered.Load() || s.clientDone || len(s.tried) >= s.opts.DialAttempts {
+	if s.answered.Load() || s.closed || len(s.tried) >= s.opts.DialAttempts {
 		s.mu.Unlock()
 		return nil
 	}
@@ -201,8 +238,10 @@ func (s *session) failover() socket {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.answered.Load() {
-		conn.Close() // more kept meanwhile than a replay takes (keep)
+	if s.answered.Load() || s.closed {
+		// More kept meanwhile than a replay takes (keep), or the
+		// connection was closed meanwhile.
+		conn.Close()
 		return nil
 	}
 	if s.p.debug() {
@@ -248,7 +287,7 @@ func (s *session) IdleMark() (mark uint64, idle bool) {
 			return 0, false // not relaying yet
 		}
 		d.pk.mu.Lock()
-		parked := d.pk.parked
+		parked := d.pk.parked && !d.pk.watching // half-closed: not idle
 		parks[i] = d.pk.parks
 		d.pk.mu.Unlock()
 		if !parked {
@@ -265,7 +304,7 @@ func (s *session) IdleMark() (mark uint64, idle bool) {
 // so the client reconnects to a healthy apiserver at once.
 func (s *session) Evacuate() {
 	s.mu.Lock()
-	replayable := !s.answered.Load() && !s.clientDone
+	replayable := !s.answered.Load() && !s.closed
 	conn, reader := s.conn, s.dirs[1]
 	s.mu.Unlock()
 	if replayable {

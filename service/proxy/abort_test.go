@@ -1,0 +1,190 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
+)
+
+// firstDies returns two backends that share one rule: the first
+// connection either of them accepts is handed to die (an apiserver that
+// dies with the request read), every later one is echoed. accepted counts
+// the connections both accepted.
+func firstDies(t *testing.T, die func(net.Conn)) (a, b string, accepted *atomic.Int32) {
+	t.Helper()
+	accepted = new(atomic.Int32)
+	handle := func(c net.Conn) {
+		if accepted.Add(1) == 1 {
+			die(c)
+			return
+		}
+		echo(c)
+	}
+	return testutil.ServeAddr(t, handle), testutil.ServeAddr(t, handle), accepted
+}
+
+// resetAfter reads n bytes (to the end of stream if n < 0) and resets
+// the connection without answering.
+func resetAfter(n int) func(net.Conn) {
+	return func(c net.Conn) {
+		if n < 0 {
+			io.Copy(io.Discard, c)
+		} else {
+			io.ReadFull(c, make([]byte, n))
+		}
+		c.(*net.TCPConn).SetLinger(0)
+		c.Close()
+	}
+}
+
+// A client that sent its request and half-closed is replayed like any
+// other when its backend dies before answering: all its bytes were kept,
+// and its FIN follows them.
+func TestHalfClosedClientIsReplayed(t *testing.T) {
+	for round := range 10 {
+		a, b, accepted := firstDies(t, resetAfter(-1))
+		_, _, addr := startProxy(t, a, b)
+		c := dial(t, addr)
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.Write([]byte("ping"))
+		c.(*net.TCPConn).CloseWrite()
+		got, err := io.ReadAll(c)
+		if string(got) != "ping" || err != nil || accepted.Load() != 2 {
+			t.Fatalf("round %d: %q, %v over %d backend connections; want the request replayed and answered", round, got, err, accepted.Load())
+		}
+	}
+}
+
+// A backend's reset reaches the client as a reset, after what the
+// backend sent before it: a plain-TCP client must not take a cut stream
+// for a complete one (it got a FIN before).
+func TestBackendResetReachesClientAsReset(t *testing.T) {
+	_, _, addr := startProxy(t, resettingBackend(t, "partial"))
+	for i := range 20 {
+		c := dial(t, addr)
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.Write([]byte("ping"))
+		got, err := io.ReadAll(c)
+		c.Close()
+		if string(got) != "partial" || !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("connection %d: %q, then %v; want %q, then a reset", i, got, err, "partial")
+		}
+	}
+}
+
+// endingBackend echoes if answer, else only reads, and sends how its
+// read ended on ends.
+func endingBackend(t *testing.T, answer bool) (string, <-chan error) {
+	ends := make(chan error, 64)
+	addr := testutil.ServeAddr(t, func(c net.Conn) {
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		buf := make([]byte, 1024)
+		for {
+			n, err := c.Read(buf)
+			if answer && n > 0 {
+				c.Write(buf[:n])
+			}
+			if err != nil {
+				ends <- err
+				return
+			}
+		}
+	})
+	return addr, ends
+}
+
+// A client's reset reaches the backend as a reset, whether the backend
+// answered already or not.
+func TestClientResetReachesBackendAsReset(t *testing.T) {
+	for _, answered := range []bool{true, false} {
+		t.Run(fmt.Sprintf("answered %v", answered), func(t *testing.T) {
+			backend, ends := endingBackend(t, answered)
+			_, _, addr := startProxy(t, backend)
+			for i := range 20 {
+				c := dial(t, addr)
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				c.Write([]byte("ping"))
+				if answered {
+					io.ReadFull(c, make([]byte, 4))
+				} else {
+					time.Sleep(10 * time.Millisecond) // the bytes reach the backend first (either way a reset)
+				}
+				c.(*net.TCPConn).SetLinger(0)
+				c.Close()
+				select {
+				case err := <-ends:
+					if !errors.Is(err, syscall.ECONNRESET) {
+						t.Fatalf("connection %d: the backend's read ended with %v; want a reset", i, err)
+					}
+				case <-time.After(15 * time.Second):
+					t.Fatalf("connection %d: the backend's connection did not end", i)
+				}
+			}
+		})
+	}
+}
+
+// A side that half-closed and then resets ends the connection, though
+// the other side stays silent: the reset reaches the other side as a
+// reset. Before, such a connection stayed until the silent side closed.
+func TestResetAfterHalfCloseEndsTheConnection(t *testing.T) {
+	for _, resetter := range []string{"client", "backend"} {
+		t.Run(resetter, func(t *testing.T) {
+			held := make(chan net.Conn, 8)
+			backend := testutil.ServeAddr(t, func(c net.Conn) {
+				io.ReadFull(c, make([]byte, 4))
+				c.Write([]byte("pong"))
+				if resetter == "backend" {
+					c.(*net.TCPConn).CloseWrite()
+				}
+				held <- c
+			})
+			p, _, addr := startProxy(t, backend)
+			for i := range 5 {
+				c := dial(t, addr)
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				c.Write([]byte("ping"))
+				io.ReadFull(c, make([]byte, 4))
+				b := <-held
+				t.Cleanup(func() { b.Close() })
+				resetting, other := b, c
+				if resetter == "client" {
+					c.(*net.TCPConn).CloseWrite()
+					b.SetReadDeadline(time.Now().Add(10 * time.Second))
+					io.ReadAll(b) // the FIN reached the backend
+					resetting, other = c, b
+				} else {
+					io.ReadAll(c)
+				}
+				resetting.(*net.TCPConn).SetLinger(0)
+				resetting.Close()
+				if !waitFor(func() bool { return p.Open() == 0 }) {
+					t.Fatalf("connection %d: still open after the %s's reset", i, resetter)
+				}
+				if err := writeUntilFailure(other); !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
+					t.Fatalf("connection %d: the other side's writes end with %v; want a reset", i, err)
+				}
+			}
+		})
+	}
+}
+
+// writeUntilFailure writes to c until a write fails (at most 100 times,
+// 10 ms apart) and returns the error.
+func writeUntilFailure(c net.Conn) error {
+	for range 100 {
+		if _, err := c.Write([]byte("x")); err != nil {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
+}
