@@ -503,7 +503,9 @@ func (d *direction) passParked(msg []byte, bufLen int) bool {
 	}
 	d.account(len(msg) - len(out))
 	d.pk.parks++ // bytes moved: a drain must not take the connection for idle
-	if len(msg) == bufLen {
+	if len(msg) == bufLen && kept == nil {
+		// Bulk: splice the rest, but not while the bytes are kept
+		// for a replay (copyBufSize).
 		d.useSplice = true
 	}
 	if len(out) > 0 {

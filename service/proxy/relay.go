@@ -20,7 +20,10 @@ import (
 
 const (
 	// copyBufSize is the buffer a direction borrows while small messages
-	// flow. A read that fills it switches the direction to splice.
+	// flow. A read that fills it switches the direction to splice, except
+	// while the client's bytes are kept for a replay (session.keep): the
+	// proxy never sees spliced bytes, so a replay would miss them and the
+	// next backend would get the stream with a gap (TestReplayKeepsTheStreamWhole).
 	copyBufSize = 16 << 10
 	// maxSpliceChunk bounds one splice; a default pipe holds 64 KiB.
 	maxSpliceChunk = 1 << 20
