@@ -74,8 +74,10 @@ type parker struct {
 // only after a read that drained it (shorter than its buffer, or EAGAIN),
 // and each later arrival raises a new event; whatever else it read
 // (the end of the stream, bulk, a write that must wait) takes the socket
-// out of the epoll.
-const parkEvents = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET
+// out of the epoll. A read stops at TCP's urgent mark, so a short read
+// does not mean that the socket is drained while urgent data is pending:
+// EPOLLPRI says it is, and the parker then reads on until EAGAIN (serve).
+const parkEvents = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLPRI | unix.EPOLLET
 
 // newParker starts the parker's goroutine; it ends when close is called.
 func newParker() (*parker, error) {
@@ -196,7 +198,7 @@ func (p *parker) serve(d *direction, events uint32) (push bool) {
 		p.serveWatch(d, events) // unlocks d.pk.mu
 		return false
 	}
-	if d.relayParked(p.buf, events&endEvents != 0) {
+	if d.relayParked(p.buf, events&(endEvents|unix.EPOLLPRI) != 0) {
 		p.relayed.Add(1)
 		push = d.isPush()
 		d.pk.mu.Unlock()
@@ -424,7 +426,8 @@ func (d *direction) allowParking() {
 // relayParked passes on, under pk.mu and without waiting, what the
 // parked direction's source holds, reading on to the end of the stream
 // when toEnd (edge-triggered, the end raises no event of its own once it
-// came with the data); true if it did all of it and the direction may
+// came with the data; urgent data stops a read short of the rest,
+// parkEvents); true if it did all of it and the direction may
 // stay parked. Otherwise the bytes it could not write wait in d.out, and
 // an end of stream or error it read in d.pk.stash (parkedEnd,
 // flushParked).

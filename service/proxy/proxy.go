@@ -142,8 +142,12 @@ func New(pool *balance.Pool, opts Options, counters Counters, log *slog.Logger) 
 func (p *Proxy) SetOptions(o Options) {
 	o.DialAttempts = max(o.DialAttempts, 1)
 	o.connectOpts, o.keepOpts = splitOptions(o.wantedOptions())
-	// Go's keepalive off: keepOpts come later. Go sets TCP_NODELAY itself.
-	o.dialer = &net.Dialer{Timeout: o.DialTimeout, KeepAlive: -1}
+	// Go's keepalive off: keepOpts come later. Go sets TCP_NODELAY itself,
+	// Control the rest of connectOpts.
+	connectOpts := o.connectOpts
+	o.dialer = &net.Dialer{Timeout: o.DialTimeout, KeepAlive: -1, Control: func(_, _ string, c syscall.RawConn) error {
+		return setOptions(c, connectOpts)
+	}}
 	p.opts.Store(&o)
 }
 
@@ -372,7 +376,7 @@ func (e *setupError) Unwrap() error { return e.err }
 
 // dialBackend connects to b with opts' connectOpts: an IP address with
 // dialAddr, a name through net.Dialer, which resolves it (and sets
-// TCP_NODELAY, all of connectOpts). Either way a backend that is our own
+// TCP_NODELAY, and its Control the rest of connectOpts). Either way a backend that is our own
 // listener is refused.
 func (p *Proxy) dialBackend(opts *Options, b *balance.Backend) (socket, syscall.RawConn, error) {
 	if addr, ok := b.IPAddress(); ok {

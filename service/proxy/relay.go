@@ -344,7 +344,10 @@ func (d *direction) passOn(bufLen int) error {
 // block); a write that must wait, a full buffer (bulk: splice takes over),
 // the end of the stream or an error end the step. Until the backend
 // answers, the client→backend direction passes the client's bytes on the
-// same way, keeping them for a replay (session.keep, writeKept).
+// same way, keeping them for a replay (session.keep, writeKept). The one
+// short read that does not drain the socket, at TCP's urgent mark (the
+// parker reads on there, parkEvents; Go's poller reports no EPOLLPRI),
+// leaves the rest for the next idle check: it reads again, or parks.
 func (d *direction) relayStep() error {
 	d.op = opRelay
 	d.got, d.out = 0, nil

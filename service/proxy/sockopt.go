@@ -53,8 +53,9 @@ type sockOpt struct{ level, name, value int }
 const goKeepAliveDefault = 15 * time.Second
 
 // wantedOptions are the options of every proxied socket: TCP_NODELAY
-// (an apiserver's watch events must not wait for an ACK), and the
-// keepalive and user timeout, as Go would set the same keepAliveConfig.
+// (an apiserver's watch events must not wait for an ACK), SO_OOBINLINE
+// (urgentInline), and the keepalive and user timeout, as Go would set the
+// same keepAliveConfig.
 func (o *Options) wantedOptions() []sockOpt {
 	ka := keepAliveConfig(o.KeepAlive, o.UserTimeout)
 	secs := func(d time.Duration) int {
@@ -65,6 +66,7 @@ func (o *Options) wantedOptions() []sockOpt {
 	}
 	opts := []sockOpt{
 		{unix.IPPROTO_TCP, unix.TCP_NODELAY, 1},
+		urgentInline,
 		{unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1},
 		{unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, secs(ka.Idle)},
 		{unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, secs(ka.Interval)},
@@ -78,15 +80,24 @@ func (o *Options) wantedOptions() []sockOpt {
 	return opts
 }
 
+// urgentInline keeps an urgent byte (TCP's MSG_OOB) in the stream: the
+// proxy passes it on as an ordinary byte, where it was sent, and the
+// stream stays whole (without it the kernel takes the byte out of the
+// stream, for a MSG_OOB read that a proxy never makes). Its urgency is
+// not passed on. Either way a read stops at the urgent mark, so the
+// parker reads on while urgent data is pending (parkEvents).
+var urgentInline = sockOpt{unix.SOL_SOCKET, unix.SO_OOBINLINE, 1}
+
 // splitOptions divides the wanted options of a backend socket: TCP_NODELAY
-// is set when it is dialed (the first bytes must not wait), the keepalive
+// and SO_OOBINLINE are set when it is dialed (the first bytes must not
+// wait, and urgent data may come with them), the keepalive
 // and user timeout (keep) only once the connection outlives its first
 // idle check. Those matter for a connection that lives on (a watch), and
 // a short one (a request, a probe) is over before: 4 system calls of the
 // 30 each proxied connection cost (make bench, syscalls).
 func splitOptions(wanted []sockOpt) (connect, keep []sockOpt) {
 	for _, o := range wanted {
-		if o.level == unix.IPPROTO_TCP && o.name == unix.TCP_NODELAY {
+		if o == urgentInline || o.level == unix.IPPROTO_TCP && o.name == unix.TCP_NODELAY {
 			connect = append(connect, o)
 		} else {
 			keep = append(keep, o)
