@@ -96,16 +96,16 @@ current-context: main
 func TestKubeconfigErrors(t *testing.T) {
 	dir := t.TempDir()
 	cases := map[string]string{
-		"block scalar":   "apiVersion: v1\nclusters: |\n  x\n",
-		"no context":     "apiVersion: v1\ncurrent-context: nope\ncontexts:\n- name: other\n  context: {}\n",
-		"exec plugin":    "current-context: c\ncontexts:\n- name: c\n  context:\n    cluster: k\n    user: u\nclusters:\n- name: k\n  cluster: {}\nusers:\n- name: u\n  user:\n    exec:\n      command: aws\n",
-		"bad base64":     "current-context: c\ncontexts:\n- name: c\n  context:\n    cluster: k\n    user: u\nclusters:\n- name: k\n  cluster:\n    certificate-authority-data: '%%%'\nusers:\n- name: u\n  user:\n    token: x\n",
-		"not a key":      "apiVersion v1\n",
-		"anonymous user": "current-context: c\ncontexts:\n- name: c\n  context:\n    cluster: k\n    user: u\nclusters:\n- name: k\n  cluster: {}\nusers:\n- name: u\n  user: {}\n",
+		"text for a list": "current-context: c\ncontexts:\n- name: c\n  context:\n    cluster: k\n    user: u\nclusters: |\n  x\n",
+		"no context":      "apiVersion: v1\ncurrent-context: nope\ncontexts:\n- name: other\n  context: {}\n",
+		"exec plugin":     "current-context: c\ncontexts:\n- name: c\n  context:\n    cluster: k\n    user: u\nclusters:\n- name: k\n  cluster: {}\nusers:\n- name: u\n  user:\n    exec:\n      command: aws\n",
+		"bad base64":      "current-context: c\ncontexts:\n- name: c\n  context:\n    cluster: k\n    user: u\nclusters:\n- name: k\n  cluster:\n    certificate-authority-data: '%%%'\nusers:\n- name: u\n  user:\n    token: x\n",
+		"not a key":       "apiVersion v1\n",
+		"anonymous user":  "current-context: c\ncontexts:\n- name: c\n  context:\n    cluster: k\n    user: u\nclusters:\n- name: k\n  cluster: {}\nusers:\n- name: u\n  user: {}\n",
 	}
 	want := map[string]string{
-		"block scalar": "not supported", "no context": `no entry named "nope"`, "exec plugin": "exec",
-		"bad base64": "not base64", "not a key": "not-a-key:1: expected `key: value`", "anonymous user": "anonymous",
+		"text for a list": "text-for-a-list:7: clusters is not a list", "no context": `no entry named "nope"`, "exec plugin": "exec",
+		"bad base64": "not base64", "not a key": "not-a-key:1: a kubeconfig is a mapping at the top (expected `key: value`)", "anonymous user": "anonymous",
 	}
 	for name, body := range cases {
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))

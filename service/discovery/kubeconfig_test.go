@@ -1,15 +1,12 @@
 package discovery
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/yaml" // kubectl's YAML library; tests only: the binary does not link it
+	"sigs.k8s.io/yaml"
 )
 
 // Shapes of kubeconfig found on nodes, each read as kubectl reads it or
@@ -22,16 +19,16 @@ func TestKubeconfigShapes(t *testing.T) {
 		want       string // parts as text, or "error: <text at a line>"
 	}{
 		{"plain", user("    token: abc\n"), "token=abc insecure=false"},
-		{"two documents", user("    token: first\n") + "---\n" + user("    token: second\n"), "error: line 17: a second YAML document"},
-		{"anchor", user("    token: &t abc\n"), "error: line 16: YAML block scalars, flow collections, anchors"},
-		{"alias", user("    token: *t\n"), "error: line 16: YAML block scalars, flow collections, anchors"},
-		{"tab in indentation", user("\ttoken: abc\n"), "error: line 16: tab in indentation"},
+		{"two documents: the first, as kubectl", user("    token: first\n") + "---\n" + user("    token: second\n"), "token=first insecure=false"},
+		{"anchor", user("    token: &t abc\n"), "token=abc insecure=false"},
+		{"alias of no anchor", user("    token: *t\n"), "YAML: unknown anchor 't' referenced"},
+		{"tab in indentation", user("\ttoken: abc\n"), "error: line 16: YAML: found character that cannot start any token"},
 		{"quoted key", user("    \"token\": abc\n"), "token=abc insecure=false"},
 		{"null", user("    client-certificate: null\n    token: abc\n"), "token=abc insecure=false"},
 		{"quote then a comment with a quote", user("    token: 'x' # don't\n"), "token=x insecure=false"},
 		{"plain value then a comment", user("    token: x # don't\n"), "token=x insecure=false"},
 		{"duplicate user", user("    token: first\n") + "- name: u\n  user:\n    token: second\n", "error: line 17: users: two entries named \"u\""},
-		{"duplicate key", user("    token: first\n    token: second\n"), "error: line 17: key \"token\" appears twice"},
+		{"duplicate key", user("    token: first\n    token: second\n"), "error: line 17: YAML: key \"token\" already set in map"},
 		{"string true is not a boolean", strings.Replace(user("    token: abc\n"), "    server:", "    insecure-skip-tls-verify: \"true\"\n    server:", 1),
 			"error: line 12: insecure-skip-tls-verify is a YAML string"},
 		{"YAML 1.1 yes is a boolean", strings.Replace(user("    token: abc\n"), "    server:", "    insecure-skip-tls-verify: yes\n    server:", 1),
@@ -54,8 +51,8 @@ func TestKubeconfigShapes(t *testing.T) {
 			} else {
 				got = "token=" + string(p.token.data) + " insecure=" + map[bool]string{true: "true", false: "false"}[p.insecure]
 			}
-			if !strings.HasPrefix(got, tc.want) {
-				t.Errorf("got  %q\nwant %q...", got, tc.want)
+			if !strings.Contains(got, tc.want) {
+				t.Errorf("got  %q\nwant ...%q...", got, tc.want)
 			}
 		})
 	}
@@ -149,15 +146,11 @@ func corpus(t testing.TB) map[string][]byte {
 	return out
 }
 
-// The kubeconfigs kubeadm, k3s, RKE2, k0s, kind and kubectl write parse,
-// give the same tree as kubectl's YAML library, and name a cluster and a
-// user.
+// The kubeconfigs kubeadm, k3s, RKE2, k0s, kind and kubectl write parse
+// and name a cluster and a user.
 func TestKubeconfigCorpus(t *testing.T) {
 	for name, data := range corpus(t) {
 		t.Run(name, func(t *testing.T) {
-			if msg := differ(data); msg != "" {
-				t.Fatal(msg)
-			}
 			if name == "kubectl-set-cluster" {
 				return // no context yet
 			}
@@ -170,92 +163,4 @@ func TestKubeconfigCorpus(t *testing.T) {
 	if err != nil || string(p.token.data) != "123: odd 'token' #" || !p.insecure || p.serverName != "kubernetes" || string(p.cert.data) != "cert" {
 		t.Errorf("kubectl's own file read as %+v, %v", p, err)
 	}
-}
-
-// differ compares parseKubeconfig with kubectl's YAML library on data:
-// where ours reads a file, the library must read the same tree; where ours
-// refuses a YAML file, it names the line. "" when they agree.
-func differ(data []byte) string {
-	ours, err := parseKubeconfig(data)
-	if err != nil {
-		var le *lineError
-		yamlInput := !bytes.HasPrefix(bytes.TrimSpace(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))), []byte("{"))
-		if yamlInput && err.Error() != "empty file" && (!errors.As(err, &le) || le.line <= 0) {
-			return "a refusal without a line: " + err.Error()
-		}
-		return ""
-	}
-	j, err := yaml.YAMLToJSON(data)
-	if err != nil {
-		return "ours read it, kubectl's YAML library refuses it: " + err.Error()
-	}
-	dec := json.NewDecoder(bytes.NewReader(j))
-	dec.UseNumber()
-	var theirs any
-	if err := dec.Decode(&theirs); err != nil {
-		return "decode the library's JSON: " + err.Error()
-	}
-	if !sameTree(ours.root, theirs) {
-		o, _ := json.Marshal(ours.root)
-		return "trees differ:\n ours   " + string(o) + "\n theirs " + string(j)
-	}
-	return ""
-}
-
-// sameTree compares our tree with the library's decoded JSON; a yamlNumber
-// matches any JSON number (both refuse it where a string goes).
-func sameTree(ours, theirs any) bool {
-	switch o := ours.(type) {
-	case map[string]any:
-		t, ok := theirs.(map[string]any)
-		if !ok || len(t) != len(o) {
-			return false
-		}
-		for k, v := range o {
-			if tv, ok := t[k]; !ok || !sameTree(v, tv) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		t, ok := theirs.([]any)
-		if !ok || len(t) != len(o) {
-			return false
-		}
-		for i := range o {
-			if !sameTree(o[i], t[i]) {
-				return false
-			}
-		}
-		return true
-	case yamlNumber:
-		_, ok := theirs.(json.Number)
-		return ok
-	}
-	return ours == theirs
-}
-
-// FuzzKubeconfigAgainstYAML holds the kubeconfig reader to kubectl's YAML
-// library: never a panic, never a tree the library would read otherwise,
-// and a refusal of YAML always names its line.
-func FuzzKubeconfigAgainstYAML(f *testing.F) {
-	for _, data := range corpus(f) {
-		f.Add(data)
-	}
-	for _, s := range []string{"a: b\n", "- a\n- b: c\n  d: e\n", "x:\n- y:\n  - z\n", "a: 'b''c'\nd: \"e\\n\"\n", "{\"a\":1}",
-		"a:\n\tb: c\n", "- - - a\n", "a: yes\nb: 0x10\nc: 1_000\nd: .5\ne: ~\n", "a: &x b\n", "---\na: b\n---\nc: d\n",
-		"\"k\": 'v' # c\n", "a: b # c\nd:\n  - e # f\n  -\n  - g: h\n    i: j\n"} {
-		f.Add([]byte(s))
-	}
-	// Keys past YAML's 1,024 characters with a colon early in them: the
-	// bound counts to the key's end, not to its first colon.
-	long := strings.Repeat("b", 1100)
-	f.Add([]byte("a:" + long + " c: d\n"))
-	f.Add([]byte("\"a:" + long + "\": d\n"))
-	f.Add([]byte("a: \"caf\\xe9 \\x41\"\n")) // YAML's \xNN is a character, not a byte
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if msg := differ(data); msg != "" {
-			t.Fatalf("%s\ninput: %q", msg, data)
-		}
-	})
 }
