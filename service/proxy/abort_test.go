@@ -184,8 +184,10 @@ func TestClientResetReachesBackendAsReset(t *testing.T) {
 // A side that half-closed and then resets ends the connection, though
 // the other side stays silent: the reset reaches the other side as a
 // reset. Before, such a connection stayed until the silent side closed.
+// A client that sends a megabyte before its FIN has it read on a
+// goroutine (splice) rather than in the parker: both ways are watched.
 func TestResetAfterHalfCloseEndsTheConnection(t *testing.T) {
-	for _, resetter := range []string{"client", "backend"} {
+	for _, resetter := range []string{"client", "client after bulk", "backend"} {
 		t.Run(resetter, func(t *testing.T) {
 			held := make(chan net.Conn, 8)
 			backend := testutil.ServeAddr(t, func(c net.Conn) {
@@ -205,7 +207,10 @@ func TestResetAfterHalfCloseEndsTheConnection(t *testing.T) {
 				b := <-held
 				t.Cleanup(func() { b.Close() })
 				resetting, other := b, c
-				if resetter == "client" {
+				if resetter != "backend" {
+					if resetter == "client after bulk" {
+						c.Write(make([]byte, 1<<20))
+					}
 					c.(*net.TCPConn).CloseWrite()
 					b.SetReadDeadline(time.Now().Add(10 * time.Second))
 					io.ReadAll(b) // the FIN reached the backend

@@ -338,6 +338,9 @@ type parkState struct {
 	// watching: the direction read its end and is parked for a reset of
 	// its source only (watchForReset); it never resumes.
 	watching bool
+	// inEpoll: the source is still in the parker's epoll, as parked
+	// (serve leaves a source that it read to the end there).
+	inEpoll bool
 	// reset is the error the parker read from a backend that failed
 	// before answering: the goroutine's replay, or the client, gets it
 	// (a second read would say EOF after a reset).
@@ -374,6 +377,7 @@ func (d *direction) park() bool {
 		ok = d.pk.parker.add(d.pk.srcFD, d)
 	})
 	d.pk.parked = ok && err == nil
+	d.pk.inEpoll = d.pk.parked
 	if d.pk.parked {
 		d.pk.parks++
 		d.pk.streak = 0
@@ -396,6 +400,7 @@ func (d *direction) unparkLocked(stillOpen bool) bool {
 	}
 	d.pk.parked = false
 	d.pk.parker.remove(d.pk.srcFD, d, stillOpen)
+	d.pk.inEpoll = d.pk.inEpoll && !stillOpen
 	return true
 }
 
@@ -409,7 +414,7 @@ func (d *direction) stopParking() {
 	d.pk.mu.Lock()
 	d.pk.closing = true
 	resume := d.unparkLocked(false) && !d.pk.watching
-	d.pk.watching = false
+	d.pk.watching, d.pk.inEpoll = false, false // the close takes it out
 	d.pk.mu.Unlock()
 	if resume {
 		go d.wake()
@@ -419,7 +424,7 @@ func (d *direction) stopParking() {
 // allowParking is called when the direction has a new source socket.
 func (d *direction) allowParking() {
 	d.pk.mu.Lock()
-	d.pk.closing = false
+	d.pk.closing, d.pk.inEpoll = false, false
 	d.pk.mu.Unlock()
 }
 
@@ -672,9 +677,11 @@ func epollCtl(epfd, op int, fd int32, ev *unix.EpollEvent) error {
 // reset. The other direction may go on for long (a client that sent its
 // request and half-closed, waiting for the answer); without the watch, a
 // reset of the half-closed side reached nobody, and the connection stayed
-// until the other side closed. Watched for errors only (EPOLLERR and
-// EPOLLHUP, which epoll always reports): the readable end of stream raises
-// nothing. Without a parker nothing is watched.
+// until the other side closed. A source the parker read to its end is
+// still in its epoll, where a reset raises an event as well: watching it
+// costs no system call (most connections end there). Any other is added
+// for errors only (EPOLLERR and EPOLLHUP, which epoll always reports).
+// Without a parker nothing is watched.
 func (d *direction) watchForReset() {
 	d.pk.mu.Lock()
 	defer d.pk.mu.Unlock()
@@ -683,30 +690,31 @@ func (d *direction) watchForReset() {
 	}
 	ok := false
 	err := d.srcRaw.Control(func(fd uintptr) {
-		d.pk.srcFD = int32(fd)
-		ok = d.pk.parker.watch(d.pk.srcFD, d)
+		if !d.pk.inEpoll {
+			d.pk.srcFD = int32(fd)
+		}
+		ok = d.pk.parker.watch(d.pk.srcFD, d, !d.pk.inEpoll)
 	})
 	d.pk.parked = ok && err == nil
+	d.pk.inEpoll = d.pk.parked
 	d.pk.watching = d.pk.parked
 }
 
-// watch watches fd for errors only, for d (watchForReset); false if the
-// kernel refused. The socket may be in the epoll already, parked before
-// its end was read (serve leaves it there).
-func (p *parker) watch(fd int32, d *direction) bool {
+// watch serves fd's events to d, watched for a reset (watchForReset),
+// adding fd to the epoll for errors only if add; false if the kernel
+// refused.
+func (p *parker) watch(fd int32, d *direction, add bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return false
 	}
-	ev := unix.EpollEvent{Events: unix.EPOLLET, Fd: fd}
-	p.calls.Add(1)
-	err := epollCtl(p.epfd, unix.EPOLL_CTL_MOD, fd, &ev)
-	if err == unix.ENOENT {
-		err = epollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
-	}
-	if err != nil {
-		return false
+	if add {
+		ev := unix.EpollEvent{Events: unix.EPOLLET, Fd: fd}
+		p.calls.Add(1)
+		if epollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev) != nil {
+			return false
+		}
 	}
 	p.parked[fd] = d
 	return true
