@@ -80,3 +80,33 @@ func readWithin(c net.Conn, n int) string {
 	k, _ := io.ReadFull(c, buf)
 	return string(buf[:k])
 }
+
+// Urgent data right after bulk, which a direction splices on a goroutine
+// of its own: a splice stops at the urgent mark too, and Go's poller
+// reports no urgent data, so the rest passes on at the direction's next
+// idle checks (it parks, and the parker reads on), not never.
+func TestUrgentDataAfterBulkPassesOn(t *testing.T) {
+	const conns = 5
+	const bulk = 1 << 20
+	const want = "abcXdef"
+	got := make(chan string, conns)
+	backend := testutil.ServeAddr(t, func(c net.Conn) {
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		io.CopyN(io.Discard, c, bulk)
+		got <- readWithin(c, len(want))
+	})
+	_, _, addr := startProxy(t, backend)
+	for range conns {
+		c := dial(t, addr)
+		c.Write(make([]byte, bulk))
+		if err := sendWithUrgent(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range conns {
+		if s := <-got; s != want {
+			t.Errorf("connection %d: %q arrived after the bulk; want %q", i, s, want)
+		}
+	}
+}
