@@ -191,6 +191,8 @@ func TestRefuse(t *testing.T) {
 		{"[::a9fe:a9fe]:80", refusedEmbedded},                          // IPv4-compatible
 		{"[fd00:ec2::254]:80", refusedMetadata},
 		{"100.100.100.200:80", refusedMetadata},
+		{"168.63.129.16:80", refusedMetadata},        // Azure's wire server
+		{"[64:ff9b::a83f:8110]:80", refusedEmbedded}, // its NAT64 form
 		{"192.0.2.10:6443", refusedVIP},
 		{"[::ffff:192.0.2.10]:6443", refusedVIP},
 		{"0.0.0.0:6443", refusedUnicast},

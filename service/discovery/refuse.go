@@ -18,9 +18,21 @@ const (
 	refusedOwn       = "one of vipproxy's own listeners"
 )
 
-// metadataAddrs are cloud metadata services outside link-local space:
-// AWS's IPv6 one and Alibaba Cloud's.
-var metadataAddrs = []netip.Addr{netip.MustParseAddr("fd00:ec2::254"), netip.MustParseAddr("100.100.100.200")}
+// metadataAddrs are cloud metadata services outside link-local space
+// (169.254.169.254 and fe80::/10 are refused as link-local), each with
+// where it is documented:
+var metadataAddrs = []netip.Addr{
+	// AWS EC2's instance metadata service over IPv6 (EC2 User Guide,
+	// "Access instance metadata": IMDS IPv6 endpoint).
+	netip.MustParseAddr("fd00:ec2::254"),
+	// Alibaba Cloud ECS's metadata service (ECS documentation, "Instance
+	// metadata": http://100.100.100.200/latest/meta-data).
+	netip.MustParseAddr("100.100.100.200"),
+	// Azure's wire server, which hands out VM extension settings and the
+	// guest agent's goal state (Azure docs, "What is IP address
+	// 168.63.129.16?"); Azure IMDS itself is 169.254.169.254.
+	netip.MustParseAddr("168.63.129.16"),
+}
 
 // refuse says why an endpoint may not be a backend, or "". Everything is
 // decided on the address alone, before any dial: an answer of the cluster
