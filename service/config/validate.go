@@ -42,6 +42,7 @@ func (v *validator) rules() []func() {
 	return []func(){
 		v.vip, v.nodeLocal, v.ports, v.backends, v.balance, v.health, v.timeouts, v.limits,
 		v.durations, v.admin, v.network, v.uplinks, v.keepalived, v.vrrp, v.modeTables, v.bgp, v.discovery,
+		v.rendered,
 	}
 }
 
@@ -438,9 +439,6 @@ func (v *validator) keepalived() {
 		return // its keys are not read
 	}
 	k := v.c.Keepalived
-	if !keepalivedWord(k.Instance) {
-		v.bad("keepalived.instance", "%q must be one word of letters, digits, _ . : -", k.Instance)
-	}
 	if k.RouterID < 1 || k.RouterID > 255 {
 		v.bad("keepalived.router_id", "%d is out of range (1..255)", k.RouterID)
 	}
@@ -450,15 +448,8 @@ func (v *validator) keepalived() {
 	if k.AdvertInt < 1 || k.AdvertInt > 255 {
 		v.bad("keepalived.advert_int", "%d is out of range (1..255 seconds)", k.AdvertInt)
 	}
-	if len(k.AuthPass) > 8 || strings.ContainsFunc(k.AuthPass, isSpaceOrControl) || strings.ContainsAny(k.AuthPass, `"#!{}`) {
-		v.bad("keepalived.auth_pass", "must be at most 8 characters without spaces, quotes, # ! { or } (VRRP PASS auth; keepalived would truncate a longer one)")
-	}
-	if strings.TrimSpace(k.ProbeCommand) == "" {
-		v.bad("keepalived.probe_command", "is empty: set it to this binary's path and \" probe\" (the default is that, but this binary's path is unknown or holds a quote, a backslash or a control character, which keepalived's script line cannot carry)")
-	} else if strings.ContainsAny(k.ProbeCommand, "\n\r\"") {
-		v.bad("keepalived.probe_command", "%q must be a non-empty single line without double quotes", k.ProbeCommand)
-	} else if strings.Count(k.ProbeCommand, "'")%2 != 0 {
-		v.bad("keepalived.probe_command", "%q has an unmatched single quote; keepalived would drop the script and stop tracking the proxy", k.ProbeCommand)
+	if len(k.AuthPass) > 8 {
+		v.bad("keepalived.auth_pass", "must be at most 8 characters (VRRP PASS auth; keepalived would truncate a longer one)")
 	}
 	if p := ProbeConfigPath(v.c.Path); !onScriptLine(p) {
 		v.bad("keepalived.probe_command", "the config path %q contains a control character, a quote or a backslash; the vrrp_script line cannot carry it", p)
