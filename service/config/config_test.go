@@ -325,13 +325,16 @@ func TestHostRules(t *testing.T) {
 			c.VIP.Addresses = []netip.Addr{netip.MustParseAddr("2001:db8::1")}
 			c.Keepalived.AuthPass = "x"
 		}, "keepalived.auth_pass", "VRRPv2"},
-		"peer family":    {func(c *Config) { c.Keepalived.UnicastPeers = []string{"2001:db8::2"} }, "keepalived.unicast_peers[0]", "same family"},
-		"source family":  {func(c *Config) { c.Keepalived.UnicastSrcIP = "2001:db8::2" }, "keepalived.unicast_src_ip", "same family"},
-		"bad peer":       {func(c *Config) { c.Keepalived.UnicastPeers = []string{"node2"} }, "keepalived.unicast_peers[0]", "not an IP"},
-		"quote":          {func(c *Config) { c.Keepalived.ProbeCommand = `vipproxy "probe"` }, "keepalived.probe_command", "without double quotes"},
-		"config path":    {func(c *Config) { c.Path = `/etc/my\vipproxy.toml` }, "keepalived.probe_command", "config path"},
-		"empty probe":    {func(c *Config) { c.Keepalived.ProbeCommand = "" }, "keepalived.probe_command", "is empty"},
-		"instance slash": {func(c *Config) { c.Keepalived.Instance = "vip/proxy" }, "keepalived.instance", "one word"},
+		"peer family": {func(c *Config) { c.Keepalived.UnicastPeers = []string{"2001:db8::2"} }, "keepalived.unicast_peers[0]", "same family"},
+		"source family": {func(c *Config) {
+			c.Keepalived.UnicastSrcIP, c.Keepalived.UnicastPeers = "2001:db8::2", []string{"10.0.0.12"}
+		}, "keepalived.unicast_src_ip", "same family"},
+		"source without peers": {func(c *Config) { c.Keepalived.UnicastSrcIP = "10.0.0.11" }, "keepalived.unicast_src_ip", "without keepalived.unicast_peers"},
+		"bad peer":             {func(c *Config) { c.Keepalived.UnicastPeers = []string{"node2"} }, "keepalived.unicast_peers[0]", "not an IP"},
+		"quote":                {func(c *Config) { c.Keepalived.ProbeCommand = `vipproxy "probe"` }, "keepalived.probe_command", "without double quotes"},
+		"config path":          {func(c *Config) { c.Path = `/etc/my\vipproxy.toml` }, "keepalived.probe_command", "config path"},
+		"empty probe":          {func(c *Config) { c.Keepalived.ProbeCommand = "" }, "keepalived.probe_command", "is empty"},
+		"instance slash":       {func(c *Config) { c.Keepalived.Instance = "vip/proxy" }, "keepalived.instance", "one word"},
 		"no iface": {func(c *Config) {
 			c.Network.Uplinks = nil
 			c.VIP.Addresses = []netip.Addr{netip.MustParseAddr("2001:db8::1")}

@@ -485,7 +485,10 @@ func (v *validator) vrrp() {
 			v.bad(key, "%s is not of the same family as the first VIP %s", ip, first)
 		}
 	}
-	if k.UnicastSrcIP != "" {
+	switch {
+	case k.UnicastSrcIP != "" && len(k.UnicastPeers) == 0:
+		v.bad("keepalived.unicast_src_ip", "is set without keepalived.unicast_peers: keepalived ignores it and speaks multicast; list the peers or remove it")
+	case k.UnicastSrcIP != "":
 		sameFamily("keepalived.unicast_src_ip", k.UnicastSrcIP)
 	}
 	for i, p := range k.UnicastPeers {

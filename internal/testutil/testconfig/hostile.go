@@ -38,7 +38,7 @@ var Fields = []Field{
 	{Key: "discovery.state_dir", Base: "vrrp", Table: "discovery", Line: "state_dir = %s", Good: "/var/lib/vipproxy"},
 	{Key: "keepalived.instance", Base: "vrrp", Table: "keepalived", Line: "instance = %s", Good: "vipproxy"},
 	{Key: "keepalived.interface", Base: "vrrp", Table: "keepalived", Line: "interface = %s", Good: "eth2"},
-	{Key: "keepalived.unicast_src_ip", Base: "vrrp", Table: "keepalived", Line: "unicast_src_ip = %s", Good: "192.0.2.11"},
+	{Key: "keepalived.unicast_src_ip", Base: "vrrp", Table: "keepalived", Line: "unicast_src_ip = %s\nunicast_peers = [\"192.0.2.12\"]", Good: "192.0.2.11"},
 	{Key: "keepalived.unicast_peers[0]", Base: "vrrp", Table: "keepalived", Line: "unicast_peers = [%s]", Good: "192.0.2.12"},
 	{Key: "keepalived.unicast_peers[0]", Base: "vrrp6", Table: "keepalived", Line: "unicast_peers = [%s]", Good: "2001:db8::2"},
 	{Key: "keepalived.auth_pass", Base: "vrrp", Table: "keepalived", Line: "auth_pass = %s", Good: "s3cret"},
