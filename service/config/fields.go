@@ -101,6 +101,8 @@ func absPathField(suffix string) fieldType {
 			return fmt.Sprintf("is longer than %d bytes (PATH_MAX)", maxPath)
 		case strings.ContainsFunc(s, isControl):
 			return "holds a control character (a NUL, newline or tab): no program reads such a path back"
+		case slices.ContainsFunc(strings.Split(s, "/"), func(name string) bool { return len(name) > maxFileName }):
+			return fmt.Sprintf("has a file name longer than %d bytes (NAME_MAX)", maxFileName)
 		case suffix != "" && (!strings.HasSuffix(s, suffix) || strings.HasSuffix(s, "/"+suffix)):
 			return "must end in a file name with " + suffix
 		}

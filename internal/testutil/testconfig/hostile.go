@@ -67,11 +67,19 @@ var Hostile = []string{
 var MustRefuse = []string{"\n", "\x00", "\r", Injection, strings.Repeat("a", 5000)}
 
 // Values are the values tried in f: each hostile value alone, after
-// f.Good and inside it.
+// f.Good and inside it (before its last character, and before the dot of
+// a file name's suffix).
 func (f Field) Values() []string {
 	out := []string{f.Prefix + f.Good}
+	inside := []int{len(f.Good) - 1}
+	if i := strings.LastIndex(f.Good, "."); i > 0 {
+		inside = append(inside, i)
+	}
 	for _, h := range Hostile {
-		out = append(out, f.Prefix+h, f.Prefix+f.Good+h, f.Prefix+f.Good[:len(f.Good)-1]+h+f.Good[len(f.Good)-1:])
+		out = append(out, f.Prefix+h, f.Prefix+f.Good+h)
+		for _, i := range inside {
+			out = append(out, f.Prefix+f.Good[:i]+h+f.Good[i:])
+		}
 	}
 	return out
 }
