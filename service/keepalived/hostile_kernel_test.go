@@ -16,13 +16,13 @@ import (
 // (config's TestHostileRenderedValuesRefused refuses the others) and runs
 // keepalived's own parser on it: keepalived --config-test passes, with
 // the snippet included as the docs say, and the instance still tracks the
-// probe. keepalived.interface values are created as veths first, as the
-// interfaces a node would have.
+// probe. Each VRRP interface (keepalived.interface, or the first uplink)
+// is created as a veth first, as the interfaces a node would have.
 func TestAcceptedHostileValuesPassKeepalived(t *testing.T) {
 	ns := keepalivedNS(t)
 	ns.Veth(t, "eth2", "eth2p")
 	seen := map[[32]byte]bool{}
-	links := 0
+	links := map[string]bool{"eth1": true, "eth2": true}
 	for _, f := range testconfig.Fields {
 		for _, v := range f.Values() {
 			cfg, err := config.Parse("/etc/vipproxy/vipproxy.toml", []byte(f.Config(v)))
@@ -34,9 +34,9 @@ func TestAcceptedHostileValuesPassKeepalived(t *testing.T) {
 				continue
 			}
 			seen[sha256.Sum256(data)] = true
-			if f.Key == "keepalived.interface" && v != "eth1" && v != "eth2" {
-				links++
-				ns.Veth(t, v, fmt.Sprintf("kp%d", links))
+			if iface := cfg.Keepalived.Interface; !links[iface] {
+				links[iface] = true
+				ns.Veth(t, iface, fmt.Sprintf("kp%d", len(links)))
 			}
 			dir := t.TempDir()
 			writeConf(t, dir, "vipproxy.conf", string(data))

@@ -58,7 +58,7 @@ const Injection = "%x\n }\n notify_master \"/usr/local/sbin/evil\"\n unicast_pee
 // Hostile are the values tried in every field: what ends a line, a string,
 // a block or a file's name, what a zone hides, and what is too long.
 var Hostile = []string{
-	"\n", "\x00", "\r", "\t", "\x7f", "{", "}", "\"", "'", "\\", ";", "#", "!", " ", "*", "/", "%eth0", "%",
+	".", "..", "-", "_", ":", "\n", "\x00", "\r", "\t", "\x7f", "{", "}", "\"", "'", "\\", ";", "#", "!", " ", "*", "/", "%eth0", "%",
 	Injection, "$(reboot)", "é", strings.Repeat("a", 300), strings.Repeat("a", 5000),
 }
 
