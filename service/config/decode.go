@@ -276,7 +276,9 @@ func durationHint(v any) string {
 		}
 		d = time.Duration(n) * time.Second
 	case float64:
-		if n < 0 || n > maxDuration.Seconds() {
+		// NaN fails every comparison: it took the path of a number in
+		// range and was hinted as "-2562047h47m16.854775808s".
+		if math.IsNaN(n) || n < 0 || n > maxDuration.Seconds() {
 			return ` such as "1s"`
 		}
 		d = time.Duration(n * float64(time.Second))
