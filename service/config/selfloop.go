@@ -18,7 +18,7 @@ import (
 // Listener is one address vipproxy listens on, with what it is for.
 type Listener struct {
 	Addr netip.AddrPort // an unspecified address listens on every local one
-	What string         // "the VIP listener", "the admin listener"
+	What string         // "the VIP listener", adminListener
 }
 
 // Listeners returns the addresses vipproxy itself listens on: every VIP on
@@ -50,7 +50,7 @@ func (c *Config) Listeners() []Listener {
 		addrs = []netip.Addr{ip.Unmap().WithZone("")}
 	}
 	for _, a := range addrs {
-		ls = append(ls, Listener{netip.AddrPortFrom(a, p), "the admin listener"})
+		ls = append(ls, Listener{netip.AddrPortFrom(a, p), adminListener})
 	}
 	return ls
 }

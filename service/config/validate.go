@@ -41,7 +41,7 @@ func (v *validator) bad(key, format string, args ...any) {
 func (v *validator) rules() []func() {
 	return []func(){
 		v.vip, v.nodeLocal, v.ports, v.backends, v.balance, v.health, v.timeouts, v.limits,
-		v.durations, v.admin, v.network, v.uplinks, v.keepalived, v.vrrp, v.modeTables, v.bgp, v.discovery,
+		v.durations, v.admin, v.listenerClash, v.network, v.uplinks, v.keepalived, v.vrrp, v.modeTables, v.bgp, v.discovery,
 		v.rendered,
 	}
 }
