@@ -24,6 +24,14 @@ const (
 	maxRiseFall     = 100
 	maxDialAttempts = 100
 	maxPEMFile      = 1 << 20
+	// maxBackends bounds the [[backend]] tables. Each backend is checked
+	// on every port (up to 16) and keeps 2 descriptors per port from the
+	// client connections (proxy.DerivedMaxConnections): 256 of them on 16
+	// ports keep 8192 of the shipped unit's LimitNOFILE=65536, leaving
+	// room for tens of thousands of clients. A 1 MiB file held 24,712
+	// backends; with 450 and `ulimit -n 1024` the derived connection cap
+	// was 1.
+	maxBackends = 256
 )
 
 // validator collects every problem; each rule is one short method and
@@ -118,6 +126,10 @@ func (v *validator) backends() {
 	bs := v.c.Backends
 	if len(bs) == 0 {
 		v.bad("backend", "at least one [[backend]] is required")
+		return
+	}
+	if len(bs) > maxBackends {
+		v.bad("backend", "%d [[backend]] tables; at most %d are supported: a control plane runs 3 to 7 apiservers (etcd's quorum), and each backend costs a health check per port and descriptors kept from clients (discovery.enable finds the apiservers instead)", len(bs), maxBackends)
 		return
 	}
 	addrs := map[string]int{}
