@@ -28,10 +28,17 @@ type Link struct {
 	file *os.File
 }
 
-// Open creates the TUN device name (or attaches to a leftover of that
-// name, then makes it non-persistent), sets it up and adds each VIP as a
-// host prefix. On any error nothing is left behind.
+// Open creates the TUN device name, sets it up and adds each VIP as a
+// host prefix. On any error nothing is left behind. A device of that name
+// that exists already is refused, never taken over: vipproxy's own goes
+// with the process that holds it, so it is another program's (a persistent
+// TUN device of someone's `ip tuntap add` was attached to, made
+// non-persistent and so destroyed at the next withdrawal) or a second
+// vipproxy announce's.
 func Open(name string, vips []netip.Addr) (*Link, error) {
+	if _, err := net.InterfaceByName(name); err == nil {
+		return nil, fmt.Errorf("announce link %s: a device of that name exists and this process did not create it (another program's, or a second vipproxy announce's): choose another bgp.interface or remove that device", name)
+	}
 	f, err := createTUN(name)
 	if err != nil {
 		return nil, err

@@ -139,6 +139,8 @@ func (v *validator) bgp() {
 	}
 	if err := checkInterfaceName(b.Interface); err != nil {
 		v.bad("bgp.interface", "%v", err)
+	} else if b.Interface == "lo" {
+		v.bad("bgp.interface", "%q is the loopback device: the announce link is a TUN device of its own, created and removed by vipproxy announce (default %q)", b.Interface, DefaultBGPInterface)
 	} else if b.Interface == v.c.Network.Interface || slices.Contains(v.c.Network.Uplinks, b.Interface) {
 		v.bad("bgp.interface", "%q is already network.interface or an uplink: the announce link is a device of its own, created and removed by vipproxy announce", b.Interface)
 	}
