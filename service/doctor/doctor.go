@@ -87,6 +87,7 @@ func checks() []check {
 		{"daemon", checkDaemon, nil},
 		{"backends", nil, checkBackends},
 		{"vip-answers", nil, checkVIPAnswers},
+		{"localnet", checkRouteLocalnet, nil},
 		{"discovery", checkDiscovery, nil},
 	}
 }

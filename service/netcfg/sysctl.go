@@ -72,3 +72,20 @@ func (s Sysctl) inNS(fn func() error) error {
 	}
 	return rtnl.InNetNS(s.NS, fn)
 }
+
+// Names lists the entries of net.ipv4.conf: every interface, all and
+// default.
+func (s Sysctl) Names() ([]string, error) {
+	var names []string
+	err := s.inNS(func() error {
+		entries, err := os.ReadDir(filepath.Dir(filepath.Dir(s.path("x", "y"))))
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list net.ipv4.conf: %w", err)
+	}
+	return names, nil
+}
