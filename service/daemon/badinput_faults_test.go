@@ -34,6 +34,8 @@ func TestBadReloadsUnderLoad(t *testing.T) {
 		{"unknown key", "bogus_key = 1\n" + good, "bogus_key"},
 		{"invalid value", strings.Replace(good, "rise = 2", "rise = -1", 1), "health.rise"},
 		{"no backends", noBackends.toml(), "backend"},
+		// The admin endpoint on the VIP listener's address and port.
+		{"admin on the VIP port", strings.Replace(good, fmt.Sprintf("listen = %q", s.Admin), fmt.Sprintf("listen = \"127.0.0.1:%d\"", s.Port), 1), "admin.listen"},
 		{"wrong type", strings.Replace(good, fmt.Sprintf("interval = %q", testutil.CheckPeriod(200*time.Millisecond)), "interval = 200", 1), "health.interval"},
 		{"empty file", "", ""},
 		{"file removed", "", ""},
@@ -65,7 +67,7 @@ func TestBadReloadsUnderLoad(t *testing.T) {
 		p.waitFor(func() bool { return p.status().ConfigError == "" }, tc.name+": good reload clears the error")
 	}
 	got := count(l.finish(), time.Time{})
-	t.Logf("9 bad reloads, each followed by a good one, under load: %v", got)
+	t.Logf("10 bad reloads, each followed by a good one, under load: %v", got)
 	if got.failed > 0 {
 		t.Errorf("%d client connections failed (first: %v)", got.failed, got.firstErr)
 	}
