@@ -137,20 +137,15 @@ func (v *validator) bgp() {
 	if id, err := netip.ParseAddr(b.RouterID); err != nil || !id.Is4() || id.IsUnspecified() {
 		v.bad("bgp.router_id", "%q is not an IPv4 address: set one of this node's own (unique per node; BIRD would otherwise pick the lowest, maybe the VIP, the same on every node)", b.RouterID)
 	}
-	if err := checkInterfaceName(b.Interface); err != nil {
-		v.bad("bgp.interface", "%v", err)
-	} else if b.Interface == "lo" {
+	// Names, addresses, communities and passwords have their field types
+	// (fields.go).
+	if b.Interface == "lo" {
 		v.bad("bgp.interface", "%q is the loopback device: the announce link is a TUN device of its own, created and removed by vipproxy announce (default %q)", b.Interface, DefaultBGPInterface)
 	} else if b.Interface == v.c.Network.Interface || slices.Contains(v.c.Network.Uplinks, b.Interface) {
 		v.bad("bgp.interface", "%q is already network.interface or an uplink: the announce link is a device of its own, created and removed by vipproxy announce", b.Interface)
 	}
 	if b.HoldTime < 3 || b.HoldTime > 65535 {
 		v.bad("bgp.hold_time", "%d is out of range (3..65535 seconds, RFC 4271)", b.HoldTime)
-	}
-	for i, c := range b.Communities {
-		if !isCommunity(c) {
-			v.bad(fmt.Sprintf("bgp.communities[%d]", i), "%q is neither ASN:VALUE (each 0..65535) nor a large community ASN:X:Y (each 0..4294967295)", c)
-		}
 	}
 	v.bgpPeers()
 }
@@ -164,9 +159,7 @@ func (v *validator) bgpPeers() {
 	names, addrs := map[string]int{}, map[netip.Addr]int{}
 	for i, p := range b.Peers {
 		key := fmt.Sprintf("bgp.peers[%d]", i)
-		if !isPeerName(p.Name) {
-			v.bad(key+".name", "%q must be [a-z][a-z0-9_]*, at most %d characters (it names the BIRD protocol vipproxy_NAME)", p.Name, maxPeerName)
-		} else if j, dup := names[p.Name]; dup {
+		if j, dup := names[p.Name]; dup {
 			v.bad(key+".name", "%q is already the name of bgp.peers[%d]", p.Name, j)
 		}
 		names[p.Name] = i
@@ -174,8 +167,8 @@ func (v *validator) bgpPeers() {
 		if p.AS == 0 || p.AS == asTrans {
 			v.bad(key+".as", "%d is not an AS number (1..4294967295, not 23456)", p.AS)
 		}
-		if len(p.Password) > maxMD5Key || strings.ContainsFunc(p.Password, isSpaceOrControl) || strings.ContainsAny(p.Password, `"\`) {
-			v.bad(key+".password", "must be at most %d characters without spaces, quotes or backslashes (TCP MD5 key, written into BIRD's config)", maxMD5Key)
+		if len(p.Password) > maxMD5Key {
+			v.bad(key+".password", "must be at most %d characters (TCP_MD5SIG_MAXKEYLEN)", maxMD5Key)
 		}
 	}
 	v.bgpFamilies()

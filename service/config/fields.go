@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -21,6 +20,8 @@ import (
 // not one, "" when it is.
 type fieldType struct {
 	problem func(string) string
+	// named: the reason names the value itself (checkInterfaceName's).
+	named bool
 }
 
 // maxPath is the kernel's PATH_MAX (4096, with the terminating NUL).
@@ -45,7 +46,9 @@ const maxKeepalivedName = 64
 const scriptLinePrefix = len(`    script ""`)
 
 var (
-	ifNameField = fieldType{problem: func(s string) string { return errText(checkInterfaceName(s)) }}
+	ifNameField = fieldType{problem: func(s string) string { return errText(checkInterfaceName(s)) }, named: true}
+	// unixListenField is admin.listen's "unix:/path".
+	unixListenField = fieldType{problem: func(s string) string { return absPathField("").problem(strings.TrimPrefix(s, "unix:")) }}
 	// addrField is an IP address without a zone: neither keepalived nor
 	// BIRD nor systemd takes the zone where vipproxy writes an address,
 	// and netip.ParseAddr accepts any text after "%", newlines and braces
@@ -191,8 +194,8 @@ func (c *Config) renderedFields() []renderedField {
 	add("network.network_file", n.NetworkFile, fileNameField(".network"))
 	add("network.sysctl_file", n.SysctlFile, absPathField(".conf"))
 	add("network.socket_dropin", n.SocketDropIn, absPathField(".conf"))
-	if l, ok := strings.CutPrefix(c.Admin.Listen, "unix:"); ok {
-		add("admin.listen", l, absPathField(""))
+	if strings.HasPrefix(c.Admin.Listen, "unix:") {
+		add("admin.listen", c.Admin.Listen, unixListenField)
 	}
 	if c.Discovery.StateDir != "" {
 		add("discovery.state_dir", c.Discovery.StateDir, absPathField(""))
@@ -263,7 +266,7 @@ func (v *validator) rendered() {
 		}
 		switch why := f.typ.problem(f.value); {
 		case why == "":
-		case strings.HasPrefix(why, strconv.Quote(f.value)): // checkInterfaceName's say it
+		case f.typ.named:
 			v.bad(f.key, "%s", why)
 		default:
 			v.bad(f.key, "%q %s", f.value, why)

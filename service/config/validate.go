@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -337,7 +336,7 @@ func (v *validator) admin() {
 		return
 	}
 	if path, ok := strings.CutPrefix(a.Listen, "unix:"); ok {
-		if !filepath.IsAbs(path) || len(path) > 107 {
+		if len(path) > 107 { // absolute: its field type (fields.go)
 			v.bad("admin.listen", "%q: a unix socket needs an absolute path of at most 107 bytes", a.Listen)
 		}
 		return
@@ -366,19 +365,14 @@ func isLoopbackHost(host string) bool {
 }
 
 func (v *validator) network() {
+	// Names and paths have their field types (fields.go).
 	n := v.c.Network
-	if err := checkInterfaceName(n.Interface); err != nil {
-		v.bad("network.interface", "%v", err)
-	}
 	seen := map[string]bool{}
 	for i, u := range n.Uplinks {
 		key := fmt.Sprintf("network.uplinks[%d]", i)
 		switch u {
 		case "all", "default", "lo":
 			v.bad(key, "%q is not allowed: ARP sysctls are set per uplink, never on all, default or lo", u)
-		}
-		if err := checkInterfaceName(u); err != nil {
-			v.bad(key, "%v", err)
 		}
 		if u == n.Interface {
 			v.bad(key, "%q is the VIP interface (network.interface), not an uplink", u)
@@ -388,27 +382,8 @@ func (v *validator) network() {
 		}
 		seen[u] = true
 	}
-	if !filepath.IsAbs(n.NetworkdDir) {
-		v.bad("network.networkd_dir", "%q is not an absolute path", n.NetworkdDir)
-	}
-	v.fileName("network.netdev_file", n.NetdevFile, ".netdev")
-	v.fileName("network.network_file", n.NetworkFile, ".network")
-	v.absConf("network.sysctl_file", n.SysctlFile)
-	if d := n.SocketDropIn; !filepath.IsAbs(d) || filepath.Ext(d) != ".conf" || filepath.Base(filepath.Dir(d)) != "vipproxy.socket.d" {
+	if d := n.SocketDropIn; filepath.Base(filepath.Dir(d)) != "vipproxy.socket.d" {
 		v.bad("network.socket_dropin", "%q must be an absolute path to a .conf file in a vipproxy.socket.d directory", d)
-	}
-}
-
-// fileName checks a bare file name inside networkd_dir with its suffix.
-func (v *validator) fileName(key, name, suffix string) {
-	if name == "" || strings.Contains(name, "/") || !strings.HasSuffix(name, suffix) || name == suffix {
-		v.bad(key, "%q must be a file name (no /) ending in %s", name, suffix)
-	}
-}
-
-func (v *validator) absConf(key, path string) {
-	if !filepath.IsAbs(path) || !strings.HasSuffix(path, ".conf") {
-		v.bad(key, "%q must be an absolute path ending in .conf", path)
 	}
 }
 
@@ -480,11 +455,7 @@ func (v *validator) vrrp() {
 		if len(v.c.Network.Uplinks) == 0 {
 			v.bad("keepalived.interface", "no VRRP interface: set keepalived.interface or network.uplinks")
 		}
-	} else if slices.Contains(v.c.Network.Uplinks, k.Interface) {
-		// an uplink, judged as one
-	} else if err := checkInterfaceName(k.Interface); err != nil {
-		v.bad("keepalived.interface", "%v", err)
-	}
+	} // a name of its own has its field type (fields.go), an uplink is judged as one
 	if len(v.c.VIP.Addresses) == 0 {
 		return
 	}
@@ -583,9 +554,6 @@ func (v *validator) discovery() {
 	d := v.c.Discovery
 	if d.MaxBackends < 1 || d.MaxBackends > maxDiscovered {
 		v.bad("discovery.max_backends", "%d is out of range (1..%d)", d.MaxBackends, maxDiscovered)
-	}
-	if d.StateDir != "" && !filepath.IsAbs(d.StateDir) {
-		v.bad("discovery.state_dir", "%q is not an absolute path (empty keeps no last known set)", d.StateDir)
 	}
 	v.serverName("discovery.server_name", d.ServerName)
 	v.discoveryCredentials()
