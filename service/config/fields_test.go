@@ -2,6 +2,8 @@ package config_test
 
 import (
 	"errors"
+	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -89,5 +91,42 @@ func TestEveryRenderedFieldIsTried(t *testing.T) {
 				t.Errorf("%s is written into another program's file but no hostile value is tried in it (testconfig.Fields)", key)
 			}
 		}
+	}
+}
+
+// TestEveryWrittenTableKeyHasAType: every text key of the tables the
+// renderers write from ([network], [keepalived], [bgp] and its peers,
+// [[port]] names, the VIPs) is among the fields the hostile tests set, so
+// a key added later is written nowhere without a field type.
+func TestEveryWrittenTableKeyHasAType(t *testing.T) {
+	tried := map[string]bool{}
+	for _, f := range testconfig.Fields {
+		tried[indexless(f.Key)] = true
+	}
+	enums := map[string]bool{"keepalived.state": true, "vip.mode": true} // decoded as one of their names
+	var c config.Config
+	for table, v := range map[string]any{"network": c.Network, "keepalived": c.Keepalived, "bgp": c.BGP, "bgp.peers": config.BGPPeer{}, "port": config.Port{}, "vip": c.VIP} {
+		rt := reflect.TypeOf(v)
+		for i := range rt.NumField() {
+			f := rt.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+			key := table + "." + name
+			text := f.Type.Kind() == reflect.String || f.Type == reflect.TypeOf(netip.Addr{}) ||
+				f.Type.Kind() == reflect.Slice && (f.Type.Elem().Kind() == reflect.String || f.Type.Elem() == reflect.TypeOf(netip.Addr{}))
+			if text && !tried[key] && !enums[key] {
+				t.Errorf("%s is text written into another program's file but has no hostile values tried (testconfig.Fields) and perhaps no field type (config/fields.go)", key)
+			}
+		}
+	}
+}
+
+// indexless drops the indexes of a key: bgp.peers[0].name is bgp.peers.name.
+func indexless(key string) string {
+	for {
+		i := strings.Index(key, "[")
+		if i < 0 {
+			return key
+		}
+		key = key[:i] + key[strings.Index(key, "]")+1:]
 	}
 }
