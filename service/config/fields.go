@@ -41,9 +41,10 @@ const maxScriptLine = 1023
 // and vrrp_script name (NAME_probe) carry: far under its line limit.
 const maxKeepalivedName = 64
 
-// scriptLinePrefix is what the rendered vrrp_script line holds besides
-// the script itself (service/keepalived writes `    script "..."`).
-const scriptLinePrefix = len(`    script ""`)
+// ScriptLine is the line of the vrrp_script that runs the probe, as
+// service/keepalived writes it; keepalived bounds its length
+// (maxScriptLine).
+func (c *Valid) ScriptLine() string { return `    script "` + c.ProbeScript() + `"` }
 
 var (
 	ifNameField = fieldType{problem: func(s string) string { return errText(checkInterfaceName(s)) }, named: true}
@@ -53,8 +54,8 @@ var (
 	// BIRD nor systemd takes the zone where vipproxy writes an address,
 	// and netip.ParseAddr accepts any text after "%", newlines and braces
 	// included.
-	addrField        = fieldType{problem: addrProblem}
-	keepalivedWordFT = fieldType{problem: func(s string) string {
+	addrField           = fieldType{problem: addrProblem}
+	keepalivedNameField = fieldType{problem: func(s string) string {
 		if keepalivedWord(s) && len(s) <= maxKeepalivedName {
 			return ""
 		}
@@ -212,7 +213,7 @@ func (c *Config) renderedFields() []renderedField {
 func (c *Config) keepalivedFields() []renderedField {
 	k := c.Keepalived
 	fs := []renderedField{
-		{"keepalived.instance", k.Instance, keepalivedWordFT},
+		{"keepalived.instance", k.Instance, keepalivedNameField},
 		{"keepalived.probe_command", k.ProbeCommand, probeCommandField},
 	}
 	if k.Interface != "" && !slices.Contains(c.Network.Uplinks, k.Interface) { // an uplink is judged as one
@@ -283,8 +284,7 @@ func (v *validator) scriptLine() {
 	if probeCommandProblem(v.c.Keepalived.ProbeCommand) != "" {
 		return
 	}
-	script := (&Valid{*v.c}).ProbeScript()
-	if n := scriptLinePrefix + len(script); n > maxScriptLine {
+	if n := len((&Valid{*v.c}).ScriptLine()); n > maxScriptLine {
 		v.bad("keepalived.probe_command", "makes keepalived's script line %d bytes long, with the config path; keepalived reads at most %d (MAXBUF) and would drop the script: shorten it", n, maxScriptLine)
 	}
 }

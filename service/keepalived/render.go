@@ -51,7 +51,7 @@ func Render(cfg *config.Valid) []byte {
 	fmt.Fprintf(&b, "# failures in a row (8-10 s): a restart of vipproxy.service, whose socket\n")
 	fmt.Fprintf(&b, "# stays with systemd, must not move the VIP (that resets every connection).\n")
 	fmt.Fprintf(&b, "vrrp_script %s {\n", script)
-	fmt.Fprintf(&b, "    script \"%s\"\n", cfg.ProbeScript())
+	b.WriteString(cfg.ScriptLine() + "\n")
 	b.WriteString(probeTiming() + "}\n\n")
 
 	fmt.Fprintf(&b, "vrrp_instance %s {\n", k.Instance)
