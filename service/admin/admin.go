@@ -74,8 +74,8 @@ type BackendStatus struct {
 	Address string `json:"address"`
 	// Source is where the backend came from: static, discovered or remembered.
 	Source string `json:"source,omitempty"`
-	// State is written by name: "unknown", "up", "suspect", "down" or
-	// "recovering".
+	// State is written by name: "unknown", "starting", "up", "suspect",
+	// "down" or "recovering".
 	State     balance.State `json:"state"`
 	LastError string        `json:"last_error,omitempty"`
 	LastCheck time.Time     `json:"last_check,omitzero"`
@@ -203,17 +203,19 @@ func (st Status) ports() []PortStatus {
 	p := PortStatus{Name: "api", Required: true}
 	for _, b := range st.Backends {
 		p.Backends++
-		if TakesConnections(b.State, b.Draining) {
+		if b.State.TakesConnections(b.rotation()) {
 			p.Healthy++
 		}
 	}
 	return []PortStatus{p}
 }
 
-// TakesConnections is readiness for one backend: its checks pass and the
-// operator did not take it out of rotation.
-func TakesConnections(state balance.State, draining bool) bool {
-	return state.Healthy() && !draining
+// rotation is the backend's rotation as /status tells it.
+func (b BackendStatus) rotation() balance.Rotation {
+	if b.Draining {
+		return balance.Draining
+	}
+	return balance.InRotation
 }
 
 func serveReadyz(w http.ResponseWriter, st Status) {

@@ -49,8 +49,13 @@ type Conn interface {
 	Evacuate()
 }
 
-func newBackend(name, address string, stats func(name string) *metrics.BackendMetrics) *Backend {
-	b := &Backend{Name: name, Address: address, Stats: stats(name), conns: make(map[Conn]struct{})}
+// Stats resolves a new backend's metrics; initial is the state it starts
+// in (Starting or Unknown), for the state gauge.
+type Stats func(name string, initial State) *metrics.BackendMetrics
+
+func newBackend(name, address string, initial State, stats Stats) *Backend {
+	b := &Backend{Name: name, Address: address, Stats: stats(name, initial), conns: make(map[Conn]struct{})}
+	b.avail.Store(availability{state: initial}.pack())
 	if ip, err := netip.ParseAddrPort(address); err == nil && ip.Addr().Zone() == "" {
 		b.ip = ip
 	}
@@ -71,10 +76,6 @@ type availability struct {
 	// known says the backend has been healthy at least once since it
 	// joined the pool: only those count for panic mode.
 	known bool
-	// starting marks a backend of the set the pool was built with (the
-	// daemon's start) that has no verdict yet: Pick takes it with the Up
-	// ones (see tier.admits). A dial failure or its first check clears it.
-	starting bool
 }
 
 func (a availability) pack() uint32 {
@@ -85,15 +86,11 @@ func (a availability) pack() uint32 {
 	if a.known {
 		w |= 1 << 17
 	}
-	if a.starting {
-		w |= 1 << 18
-	}
 	return w
 }
 
 func unpack(w uint32) availability {
-	return availability{state: State(w & 0xff), rotation: Rotation(w >> 8 & 0xff), good: w&(1<<16) != 0, known: w&(1<<17) != 0,
-		starting: w&(1<<18) != 0}
+	return availability{state: State(w & 0xff), rotation: Rotation(w >> 8 & 0xff), good: w&(1<<16) != 0, known: w&(1<<17) != 0}
 }
 
 func (b *Backend) load() availability { return unpack(b.avail.Load()) }
@@ -102,7 +99,6 @@ func (b *Backend) load() availability { return unpack(b.avail.Load()) }
 // pool calls it, under Pool.mu.
 func (b *Backend) store(a availability, at time.Time) {
 	a.known = a.known || a.state.Healthy()
-	a.starting = a.starting && a.state == Unknown
 	if b.load().state != a.state {
 		b.transitions.Add(1)
 		b.lastChange.Store(at.UnixNano())
@@ -124,6 +120,13 @@ func (b *Backend) Healthy() bool { return b.State().Healthy() }
 
 // Draining reports whether the operator took the backend out of rotation.
 func (b *Backend) Draining() bool { return b.Rotation() == Draining }
+
+// TakesConnections reports whether the backend takes new connections now:
+// its checks pass and it is in rotation (State.TakesConnections).
+func (b *Backend) TakesConnections() bool {
+	a := b.load()
+	return a.state.TakesConnections(a.rotation)
+}
 
 // Transitions is how many times the backend changed state, and when it
 // last did (zero time: never). For metrics and /status.

@@ -18,20 +18,25 @@ type Pool struct {
 	backends  atomic.Pointer[[]*Backend]
 	next      atomic.Uint64 // round-robin cursor
 	panicking atomic.Bool   // panic mode: see transition.go
-	stats     func(name string) *metrics.BackendMetrics
+	stats     Stats
 
 	mu         sync.Mutex // serialises Update and every change of availability
 	thresholds Thresholds
 	panicSince time.Time
 	observer   func(Transition)
+	evacuation Evacuation
+	evacuated  func(b *Backend, n int)
+	// awaitingUp are the down backends whose evacuation waits for a
+	// backend that takes new connections (evacuate.go).
+	awaitingUp []*Backend
 }
 
 // NewPool builds a pool from the configured backends. stats resolves each
 // backend's metrics; nil gives series on a registry of their own (tests, tools).
-func NewPool(algorithm config.Algorithm, backends []config.Backend, stats func(name string) *metrics.BackendMetrics) (*Pool, error) {
+func NewPool(algorithm config.Algorithm, backends []config.Backend, stats Stats) (*Pool, error) {
 	if stats == nil {
 		m := metrics.New()
-		stats = func(name string) *metrics.BackendMetrics { return m.Backend("", name) }
+		stats = func(name string, _ State) *metrics.BackendMetrics { return m.Backend("", name) }
 	}
 	p := &Pool{stats: stats}
 	if err := p.SetAlgorithm(algorithm); err != nil {
@@ -39,9 +44,7 @@ func NewPool(algorithm config.Algorithm, backends []config.Backend, stats func(n
 	}
 	list := make([]*Backend, 0, len(backends))
 	for _, b := range backends {
-		nb := newBackend(b.Name, b.Address, stats)
-		nb.avail.Store(availability{starting: true}.pack())
-		list = append(list, nb)
+		list = append(list, newBackend(b.Name, b.Address, Starting, stats))
 	}
 	p.backends.Store(&list)
 	return p, nil
@@ -94,7 +97,7 @@ func (p *Pool) Update(backends []config.Backend) (added, removed []*Backend) {
 			next = append(next, old[i])
 			continue
 		}
-		b := newBackend(cb.Name, cb.Address, p.stats)
+		b := newBackend(cb.Name, cb.Address, Unknown, p.stats)
 		next = append(next, b)
 		added = append(added, b)
 	}
@@ -118,13 +121,9 @@ func (p *Pool) Update(backends []config.Backend) (added, removed []*Backend) {
 // backend is known to be good), then Recovering (every backend down: one
 // whose latest check passed is used before `rise` of them). In panic mode
 // the last known good set comes before Unknown, and Recovering before it.
-// The backends the pool was built with count as Up until their first
-// verdict (as HAProxy starts its servers up): at a daemon's start, the
-// first one whose check passed would otherwise take every connection of
-// the reconnect storm that a restart is (measured, 300 watches through a
-// socket-activated restart: 32/32/236 over three backends). A backend a
-// reload or discovery adds is not: it waits for its check.
-// Nil means none is left.
+// A Starting backend (one the pool was built with, before its first
+// verdict) is taken with the Up ones; a backend a reload or discovery adds
+// is Unknown and waits for its check. Nil means none is left.
 func (p *Pool) Pick(tried []*Backend) *Backend {
 	list := p.Backends()
 	tiers := normalTiers
@@ -155,7 +154,7 @@ func (t tier) admits(a availability) bool {
 	if t.good {
 		return a.good
 	}
-	return a.state == t.state || (t.state == Up && a.starting)
+	return a.state.pickedAs() == t.state
 }
 
 var (

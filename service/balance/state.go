@@ -15,10 +15,19 @@ type State uint8
 
 // The states of a backend.
 const (
-	// Unknown: added, no health verdict yet. Picked only when no backend
-	// is known to be good, so a reload to many new backends does not send
-	// clients to ones that were never checked.
+	// Unknown: added by a reload or discovery, no health verdict yet.
+	// Picked only when no backend is known to be good, so a reload to many
+	// new backends does not send clients to ones that were never checked.
 	Unknown State = iota
+	// Starting: one of the backends the pool was built with (the daemon's
+	// start), no health verdict yet. Picked with the Up ones, as HAProxy
+	// starts its servers up: at a daemon's start, the first backend whose
+	// check passed would otherwise take every connection of the reconnect
+	// storm that a restart is (measured, 300 watches through a
+	// socket-activated restart: 32/32/236 over three backends). Its first
+	// check decides, as Unknown's does; a failed dial makes it Unknown, to
+	// wait for that check as added backends do.
+	Starting
 	// Up: its checks pass.
 	Up
 	// Suspect: its checks pass, but a connection to it failed since the
@@ -36,6 +45,8 @@ func (s State) String() string {
 	switch s {
 	case Unknown:
 		return "unknown"
+	case Starting:
+		return "starting"
 	case Up:
 		return "up"
 	case Suspect:
@@ -73,6 +84,25 @@ func States() []State {
 
 // Healthy says the backend's checks pass (Up or Suspect).
 func (s State) Healthy() bool { return s == Up || s == Suspect }
+
+// Unchecked says no health check result has reached the backend yet
+// (Unknown or Starting).
+func (s State) Unchecked() bool { return s == Unknown || s == Starting }
+
+// TakesConnections is readiness for one backend in state s and rotation
+// r: its checks pass and it is in rotation (not drained by the operator,
+// not removed by a reload). /readyz counts these, and the evacuation of a
+// down backend waits for one.
+func (s State) TakesConnections(r Rotation) bool { return s.Healthy() && r == InRotation }
+
+// pickedAs is the state whose tier Pick takes a backend in s from: a
+// Starting backend is taken with the Up ones, every other in its own.
+func (s State) pickedAs() State {
+	if s == Starting {
+		return Up
+	}
+	return s
+}
 
 // Event is something that happened to a backend.
 type Event uint8
@@ -135,11 +165,14 @@ func (e Event) check() (isCheck, passed bool) {
 
 // transitions is the whole state machine: the next state for every state
 // and event. Read a row as "in this state, on each event, go to". The
-// first check result decides at once (the Unknown row), so that the
-// daemon can report READY after one round of checks.
+// first check result decides at once (the Unknown and Starting rows), so
+// that the daemon can report READY after one round of checks. What a
+// state means for picking is Pick's tiers (pool.go); what a move to Down
+// does to open connections is evacuation (evacuate.go).
 var transitions = [numStates][numEvents]State{
 	//           CheckPassed CheckRise CheckFailed CheckFall DialFailed Loops
 	Unknown:    {Up, Up, Down, Down, Unknown, Down},
+	Starting:   {Up, Up, Down, Down, Unknown, Down},
 	Up:         {Up, Up, Up, Down, Suspect, Down},
 	Suspect:    {Up, Up, Suspect, Down, Suspect, Down},
 	Down:       {Recovering, Up, Down, Down, Down, Down},

@@ -18,6 +18,7 @@ import (
 func TestTransitions(t *testing.T) {
 	want := map[State]map[Event]State{
 		Unknown:    {CheckPassed: Up, CheckRise: Up, CheckFailed: Down, CheckFall: Down, DialFailed: Unknown, Loops: Down},
+		Starting:   {CheckPassed: Up, CheckRise: Up, CheckFailed: Down, CheckFall: Down, DialFailed: Unknown, Loops: Down},
 		Up:         {CheckPassed: Up, CheckRise: Up, CheckFailed: Up, CheckFall: Down, DialFailed: Suspect, Loops: Down},
 		Suspect:    {CheckPassed: Up, CheckRise: Up, CheckFailed: Suspect, CheckFall: Down, DialFailed: Suspect, Loops: Down},
 		Down:       {CheckPassed: Recovering, CheckRise: Up, CheckFailed: Down, CheckFall: Down, DialFailed: Down, Loops: Down},
@@ -64,7 +65,8 @@ func TestCountedTransitions(t *testing.T) {
 		// pass. The checks that pass after it must bring it up, not leave
 		// it recovering (a last-resort tier) for good.
 		{"self-loop then passing checks: up", 2, 3, []Event{P, P, P, Loops, P, P, P}, []State{Up, Up, Up, Down, Recovering, Up, Up}},
-		{"self-loop from unknown", 2, 3, []Event{Loops, P, P}, []State{Down, Recovering, Up}},
+		{"self-loop from starting", 2, 3, []Event{Loops, P, P}, []State{Down, Recovering, Up}},
+		{"a dial failure before the first check: unknown", 2, 3, []Event{DialFailed, DialFailed, P}, []State{Unknown, Unknown, Up}},
 		{"self-loop clears the failure count", 2, 2, []Event{P, F, Loops, P, F, F}, []State{Up, Up, Down, Recovering, Down, Down}},
 		{"a dial failure leaves the counting alone", 2, 2, []Event{P, F, DialFailed, F}, []State{Up, Up, Suspect, Down}},
 		{"suspect back up on one pass", 3, 3, []Event{P, DialFailed, P}, []State{Up, Suspect, Up}},
@@ -229,7 +231,7 @@ func TestObserverCountsTransitions(t *testing.T) {
 	if n != 3 || last.Before(before) {
 		t.Errorf("transitions %d at %v, want 3 after %v", n, last, before)
 	}
-	want := "[a unknown>up a up>suspect a suspect>up]"
+	want := "[a starting>up a up>suspect a suspect>up]"
 	if fmt.Sprint(seen) != want {
 		t.Errorf("observer saw %v, want %s", seen, want)
 	}
@@ -334,5 +336,53 @@ func TestPanicModeCountsOnlyKnownGoodBackends(t *testing.T) {
 	apply(p, "dead1", CheckFailed)
 	if on, _ := p.Panic(); !on {
 		t.Error("two of three known good backends down at once: no panic mode")
+	}
+}
+
+// Every backend the pool is built with starts Starting; one a reload adds
+// starts Unknown. Both read back by name (/status, the CLI).
+func TestInitialStates(t *testing.T) {
+	p := newPool(t, config.RoundRobin)
+	for _, b := range p.Backends() {
+		if b.State() != Starting {
+			t.Errorf("%s at the start: %s, want starting", b.Name, b.State())
+		}
+	}
+	added, _ := p.Update(append(threeBackends(), config.Backend{Name: "d", Address: "127.0.0.1:4"}))
+	if len(added) != 1 || added[0].State() != Unknown {
+		t.Fatalf("added by a reload: %v, want d unknown", added)
+	}
+	for _, s := range States() {
+		var back State
+		text, _ := s.MarshalText()
+		if err := back.UnmarshalText(text); err != nil || back != s {
+			t.Errorf("%s read back as %s (%v)", s, back, err)
+		}
+	}
+}
+
+// Readiness of one backend: checks that pass, in rotation; a backend
+// without a verdict never counts, though Pick takes a starting one.
+func TestTakesConnections(t *testing.T) {
+	for _, s := range States() {
+		for _, r := range []Rotation{InRotation, Draining, Removed} {
+			want := (s == Up || s == Suspect) && r == InRotation
+			if got := s.TakesConnections(r); got != want {
+				t.Errorf("%s %s: takes connections %v, want %v", s, r, got, want)
+			}
+		}
+	}
+	p := newPool(t, config.RoundRobin)
+	a := p.Lookup("a")
+	if a.TakesConnections() {
+		t.Error("a starting backend takes connections")
+	}
+	apply(p, "a", CheckPassed)
+	if !a.TakesConnections() {
+		t.Error("an up backend does not take connections")
+	}
+	p.SetDraining(a, true)
+	if a.TakesConnections() {
+		t.Error("a draining backend takes connections")
 	}
 }

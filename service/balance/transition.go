@@ -1,6 +1,9 @@
 package balance
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Transition is one event applied to a backend, as the observer sees it.
 type Transition struct {
@@ -34,10 +37,18 @@ func (p *Pool) SetObserver(f func(Transition)) {
 // counted first (see Thresholds): report CheckPassed or CheckFailed, the
 // pool decides whether it completes a rise or a fall. A backend no longer
 // in the pool (removed by a reload) still changes state, for its draining
-// connections, but no longer counts for panic mode.
+// connections, but no longer counts for panic mode. What the transition
+// brings to open connections follows (Evacuation).
 func (p *Pool) Observe(b *Backend, e Event) Transition {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	tr := p.observeLocked(b, e)
+	resume := p.followLocked(tr)
+	p.mu.Unlock()
+	p.evacuateAll(resume)
+	return tr
+}
+
+func (p *Pool) observeLocked(b *Backend, e Event) Transition {
 	now := time.Now()
 	e = b.checks.count(e, p.thresholds)
 	a := b.load()
@@ -46,9 +57,6 @@ func (p *Pool) Observe(b *Backend, e Event) Transition {
 		tr.Streak = b.checks.n
 	}
 	a.state = tr.To
-	if e == DialFailed {
-		a.starting = false // it waits for its check now, as added ones do
-	}
 	b.store(a, now)
 	tr.PanicChanged = p.reassessLocked(b, tr.From, now)
 	tr.Panic = p.panicking.Load()
@@ -66,10 +74,11 @@ func (p *Pool) DialFailed(b *Backend) (newlySuspect bool) {
 }
 
 // SetDraining takes b out of rotation (true) or puts it back. Its open
-// connections are left alone; its state keeps following its checks.
+// connections are left alone; its state keeps following its checks. A
+// healthy backend put back ends the wait of the down backends whose
+// evacuation waited for one that takes new connections.
 func (p *Pool) SetDraining(b *Backend, on bool) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	now := time.Now()
 	a := b.load()
 	a.rotation = nextRotation(a.rotation, on, false)
@@ -77,6 +86,12 @@ func (p *Pool) SetDraining(b *Backend, on bool) {
 	if p.reassessLocked(nil, Unknown, now) && p.observer != nil {
 		p.observer(Transition{Backend: b, From: a.state, To: a.state, At: now, PanicChanged: true, Panic: p.panicking.Load()})
 	}
+	var resume []*Backend
+	if b.TakesConnections() && slices.Contains(p.Backends(), b) {
+		resume, p.awaitingUp = p.awaitingUp, nil
+	}
+	p.mu.Unlock()
+	p.evacuateAll(resume)
 }
 
 // Panic reports whether the pool is in panic mode and since when.

@@ -32,7 +32,7 @@ func TestCheckResultsLogOneLinePerTransition(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	want := []string{
-		`level=INFO msg="backend up" backend=a address=127.0.0.1:1 from=unknown to=up reason="first check succeeded"`,
+		`level=INFO msg="backend up" backend=a address=127.0.0.1:1 from=starting to=up reason="first check succeeded"`,
 		`level=WARN msg="backend down" backend=a address=127.0.0.1:1 from=up to=down reason="2 consecutive failed checks, last: connection refused"`,
 		`level=INFO msg="backend up" backend=a address=127.0.0.1:1 from=recovering to=up reason="2 consecutive successful checks"`,
 	}

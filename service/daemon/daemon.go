@@ -414,9 +414,9 @@ func logTransition(log *slog.Logger, tr balance.Transition, err error) {
 // err is the failed check's error, nil for a passed one.
 func checkReason(tr balance.Transition, err error) string {
 	switch {
-	case tr.From == balance.Unknown && err == nil:
+	case tr.From.Unchecked() && err == nil:
 		return "first check succeeded"
-	case tr.From == balance.Unknown:
+	case tr.From.Unchecked():
 		return "first check failed: " + err.Error()
 	case tr.Event == balance.CheckRise:
 		return fmt.Sprintf("%d consecutive successful checks", tr.Streak)
@@ -475,8 +475,6 @@ func stateNames() []string {
 	}
 	return names
 }
-
-func (d *Daemon) closeOnDown() bool { return d.cfg.Load().Balance.CloseOnDown }
 
 // alive: every port accepts and runs its health checks (the watchdog).
 func (d *Daemon) alive() bool {

@@ -188,8 +188,20 @@ func TestLastResortStreamKeptUntilAnotherIsUp(t *testing.T) {
 	p := startVIPProxy(t, s, nil)
 	w := openWatch(t, mtlsClient(t, true), p.vip)
 	defer w.close()
-	if st0, st1 := p.state("b0"), p.state("b1"); st0 != "unknown" || st1 != "unknown" {
+	if st0, st1 := p.state("b0"), p.state("b1"); st0 != "starting" || st1 != "starting" {
 		t.Fatalf("the stream opened after the first checks ended (b0 %s, b1 %s): this test shows nothing", st0, st1)
+	}
+	// The gauge starts where /status does: the backends the daemon
+	// started with are starting (picked as up), not unknown.
+	fams := p.scrape()
+	for _, st := range []string{"starting", "unknown"} {
+		want := 0.0
+		if st == "starting" {
+			want = 1
+		}
+		if v, ok := seriesValue(fams, "vipproxy_backend_state", "backend", "b0", "state", st); !ok || v != want {
+			t.Errorf("vipproxy_backend_state{backend=b0,state=%s} = %v (present: %v) before the first check, want %v", st, v, ok, want)
+		}
 	}
 	p.waitState("b0", "down")
 	p.waitState("b1", "down")

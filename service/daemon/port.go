@@ -6,10 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"slices"
-	"sync"
 	"time"
 
-	"github.com/vipproxy/vipproxy/service/admin"
 	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/discovery"
@@ -40,17 +38,13 @@ type portServer struct {
 	sources map[string]discovery.Source
 	// Under d.setMu: the drains discovery started.
 	drainedByDiscovery map[string]bool
-	// Under evacMu: down backends whose evacuation waits for a backend
-	// that takes new connections (evacuate).
-	evacMu       sync.Mutex
-	evacAwaitsUp map[*balance.Backend]bool
 }
 
 // newPortServer builds port p's pool, checker and proxy over the backends
 // list (as config.Backend: host or host:port, see config.Port.BackendAddress).
 // Nothing runs until start.
 func (d *Daemon) newPortServer(cfg *config.Valid, p config.Port, list []config.Backend, prober health.Prober, maxConns int) (*portServer, error) {
-	ps := &portServer{d: d, name: p.Name, cfg: p, drainedByDiscovery: map[string]bool{}, evacAwaitsUp: map[*balance.Backend]bool{}}
+	ps := &portServer{d: d, name: p.Name, cfg: p, drainedByDiscovery: map[string]bool{}}
 	d.metrics.AddPort(p.Name)
 	pool, err := balance.NewPool(cfg.Balance.Algorithm, ps.addressed(list), ps.backendMetrics)
 	if err != nil {
@@ -58,8 +52,10 @@ func (d *Daemon) newPortServer(cfg *config.Valid, p config.Port, list []config.B
 	}
 	ps.pool = pool
 	pool.SetThresholds(thresholds(p.Health))
+	pool.SetEvacuation(evacuation(cfg, p))
 	pool.SetObserver(ps.onTransition)
 	ps.log = d.log.With("port", p.Name)
+	pool.SetEvacuated(ps.logEvacuated)
 	ps.proxy = proxy.New(pool, proxyOptions(cfg, maxConns), ps.counters(), ps.log)
 	ps.proxy.ShareCap(&d.open)
 	ps.checker = health.New(p.Health, prober, ps.onHealth)
@@ -139,80 +135,28 @@ func (ps *portServer) onHealth(r health.Result) {
 	}
 	tr := ps.pool.Observe(b, e)
 	logTransition(ps.log, tr, failure)
-	if tr.Changed() && tr.To == balance.Down && tr.From != balance.Recovering && !tr.Panic {
-		ps.evacuateLater(b)
-	}
-	if tr.Changed() && tr.To.Healthy() {
-		ps.evacuateAwaiting()
-	}
 	if tr.Changed() || tr.PanicChanged {
 		ps.d.notifier.Status(ps.d.statusLine())
 	}
 }
 
-// evacuateLater takes the connections off a down backend (close_on_down)
-// one check interval after the mark-down, unless the pool panicked
-// meanwhile: when every backend fails within the same interval, the first
-// ones to go down must not lose their connections before the pool sees
-// that all of them did.
-func (ps *portServer) evacuateLater(b *balance.Backend) {
-	grace := ps.port().Health.Interval.Duration
-	time.AfterFunc(grace, func() { ps.evacuate(b) })
+// evacuation is what port p's pool does with a down backend's connections
+// (balance.close_on_down), one check interval after the mark-down.
+func evacuation(cfg *config.Valid, p config.Port) balance.Evacuation {
+	return balance.Evacuation{On: cfg.Balance.CloseOnDown, Grace: p.Health.Interval.Duration}
 }
 
-// evacuate takes the connections off b if it is still down and another
-// backend takes new connections. With none to go to it waits for one
-// (evacuateAwaiting): cutting them would only lose them. That happens at
-// start-up when every first check fails (a slow host), and connections
-// went to a down backend as the last resort: a VM's first connection was
-// closed this way while its backend answered it.
-func (ps *portServer) evacuate(b *balance.Backend) {
-	if on, _ := ps.pool.Panic(); on || b.State() != balance.Down || !ps.d.closeOnDown() || ps.pool.Lookup(b.Name) != b {
-		return
-	}
-	if !ps.anyServing() && ps.awaitUp(b) {
-		return
-	}
-	if n := b.EvacuateAll(); n > 0 {
-		ps.d.log.Warn("took connections off a down backend: unanswered ones replayed elsewhere, the others closed so clients reconnect",
-			"port", ps.name, "backend", b.Name, "connections", n)
-	}
+// logEvacuated says that the pool took connections off a down backend.
+func (ps *portServer) logEvacuated(b *balance.Backend, n int) {
+	ps.log.Warn("took connections off a down backend: unanswered ones replayed elsewhere, the others closed so clients reconnect",
+		"backend", b.Name, "connections", n)
 }
 
-// awaitUp puts b among the backends whose evacuation waits for one that
-// takes new connections, and says whether it still waits: a backend that
-// came up between the caller's look and now may have run
-// evacuateAwaiting before b was there, so b is taken back and the
-// caller evacuates it itself.
-func (ps *portServer) awaitUp(b *balance.Backend) bool {
-	ps.evacMu.Lock()
-	defer ps.evacMu.Unlock()
-	ps.evacAwaitsUp[b] = true
-	if ps.anyServing() {
-		delete(ps.evacAwaitsUp, b)
-		return false
-	}
-	return true
-}
-
-// evacuateAwaiting evacuates the down backends that waited for one that
-// takes new connections (a backend just came up): a frozen backend's
-// connections are still taken off it.
-func (ps *portServer) evacuateAwaiting() {
-	ps.evacMu.Lock()
-	awaiting := ps.evacAwaitsUp
-	ps.evacAwaitsUp = map[*balance.Backend]bool{}
-	ps.evacMu.Unlock()
-	for b := range awaiting {
-		ps.evacuate(b)
-	}
-}
-
-// backendMetrics makes a new backend's series, its state starting as the
-// pool's (unknown).
-func (ps *portServer) backendMetrics(name string) *metrics.BackendMetrics {
+// backendMetrics makes a new backend's series, its state the pool's
+// initial one (starting at the daemon's start, unknown when added later).
+func (ps *portServer) backendMetrics(name string, initial balance.State) *metrics.BackendMetrics {
 	m := ps.d.metrics.Backend(ps.name, name)
-	ps.d.metrics.BackendChanged(ps.name, name, stateNames(), balance.Unknown.String(), time.Now(), false)
+	ps.d.metrics.BackendChanged(ps.name, name, stateNames(), initial.String(), time.Now(), false)
 	return m
 }
 
@@ -246,7 +190,7 @@ func (ps *portServer) onTransition(tr balance.Transition) {
 func (ps *portServer) healthy() (healthy, total int) {
 	for _, b := range ps.pool.Backends() {
 		total++
-		if admin.TakesConnections(b.State(), b.Draining()) {
+		if b.TakesConnections() {
 			healthy++
 		}
 	}

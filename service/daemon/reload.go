@@ -161,6 +161,7 @@ func (d *Daemon) updatePorts(next *config.Valid, probers map[string]health.Probe
 	for _, ps := range keep {
 		ps.pool.SetAlgorithm(next.Balance.Algorithm)
 		ps.pool.SetThresholds(thresholds(want[ps.name].Health))
+		ps.pool.SetEvacuation(evacuation(next, want[ps.name]))
 		ps.checker.SetConfig(want[ps.name].Health, probers[ps.name])
 		ps.proxy.SetOptions(proxyOptions(next, maxConns))
 	}

@@ -130,7 +130,7 @@ func (m *Metrics) newSeries() {
 	m.BuildInfo = m.gauges("vipproxy_build_info", "Always 1; the labels say which vipproxy runs.", "version", "goversion", "revision")
 	m.ReloadSuccessful = m.gauges("vipproxy_config_last_reload_successful", "1 if the last config reload succeeded (or none was tried), 0 if it failed (Prometheus' own name).").WithLabelValues()
 	m.ReloadSuccessTimestamp = m.gauges("vipproxy_config_last_reload_success_timestamp_seconds", "When the config in force was loaded (start or last good reload), in seconds since the epoch.").WithLabelValues()
-	m.BackendState = m.gauges("vipproxy_backend_state", "1 for the backend's current availability state, 0 for the others (unknown, up, suspect, down, recovering).", "backend", "port", "state")
+	m.BackendState = m.gauges("vipproxy_backend_state", "1 for the backend's current availability state, 0 for the others (unknown, starting, up, suspect, down, recovering).", "backend", "port", "state")
 	m.BackendTransitions = m.counters("vipproxy_backend_transitions_total", "Changes of the backend's availability state.", "backend", "port")
 	m.BackendLastTransition = m.gauges("vipproxy_backend_last_transition_timestamp_seconds", "When the backend's state last changed (or it was added), in seconds since the epoch.", "backend", "port")
 	m.DialDuration = m.histograms("vipproxy_dial_duration_seconds", "Time to connect to the backend, successful dials only.", dialBuckets, "backend", "port")
