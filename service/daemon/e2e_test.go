@@ -258,6 +258,43 @@ func openWatch(t *testing.T, c *http.Client, vip string) *watchStream {
 	return w
 }
 
+// 5c. balance.close_on_down follows a reload: started off, turned on by
+// SIGHUP, a stream to a backend that then goes down is taken off it.
+func TestCloseOnDownFollowsAReload(t *testing.T) {
+	a, b := backend(t, "a"), backend(t, "b")
+	s := newSettings(t, a.Addr(), b.Addr())
+	s.Check = "https"
+	s.Extra = "\n[balance]\nclose_on_down = false\n"
+	p := startVIPProxy(t, s, nil)
+	p.waitState("b0", "up")
+	p.waitState("b1", "up")
+	var toA *watchStream
+	c := mtlsClient(t, true)
+	for i := 0; i < 10 && toA == nil; i++ {
+		if w := openWatch(t, c, p.vip); w.backend == "a" {
+			toA = w
+		} else {
+			w.close()
+		}
+	}
+	if toA == nil {
+		t.Fatal("no watch reached backend a")
+	}
+	defer toA.close()
+	reloads := p.status().Reloads
+	s.Extra = "\n[balance]\nclose_on_down = true\n"
+	p.rewrite(s.toml())
+	p.signal(syscall.SIGHUP)
+	p.waitFor(func() bool { st := p.status(); return st.Reloads > reloads && st.ConfigError == "" }, "reload applied")
+	a.SetReady(false)
+	p.waitState("b0", "down")
+	select {
+	case <-toA.ended:
+	case <-time.After(30 * time.Second): // a hang, not a slow machine: the grace is one 200 ms interval
+		t.Fatal("close_on_down turned on by a reload: the stream to the down backend is still open")
+	}
+}
+
 // 6. Reload adds and removes backends without touching unaffected
 // connections; an invalid reload keeps the old config and says why.
 func TestReload(t *testing.T) {
