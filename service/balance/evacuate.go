@@ -39,16 +39,17 @@ func (p *Pool) SetEvacuated(f func(b *Backend, n int)) {
 }
 
 // followLocked starts what a transition brings to open connections: a
-// backend that goes down (not from Recovering: it was down already) is
-// evacuated after the grace unless the pool panicked; one that comes up
-// ends the wait of the down backends whose evacuation waited for a
-// backend that takes new connections. It returns those, to evacuate
-// outside the lock (an evacuated connection may dial again, and report).
+// backend its checks take down (not from Recovering: it was down already;
+// a self-loop's mark-down cuts nothing) is evacuated after the grace
+// unless the pool panicked; one that comes up ends the wait of the down
+// backends whose evacuation waited for a backend that takes new
+// connections. It returns those, to evacuate outside the lock (an
+// evacuated connection may dial again, and report).
 func (p *Pool) followLocked(tr Transition) (resume []*Backend) {
 	if !tr.Changed() {
 		return nil
 	}
-	if tr.To == Down && tr.From != Recovering && !tr.Panic {
+	if isCheck, _ := tr.Event.check(); isCheck && tr.To == Down && tr.From != Recovering && !tr.Panic {
 		b := tr.Backend
 		time.AfterFunc(p.evacuation.Grace, func() { p.evacuate(b) })
 	}

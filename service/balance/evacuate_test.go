@@ -87,15 +87,20 @@ func TestDownBackendEvacuatedAfterGrace(t *testing.T) {
 }
 
 // close_on_down off, a backend up again within the grace, or a reload
-// that removed it meanwhile: its connections stay.
+// that removed it meanwhile: its connections stay. So do they when a
+// self-loop took it down rather than its checks: the self-loop stops new
+// dials to it, its checks decide about the open connections.
 func TestDownBackendKeptWhenNoLongerEvacuable(t *testing.T) {
+	nothing := func(*Pool) {}
 	for _, tc := range []struct {
 		name  string
+		down  Event
 		after func(p *Pool)
 	}{
-		{"close_on_down off", func(p *Pool) { p.SetEvacuation(Evacuation{Grace: grace}) }},
-		{"up again", func(p *Pool) { apply(p, "a", CheckPassed) }},
-		{"removed", func(p *Pool) { p.Update(threeBackends()[1:]) }},
+		{"close_on_down off", CheckFailed, func(p *Pool) { p.SetEvacuation(Evacuation{Grace: grace}) }},
+		{"up again", CheckFailed, func(p *Pool) { apply(p, "a", CheckPassed) }},
+		{"removed", CheckFailed, func(p *Pool) { p.Update(threeBackends()[1:]) }},
+		{"self-loop", Loops, nothing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, _ := evacPool(t)
@@ -104,7 +109,7 @@ func TestDownBackendKeptWhenNoLongerEvacuable(t *testing.T) {
 				apply(p, n, CheckPassed)
 			}
 			ca := track(p, "a")
-			apply(p, "a", CheckFailed)
+			apply(p, "a", tc.down)
 			tc.after(p)
 			time.Sleep(100 * grace)
 			settle()
