@@ -8,9 +8,9 @@ import (
 )
 
 // Two test files that import the same packages and open with a test
-// func, and two that share seven lines of code after their imports.
-var tree = map[string]string{
-	"a_test.go": `package a
+// func (b_test.go is a_test.go for b), and a file whose lines after its
+// import are code.
+const aTest = `package a
 
 import (
 	"context"
@@ -25,23 +25,11 @@ import (
 func TestA(t *testing.T) {
 	t.Log(context.Background(), errors.New("a"), fmt.Sprint(), net.IPv4len, os.Args)
 }
-`,
-	"b_test.go": `package b
+`
 
-import (
-	"context"
-	"errors"
-	"fmt"
-	"net"
-	"os"
-	"testing"
-)
-
-// TestB is about b.
-func TestB(t *testing.T) {
-	t.Log(context.Background(), errors.New("b"), fmt.Sprint(), net.IPv4len, os.Args)
-}
-`,
+var tree = map[string]string{
+	"a_test.go": aTest,
+	"b_test.go": strings.NewReplacer("package a", "package b", "TestA", "TestB", "about a", "about b", `"a"`, `"b"`).Replace(aTest),
 	"c.go": `package c
 
 import "fmt"

@@ -258,6 +258,21 @@ func openWatch(t *testing.T, c *http.Client, vip string) *watchStream {
 	return w
 }
 
+// watchTo opens watches until one reaches backend (ten at most, the
+// others closed).
+func watchTo(t *testing.T, c *http.Client, vip, backend string) *watchStream {
+	t.Helper()
+	for range 10 {
+		w := openWatch(t, c, vip)
+		if w.backend == backend {
+			return w
+		}
+		w.close()
+	}
+	t.Fatalf("no watch reached backend %s", backend)
+	return nil
+}
+
 // 5c. balance.close_on_down follows a reload: started off, turned on by
 // SIGHUP, a stream to a backend that then goes down is taken off it.
 func TestCloseOnDownFollowsAReload(t *testing.T) {
@@ -268,18 +283,7 @@ func TestCloseOnDownFollowsAReload(t *testing.T) {
 	p := startVIPProxy(t, s, nil)
 	p.waitState("b0", "up")
 	p.waitState("b1", "up")
-	var toA *watchStream
-	c := mtlsClient(t, true)
-	for i := 0; i < 10 && toA == nil; i++ {
-		if w := openWatch(t, c, p.vip); w.backend == "a" {
-			toA = w
-		} else {
-			w.close()
-		}
-	}
-	if toA == nil {
-		t.Fatal("no watch reached backend a")
-	}
+	toA := watchTo(t, mtlsClient(t, true), p.vip, "a")
 	defer toA.close()
 	reloads := p.status().Reloads
 	s.Extra = "\n[balance]\nclose_on_down = true\n"
@@ -303,17 +307,7 @@ func TestReload(t *testing.T) {
 	p := startVIPProxy(t, s, nil)
 	p.waitState("b1", "up")
 	client := mtlsClient(t, true)
-	var toB *watchStream
-	for i := 0; i < 10 && toB == nil; i++ {
-		if w := openWatch(t, client, p.vip); w.backend == "b" {
-			toB = w
-		} else {
-			w.close()
-		}
-	}
-	if toB == nil {
-		t.Fatal("no watch reached backend b")
-	}
+	toB := watchTo(t, client, p.vip, "b")
 	// b keeps its name and address (b1); a is removed, c is added.
 	s.Backends = []string{"127.0.0.1:1", b.Addr(), c.Addr()}
 	next := strings.Replace(s.toml(), "[[backend]]\nname = \"b0\"\naddress = \"127.0.0.1:1\"\n\n", "", 1)
