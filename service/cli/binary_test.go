@@ -65,7 +65,8 @@ func TestHelpAndVersionConventions(t *testing.T) {
 		{[]string{"probe", "--help"}, 0, "-timeout", ""},
 		{[]string{"check", "-h"}, 0, "-keepalived-conf", ""},
 		{[]string{"serve", "--help"}, 0, "usage: vipproxy serve", ""},
-		{[]string{"keepalived", "--help"}, 0, "-out", ""},
+		{[]string{"keepalived", "--help"}, 0, "usage: vipproxy keepalived render|write", ""},
+		{[]string{"keepalived", "write", "--help"}, 0, "--out FILE", ""},
 		{[]string{"network", "--help"}, 0, "usage: vipproxy network", ""},
 		{[]string{"network", "apply", "--help"}, 0, "-netlink", ""},
 		{[]string{"units", "--help"}, 0, "usage: vipproxy units", ""},
@@ -73,7 +74,7 @@ func TestHelpAndVersionConventions(t *testing.T) {
 		{[]string{}, 2, "", "usage: vipproxy COMMAND"},
 		{[]string{"--bogus"}, 2, "", "unknown flag \"--bogus\""},
 		{[]string{"bogus"}, 2, "", "unknown command \"bogus\""},
-		{[]string{"probe", "--bogus"}, 2, "", "flag provided but not defined: -bogus\nusage: vipproxy probe"},
+		{[]string{"probe", "--bogus"}, 2, "", "flag provided but not defined: --bogus\nusage: vipproxy probe"},
 		{[]string{"check", "--bogus"}, 2, "", "usage: vipproxy check"},
 		{[]string{"network", "render", "--bogus"}, 2, "", "usage: vipproxy network render"},
 	} {

@@ -8,12 +8,16 @@ import (
 	"github.com/vipproxy/vipproxy/service/config"
 )
 
-// runBird prints (or writes with --out, atomically; --diff: dry run) the
-// BIRD 2 include file that announces the VIPs by BGP (vip.mode = "bgp").
+// birdFile is where `bird write` writes by default, beside Debian's
+// /etc/bird/bird.conf, which includes it (docs/bgp.md).
+const birdFile = "/etc/bird/vipproxy.conf"
+
+// runBird prints (render) or writes (write, atomically; --diff: dry run)
+// the BIRD 2 include file that announces the VIPs by BGP (vip.mode = "bgp").
 func runBird(_ context.Context, env Env, args []string) int {
 	return renderCommand{
 		name:    "bird",
-		outHelp: "write to this file (atomically) instead of stdout, e.g. /etc/bird/vipproxy.conf",
+		outFile: birdFile,
 		refusal: noBirdFile,
 		render:  bird.Render,
 	}.run(env, args)

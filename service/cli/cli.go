@@ -13,7 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"sort"
+	"regexp"
 	"strings"
 
 	"github.com/vipproxy/vipproxy/service/config"
@@ -26,88 +26,52 @@ const (
 	ExitUsage   = 2 // bad arguments or a bad config file
 )
 
-// Env is what a command may touch: its streams and the build version.
+// Env is what a command may touch: its streams and the build.
 type Env struct {
 	Stdout, Stderr io.Writer
-	Version        string
-}
-
-type command struct {
-	summary string
-	run     func(ctx context.Context, env Env, args []string) int
-}
-
-func commands() map[string]command {
-	return map[string]command{
-		"serve":      {"run the proxy (socket-activated under systemd)", runServe},
-		"check":      {"validate a config and print the effective config", runCheck},
-		"probe":      {"exit 0 only if the local daemon is ready (keepalived track script)", runProbe},
-		"network":    {networkVerbs + " the dummy link, VIP and ARP sysctls", runNetwork},
-		"keepalived": {"print (or write with --out) the keepalived vrrp_instance and vrrp_script", runKeepalived},
-		"announce":   {"hold the VIP on the BGP announce link while the local daemon is ready (vip.mode = bgp)", runAnnounce},
-		"bird":       {"print (or write with --out) the BIRD 2 include file announcing the VIP by BGP (vip.mode = bgp)", runBird},
-		"units":      {"render|write the vipproxy.socket drop-in with the VIP listeners", runUnits},
-		"doctor":     {"check the host (VIP port, link, ARP, drop-ins, keepalived or BGP, backends): PASS/FAIL with the fix", runDoctor},
-		"reload":     {"validate the config, SIGHUP the daemon, exit 1 if it refused the file (ExecReload=)", runReload},
-		"status":     {"the daemon's state for a person: backends, VIP, keepalived, last reload (--json)", runStatus},
-		"version":    {"print the version", runVersion},
-	}
+	Version        string // "unknown" when the build does not say
+	Commit         string // "" when the build does not say
+	// flagSets, when set, is handed every FlagSet newFlags makes, and
+	// parseFlags then stops before the command runs (flagsOf).
+	flagSets func(*flag.FlagSet)
 }
 
 // Main runs the command named by args[0] and returns the exit code.
 func Main(ctx context.Context, env Env, args []string) int {
-	cmds := commands()
 	if len(args) == 0 {
-		usage(env.Stderr, cmds)
+		writeUsage(env.Stderr)
 		return ExitUsage
 	}
 	switch args[0] {
 	case "-h", "-help", "--help":
-		usage(env.Stdout, cmds)
-		return ExitOK
-	case "help":
-		if len(args) > 1 {
-			return Main(ctx, env, []string{args[1], "--help"})
-		}
-		usage(env.Stdout, cmds)
+		writeUsage(env.Stdout)
 		return ExitOK
 	case "--version", "-version":
 		return runVersion(ctx, env, nil)
 	}
-	cmd, ok := cmds[args[0]]
-	if !ok {
+	cmd := lookup(args[:1])
+	if cmd == nil {
 		what := "command"
 		if strings.HasPrefix(args[0], "-") {
 			what = "flag"
 		}
 		fmt.Fprintf(env.Stderr, "vipproxy: unknown %s %q\n", what, args[0])
-		usage(env.Stderr, cmds)
+		writeUsage(env.Stderr)
 		return ExitUsage
 	}
 	return cmd.run(ctx, env, args[1:])
-}
-
-func usage(w io.Writer, cmds map[string]command) {
-	names := make([]string, 0, len(cmds))
-	for n := range cmds {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	fmt.Fprintln(w, "usage: vipproxy COMMAND [--config FILE] [flags]")
-	fmt.Fprintln(w, "       vipproxy help COMMAND | --help | --version")
-	fmt.Fprintln(w, "commands:")
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-11s %s\n", n, cmds[n].summary)
-	}
 }
 
 // newFlags makes a FlagSet for a command with the shared --config flag.
 // Parse it with parseFlags, which follows the help and exit conventions.
 func newFlags(env Env, name string, configPath *string) *flag.FlagSet {
 	fs := flag.NewFlagSet("vipproxy "+name, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	fs.Usage = func() {} // parseFlags prints usage where it belongs
-	fs.StringVar(configPath, "config", config.DefaultPath, "config file")
+	fs.SetOutput(io.Discard) // parseFlags prints errors and usage where they belong
+	fs.Usage = func() {}
+	fs.StringVar(configPath, "config", config.DefaultPath, "the config file")
+	if env.flagSets != nil {
+		env.flagSets(fs)
+	}
 	return fs
 }
 
@@ -118,6 +82,9 @@ func newFlags(env Env, name string, configPath *string) *flag.FlagSet {
 // --config F stray --diff` wrote the files, its --diff dropped unseen, and
 // `keepalived my.toml` rendered /etc/vipproxy/vipproxy.toml instead.
 func parseFlags(env Env, fs *flag.FlagSet, args []string) (code int, ok bool) {
+	if env.flagSets != nil {
+		return ExitOK, false // flagsOf asked for the flags only
+	}
 	err := fs.Parse(args)
 	switch {
 	case err == nil && fs.NArg() == 0:
@@ -125,12 +92,18 @@ func parseFlags(env Env, fs *flag.FlagSet, args []string) (code int, ok bool) {
 	case err == nil:
 		fmt.Fprintf(env.Stderr, "%s: unexpected argument %q (only flags are taken; the config file is --config FILE)\n", fs.Name(), fs.Arg(0))
 	case errors.Is(err, flag.ErrHelp):
-		flagUsage(env.Stdout, fs)
+		printHelp(env, strings.Fields(fs.Name())[1:])
 		return ExitOK, false
+	default:
+		// The flag package names a flag -name; it takes --name too.
+		fmt.Fprintf(env.Stderr, "%s: %s\n", fs.Name(), flagNameRE.ReplaceAllString(err.Error(), "$1--$2"))
 	}
-	flagUsage(env.Stderr, fs) // the flag package printed its own errors
+	writeHelp(env.Stderr, strings.Fields(fs.Name())[1:], true)
 	return ExitUsage, false
 }
+
+// flagNameRE finds the -name of a flag in the flag package's errors.
+var flagNameRE = regexp.MustCompile(`(: | flag )-([a-z])`)
 
 // parseFlagsAndConfig parses args as parseFlags does, then loads the
 // config file that --config names (see newFlags). ok is false when the
@@ -148,17 +121,28 @@ func parseFlagsAndConfig(env Env, fs *flag.FlagSet, args []string) (cfg *config.
 
 // unknownSubcommand says that sub is none of cmd's subcommands, and how
 // cmd is used.
-func unknownSubcommand(env Env, cmd, sub, usage string) int {
-	fmt.Fprintf(env.Stderr, "vipproxy %s: unknown subcommand %q\n%s\n", cmd, sub, usage)
+func unknownSubcommand(env Env, cmd, sub string) int {
+	fmt.Fprintf(env.Stderr, "vipproxy %s: unknown subcommand %q\n", cmd, sub)
+	writeHelp(env.Stderr, []string{cmd}, true)
 	return ExitUsage
 }
 
-func flagUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "usage: %s [flags]\nflags:\n", fs.Name())
-	prev := fs.Output()
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fs.SetOutput(prev)
+// subcommand checks args[0], the subcommand of cmd: ok is false when the
+// command should return code at once (its help after --help, or a
+// missing or unknown subcommand).
+func subcommand(env Env, cmd string, args []string) (code int, ok bool) {
+	switch {
+	case len(args) == 0:
+		fmt.Fprintf(env.Stderr, "vipproxy %s: which subcommand?\n", cmd)
+		writeHelp(env.Stderr, []string{cmd}, true)
+		return ExitUsage, false
+	case isHelp(args[0]):
+		printHelp(env, []string{cmd})
+		return ExitOK, false
+	case lookup([]string{cmd, args[0]}) == nil:
+		return unknownSubcommand(env, cmd, args[0]), false
+	}
+	return ExitOK, true
 }
 
 // loadConfig loads the config and reports an error on stderr; ok is false
@@ -173,18 +157,6 @@ func loadConfig(env Env, path string) (*config.Valid, bool) {
 		return nil, false
 	}
 	return cfg, true
-}
-
-// runVersion prints the version. It parses its arguments as every command
-// does (--config is taken and unused, as docs/operations.md says every
-// command takes it), so --help prints usage and a wrong flag exits 2.
-func runVersion(_ context.Context, env Env, args []string) int {
-	var path string
-	if code, ok := parseFlags(env, newFlags(env, "version", &path), args); !ok {
-		return code
-	}
-	fmt.Fprintf(env.Stdout, "vipproxy %s\n", env.Version)
-	return ExitOK
 }
 
 // isHelp reports whether arg asks for help (for commands with a

@@ -17,7 +17,9 @@ func TestStrayArgumentIsRefused(t *testing.T) {
 	example := "../../examples/vipproxy.toml"
 	for _, args := range [][]string{
 		{"check", "--config", example, "stray"},
-		{"keepalived", "stray", "--config", example},
+		{"keepalived", "render", "stray", "--config", example},
+		{"keepalived", "--config", example, "stray"},
+		{"bird", "write", "--config", example, "--out", filepath.Join(root, "etc", "bird.conf"), "stray"},
 		{"bird", "--config", example, "stray"},
 		{"announce", "--config", example, "stray"},
 		{"reload", "--config", example, "stray", "--pid", "1"},
@@ -40,7 +42,7 @@ func TestStrayArgumentIsRefused(t *testing.T) {
 // TestUnknownSubcommandIsNamed: a word that is no subcommand of network or
 // units is named before the usage (units printed the usage alone).
 func TestUnknownSubcommandIsNamed(t *testing.T) {
-	for _, args := range [][]string{{"units", "--bogus"}, {"units", "rendr"}, {"network", "--bogus"}, {"network", "aply"}} {
+	for _, args := range [][]string{{"units", "--bogus"}, {"units", "rendr"}, {"network", "--bogus"}, {"network", "aply"}, {"keepalived", "rendr"}, {"completion", "fish"}} {
 		var out, errOut bytes.Buffer
 		code := Main(context.Background(), Env{Stdout: &out, Stderr: &errOut, Version: "test"}, args)
 		want := fmt.Sprintf("vipproxy %s: unknown subcommand %q\nusage: vipproxy %s ", args[0], args[1], args[0])
@@ -86,7 +88,7 @@ func TestVersionFollowsTheConventions(t *testing.T) {
 		{[]string{"--version"}, ExitOK, "vipproxy test\n", ""},
 		{[]string{"version", "--help"}, ExitOK, "usage: vipproxy version", ""},
 		{[]string{"help", "version"}, ExitOK, "usage: vipproxy version", ""},
-		{[]string{"version", "--bogus"}, ExitUsage, "", "flag provided but not defined: -bogus"},
+		{[]string{"version", "--bogus"}, ExitUsage, "", "flag provided but not defined: --bogus"},
 		{[]string{"version", "stray"}, ExitUsage, "", `unexpected argument "stray"`},
 	} {
 		var out, errOut bytes.Buffer
@@ -107,7 +109,7 @@ func TestUsageNamesEverySubcommand(t *testing.T) {
 	if code := Main(context.Background(), Env{Stdout: &out, Stderr: &out}, []string{"--help"}); code != ExitOK {
 		t.Fatalf("vipproxy --help: exit %d", code)
 	}
-	for _, want := range []string{"network     render|write|apply|check|remove ", "units       render|write "} {
+	for _, want := range []string{"network     render|write|apply|check|remove: ", "units       render|write: ", "keepalived  render|write: "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("vipproxy --help does not list %q:\n%s", want, out.String())
 		}

@@ -8,12 +8,16 @@ import (
 	"github.com/vipproxy/vipproxy/service/keepalived"
 )
 
-// runKeepalived prints (or writes with --out, atomically; --diff: dry run) the keepalived
-// vrrp_script and vrrp_instance for the VIPs.
+// keepalivedFile is where `keepalived write` writes by default: the
+// directory Debian's keepalived.conf is made to include (README.md).
+const keepalivedFile = "/etc/keepalived/conf.d/vipproxy.conf"
+
+// runKeepalived prints (render) or writes (write, atomically; --diff: dry
+// run) the keepalived vrrp_script and vrrp_instance for the VIPs.
 func runKeepalived(_ context.Context, env Env, args []string) int {
 	return renderCommand{
 		name:    "keepalived",
-		outHelp: "write to this file (atomically) instead of stdout",
+		outFile: keepalivedFile,
 		refusal: noKeepalivedFile,
 		render:  keepalived.Render,
 	}.run(env, args)

@@ -13,26 +13,10 @@ import (
 	"github.com/vipproxy/vipproxy/service/rtnl"
 )
 
-// networkVerbs are network's subcommands, in its usage and in vipproxy's
-// (which left out write).
-const networkVerbs = "render|write|apply|check|remove"
-
-const networkUsage = "usage: vipproxy network " + networkVerbs + " [--config FILE] [--root DIR] [--netlink] [--diff]\n" +
-	"  render  print the networkd drop-ins and the sysctl file\n" +
-	"  write   write them (--diff: show what would change, write nothing)\n" +
-	"  apply   write them, set the uplink sysctls, reload networkd, verify (--diff: dry run)\n" +
-	"  check   verify the live link, VIPs and sysctls\n" +
-	"  remove  undo apply"
-
 // runNetwork sets up the VIP link and the uplink ARP sysctls; see netcfg.
 func runNetwork(ctx context.Context, env Env, args []string) int {
-	if len(args) == 0 {
-		fmt.Fprintln(env.Stderr, networkUsage)
-		return ExitUsage
-	}
-	if isHelp(args[0]) {
-		fmt.Fprintln(env.Stdout, networkUsage)
-		return ExitOK
+	if code, ok := subcommand(env, "network", args); !ok {
+		return code
 	}
 	sub := args[0]
 	var path, root string
@@ -42,9 +26,6 @@ func runNetwork(ctx context.Context, env Env, args []string) int {
 	switch sub {
 	case "render", "write", "apply", "remove":
 		fs.StringVar(&root, "root", "/", "the files' paths are under this directory instead of /")
-	case "check":
-	default:
-		return unknownSubcommand(env, "network", sub, networkUsage)
 	}
 	if sub == "apply" || sub == "remove" {
 		fs.BoolVar(&useNetlink, "netlink", false, "create/delete the link and addresses with netlink instead of systemd-networkd")

@@ -12,27 +12,13 @@ import (
 	"github.com/vipproxy/vipproxy/service/units"
 )
 
-const unitsUsage = "usage: vipproxy units render|write [--config FILE] [--root DIR] [--diff]\n" +
-	"  render  print the socket drop-ins: vipproxy.socket's with one ListenStream= per VIP\n" +
-	"          of the first port, and one for each other port's vipproxy-port@NAME.socket\n" +
-	"  write   write them and remove those of ports the config no longer has\n" +
-	"          (--diff: show what would change, write nothing)"
-
 // RestartSocketHint is what to run after the socket's listeners changed.
 const RestartSocketHint = listen.RestartHint
 
 // runUnits prints (render) or writes (write) the vipproxy.socket drop-in.
 func runUnits(_ context.Context, env Env, args []string) int {
-	if len(args) > 0 && isHelp(args[0]) {
-		fmt.Fprintln(env.Stdout, unitsUsage)
-		return ExitOK
-	}
-	if len(args) == 0 {
-		fmt.Fprintln(env.Stderr, unitsUsage)
-		return ExitUsage
-	}
-	if args[0] != "render" && args[0] != "write" {
-		return unknownSubcommand(env, "units", args[0], unitsUsage)
+	if code, ok := subcommand(env, "units", args); !ok {
+		return code
 	}
 	sub := args[0]
 	var path, root string
