@@ -4,8 +4,13 @@
 
 SHELL := /bin/bash
 GO ?= go
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X main.version=$(VERSION)
+# The version and commit `vipproxy version` prints: a release's VERSION
+# file (line 1 the version, line 2 the commit) where there is one, as in a
+# source tarball without git metadata; else git's. Empty when neither
+# says: the binary then says "version unknown (built without git metadata)".
+VERSION ?= $(shell sed -n 1p VERSION 2>/dev/null | grep . || git describe --tags --always --dirty 2>/dev/null)
+COMMIT ?= $(shell sed -n 2p VERSION 2>/dev/null | grep . || git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # No HTTP/2 in net/http: the admin endpoint is plain HTTP/1.1 and the health
 # checks speak HTTP/1.1, so it is dead code (0.35 MB of the binary).
 GO_TAGS := nethttpomithttp2

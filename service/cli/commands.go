@@ -83,9 +83,9 @@ func commandTable() []*cmdSpec {
 		{name: "network", run: runNetwork, summary: "set up the dummy link, the VIPs and the uplinks' ARP sysctls through systemd-networkd",
 			doc: "host-network.md",
 			subs: append(renderedSubs("the networkd drop-ins and the sysctl file", "their paths (under --root)"),
-				&cmdSpec{name: "apply", summary: "write them, set the uplink sysctls, reload networkd and verify (--diff: dry run)"},
+				&cmdSpec{name: "apply", summary: "write the networkd drop-ins and the sysctl file, set the uplink sysctls, reload networkd and verify (--diff: dry run)"},
 				&cmdSpec{name: "check", summary: "verify the live link, VIPs and sysctls"},
-				&cmdSpec{name: "remove", summary: "undo apply: remove the files, the link and the VIPs"},
+				&cmdSpec{name: "remove", summary: "undo apply: remove the networkd drop-ins, the sysctl file, the link and the VIPs"},
 			),
 			examples: []example{
 				{"vipproxy network apply --diff", "print what apply would change, change nothing"},
@@ -94,7 +94,7 @@ func commandTable() []*cmdSpec {
 		{name: "keepalived", run: runKeepalived, summary: "render keepalived's vrrp_script and vrrp_instance for the VIPs (vip.mode = vrrp)",
 			about: "The file is included from keepalived.conf. The form without a subcommand (--out FILE to write) is deprecated.",
 			doc:   "host-network.md",
-			subs:  renderedSubs("the file", "--out FILE"),
+			subs:  renderedSubs("the vrrp_script and vrrp_instance", "--out FILE (default "+keepalivedFile+")"),
 			examples: []example{
 				{"vipproxy keepalived write", "write " + keepalivedFile},
 				{"vipproxy keepalived write --diff", "print what writing it would change"},
@@ -102,7 +102,7 @@ func commandTable() []*cmdSpec {
 		{name: "bird", run: runBird, summary: "render BIRD 2's include file announcing the VIPs by BGP (vip.mode = bgp)",
 			about: "The file is included from bird.conf. The form without a subcommand (--out FILE to write) is deprecated.",
 			doc:   "bgp.md",
-			subs:  renderedSubs("the file", "--out FILE"),
+			subs:  renderedSubs("BIRD's include file", "--out FILE (default "+birdFile+")"),
 			examples: []example{
 				{"vipproxy bird write && birdc configure", "write " + birdFile + " and have BIRD read it"},
 			}},
@@ -117,8 +117,8 @@ func commandTable() []*cmdSpec {
 				"vipproxy-port@NAME.socket's. systemd binds them only when the socket starts.",
 			doc: "configuration.md",
 			subs: []*cmdSpec{
-				{name: "render", summary: "print the drop-ins; write nothing"},
-				{name: "write", summary: "write the drop-ins (under --root) and remove those of ports the config no longer has (--diff: print what would change, write nothing)"},
+				{name: "render", summary: "print the socket units' drop-ins; write nothing"},
+				{name: "write", summary: "write the socket units' drop-ins (under --root) and remove those of ports the config no longer has (--diff: print what would change, write nothing)"},
 			},
 			examples: []example{
 				{"vipproxy units write && systemctl daemon-reload && systemctl restart vipproxy.socket", "after changing the VIPs or ports"},

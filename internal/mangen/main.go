@@ -1,0 +1,82 @@
+// Command mangen writes vipproxy's man pages: vipproxy(8) from the
+// command table that --help prints (service/cli), and vipproxy.toml(5)
+// from docs/configuration.md, the configuration reference. With
+// --operations it writes the command list of docs/operations.md instead.
+// `make man` runs it from the top of the tree.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/vipproxy/vipproxy/internal/manpage"
+	"github.com/vipproxy/vipproxy/service/cli"
+	"github.com/vipproxy/vipproxy/service/config"
+)
+
+func main() {
+	out := flag.String("out", "bin/man", "the directory to write vipproxy.8 and vipproxy.toml.5 to")
+	version := flag.String("version", "", "the version the pages name (the Makefile's VERSION)")
+	docs := flag.String("docs", "docs", "the directory of configuration.md")
+	operations := flag.String("operations", "", "rewrite the command list of this file (docs/operations.md) and nothing else")
+	flag.Parse()
+	if *version == "" {
+		*version, _ = cli.BuildVersion("", "")
+	}
+	var err error
+	if *operations != "" {
+		err = rewriteCommandList(*operations)
+	} else {
+		err = writePages(*out, *docs, *version)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mangen: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func writePages(out, docs, version string) error {
+	md, err := os.ReadFile(filepath.Join(docs, "configuration.md"))
+	if err != nil {
+		return fmt.Errorf("read the configuration reference: %w", err)
+	}
+	var cmd, file bytes.Buffer
+	cli.WriteManPage(&cmd, version)
+	writeConfigPage(&file, string(md), version)
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "vipproxy.8"), cmd.Bytes(), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(out, "vipproxy.toml.5"), file.Bytes(), 0o644)
+}
+
+// writeConfigPage writes vipproxy.toml(5): configuration.md as a man page.
+func writeConfigPage(w *bytes.Buffer, md, version string) {
+	manpage.Head(w, "vipproxy.toml", 5, version, "File Formats", "configuration of vipproxy")
+	fmt.Fprintf(w, ".SH SYNOPSIS\n.I %s\n.SH DESCRIPTION\n", config.DefaultPath)
+	manpage.FromMarkdown(w, md)
+	fmt.Fprint(w, ".SH SEE ALSO\n.BR vipproxy (8)\n")
+}
+
+// rewriteCommandList replaces what is between the file's command list
+// markers with the list the command table gives.
+func rewriteCommandList(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	start, end := strings.Index(string(b), cli.CommandListStart), strings.Index(string(b), cli.CommandListEnd)
+	if start < 0 || end < start {
+		return fmt.Errorf("%s: no %s ... %s markers", path, cli.CommandListStart, cli.CommandListEnd)
+	}
+	var list bytes.Buffer
+	cli.WriteCommandList(&list)
+	text := string(b[:start]) + cli.CommandListStart + "\n" + list.String() + string(b[end:])
+	return os.WriteFile(path, []byte(text), 0o644)
+}
