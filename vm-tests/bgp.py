@@ -171,7 +171,7 @@ with subtest("nodes: apiserver stand-in, vipproxy in bgp mode, BIRD from vipprox
             f"vipproxy units write --config {CONF}",
             "systemctl daemon-reload",
             "systemctl start vipproxy.socket vipproxy.service",
-            f"vipproxy bird --config {CONF} --out /etc/bird/vipproxy.conf",
+            f"vipproxy bird write --config {CONF}",
             "echo 'include \"/etc/bird/vipproxy.conf\";' >> /etc/bird/bird.conf",
             *BIRD_PATH,
             "systemctl start bird.service",

@@ -72,7 +72,7 @@ def rendered_files(binary):
             root = os.path.join(tmp, "root-" + case)
             bgp = 'mode = "bgp"' in open(conf).read()
             # A bgp-mode node has no keepalived (the command refuses): its BIRD file instead.
-            texts = {"bird" if bgp else "keepalived": run(exe, "bird" if bgp else "keepalived", "--config", conf)}
+            texts = {"bird" if bgp else "keepalived": run(exe, "bird" if bgp else "keepalived", "render", "--config", conf)}
             run(exe, "network", "render", "--config", conf, "--root", root)
             run(exe, "units", "render", "--config", conf, "--root", root)
             for dirpath, _, files in os.walk(root):

@@ -132,7 +132,7 @@ with subtest("a node as services.vipproxy leaves it"):
     cp1.succeed("sysctl -q -p /etc/sysctl.d/60-nixos.conf")
     # nixpkgs renders each vrrp_script with its user (services.vipproxy: nobody).
     cp1.succeed(
-        f"{{ printf 'global_defs {{\\n}}\\n'; vipproxy keepalived --config {CONF} | sed '/^vrrp_script /a\\    user nobody'; }} > {KCONF}"
+        f"{{ printf 'global_defs {{\\n}}\\n'; vipproxy keepalived render --config {CONF} | sed '/^vrrp_script /a\\    user nobody'; }} > {KCONF}"
     )
     cp1.succeed(f"grep -q 'user nobody' {KCONF}", f"grep -q '^global_defs' {KCONF}")
     cp1.succeed("systemctl unmask keepalived.service")

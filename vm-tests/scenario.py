@@ -228,7 +228,7 @@ def probe_budget(node):
     last of them comes (fall - 1) * interval after the first. Rendered
     again: the file keepalived read lives in /run/vipproxy, which systemd
     removes with the service's runtime directory when it stops."""
-    conf = node.succeed(f"vipproxy keepalived --config {CONF}")
+    conf = node.succeed(f"vipproxy keepalived render --config {CONF}")
     interval = int(re.search(r"^\s*interval (\d+)", conf, re.M).group(1))
     fall = int(re.search(r"^\s*fall (\d+)", conf, re.M).group(1))
     return (fall - 1) * interval
@@ -300,7 +300,7 @@ with subtest("2. ARP fixed: vipproxy network apply + keepalived, one MAC answers
         m.succeed(f"vipproxy units write --config {CONF}", "systemctl daemon-reload")
         m.succeed("systemctl start vipproxy.socket vipproxy.service")
         m.wait_for_unit("vipproxy.service", timeout=60)
-        m.succeed(f"mkdir -p /run/vipproxy && vipproxy keepalived --config {CONF} --out /run/vipproxy/keepalived.conf")
+        m.succeed(f"mkdir -p /run/vipproxy && vipproxy keepalived write --config {CONF} --out /run/vipproxy/keepalived.conf")
         m.succeed(f"{RUN} --unit=vrrp keepalived --dont-fork --log-console -f /run/vipproxy/keepalived.conf")
     cp1.wait_until_succeeds(f"ip -4 addr show dev eth1 | grep -qw {VIP4}", timeout=120)
     assert master() == "cp1"

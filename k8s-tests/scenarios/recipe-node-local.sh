@@ -15,7 +15,7 @@ scenario_recipe_node_local() {
 	recipe_up "$swork/node-local.toml" "192.0.2.1:6443=static/up 192.0.2.2:6443=static/up 192.0.2.3:6443=discovered/up"
 	step "examples/node-local.toml: seeds 192.0.2.1-2, 192.0.2.3 discovered, all up"
 	in_ns "$vipproxy" network check --config "$swork/node-local.toml" >"$swork/network-check.txt" || fail "network check: $(cat "$swork/network-check.txt")"
-	in_ns "$vipproxy" keepalived --config "$swork/node-local.toml" >/dev/null 2>&1 && fail "vipproxy keepalived rendered an instance in node-local mode"
+	in_ns "$vipproxy" keepalived render --config "$swork/node-local.toml" >/dev/null 2>&1 && fail "vipproxy keepalived rendered an instance in node-local mode"
 	step "network check: lo holds the VIP; keepalived refused"
 
 	node_local_kubeconfig >"$swork/kubelet.kubeconfig"

@@ -142,8 +142,8 @@ def check_case(binary, case, failures):
         run(binary, "network", "write", "--config", case, "--root", root)
         run(binary, "units", "write", "--config", case, "--root", root)
         bgp = nix["birdConfig"] is not None
-        keepalived = "" if bgp else run(binary, "keepalived", "--config", case)
-        bird = run(binary, "bird", "--config", case) if bgp else None
+        keepalived = "" if bgp else run(binary, "keepalived", "render", "--config", case)
+        bird = run(binary, "bird", "render", "--config", case) if bgp else None
         written = {}
         for dirpath, _, files in os.walk(root):
             for f in files:

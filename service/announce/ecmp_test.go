@@ -127,7 +127,7 @@ func newECMPNode(t *testing.T, i int, router *testutil.NetNS) *ecmpNode {
 	})
 	bin := testutil.Command(t, "vipproxy")
 	snippet := filepath.Join(t.TempDir(), "vipproxy.conf")
-	if out, err := exec.Command(bin, "bird", "--config", n.cfg, "--out", snippet).CombinedOutput(); err != nil {
+	if out, err := exec.Command(bin, "bird", "write", "--config", n.cfg, "--out", snippet).CombinedOutput(); err != nil {
 		t.Fatalf("vipproxy bird: %v\n%s", err, out)
 	}
 	startBIRD(t, n.ns, fmt.Sprintf(nodeMain, snippet))

@@ -247,7 +247,7 @@ func newBGPPairAsking(t *testing.T, control string) *bgpPair {
 	}
 	p.announce, _, p.cfg = startAnnounce(t, p.node, control)
 	snippet := filepath.Join(t.TempDir(), "vipproxy.conf")
-	if out, err := exec.Command(testutil.Command(t, "vipproxy"), "bird", "--config", p.cfg, "--out", snippet).CombinedOutput(); err != nil {
+	if out, err := exec.Command(testutil.Command(t, "vipproxy"), "bird", "write", "--config", p.cfg, "--out", snippet).CombinedOutput(); err != nil {
 		t.Fatalf("vipproxy bird: %v\n%s", err, out)
 	}
 	p.routerBIRD, _ = startBIRD(t, p.router, routerConf)

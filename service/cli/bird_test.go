@@ -30,15 +30,15 @@ func TestBirdAndKeepalivedByMode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	out, errOut, code := runBin(t, "bird", "--config", bgp)
+	out, errOut, code := runBin(t, "bird", "render", "--config", bgp)
 	if code != 0 || !strings.Contains(out, "protocol bgp vipproxy_tor1 {") || !strings.Contains(out, "if net ~ [ 192.0.2.10/32 ]") {
 		t.Errorf("bird in bgp mode: exit %d\n%s%s", code, out, errOut)
 	}
 	written := filepath.Join(dir, "bird", "vipproxy.conf")
-	if _, _, code := runBin(t, "bird", "--config", bgp, "--out", written); code != 0 {
-		t.Errorf("bird --out: exit %d", code)
+	if _, _, code := runBin(t, "bird", "write", "--config", bgp, "--out", written); code != 0 {
+		t.Errorf("bird write --out: exit %d", code)
 	} else if b, err := os.ReadFile(written); err != nil || string(b) != out {
-		t.Errorf("bird --out wrote %q (%v); want what it prints", b, err)
+		t.Errorf("bird write --out wrote %q (%v); want what render prints", b, err)
 	}
 	refused := []struct{ cmd, cfg, want string }{
 		{"keepalived", bgp, "BIRD announces the VIP by BGP"},
@@ -46,7 +46,7 @@ func TestBirdAndKeepalivedByMode(t *testing.T) {
 	}
 	for _, r := range refused {
 		target := filepath.Join(dir, r.cmd+"-refused.conf")
-		_, errOut, code := runBin(t, r.cmd, "--config", r.cfg, "--out", target)
+		_, errOut, code := runBin(t, r.cmd, "write", "--config", r.cfg, "--out", target)
 		if code != 1 || !strings.Contains(errOut, r.want) || !strings.Contains(errOut, "fix: ") {
 			t.Errorf("%s --config %s: exit %d\n%s\nwant 1, %q and the fix", r.cmd, r.cfg, code, errOut, r.want)
 		}

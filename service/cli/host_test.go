@@ -46,12 +46,24 @@ func TestUnitsRenderAndKeepalivedOut(t *testing.T) {
 	}
 
 	ka := filepath.Join(t.TempDir(), "keepalived/vipproxy.conf")
-	if out, errOut, code := runCLI(t, "keepalived", "--config", cfg, "--out", ka); code != 0 || out != "wrote "+ka+"\n" {
-		t.Fatalf("keepalived --out: %d %q %s", code, out, errOut)
+	if out, errOut, code := runCLI(t, "keepalived", "write", "--config", cfg, "--out", ka); code != 0 || out != "wrote "+ka+"\n" || errOut != "" {
+		t.Fatalf("keepalived write --out: %d %q %s", code, out, errOut)
 	}
-	stdout, _, _ := runCLI(t, "keepalived", "--config", cfg)
+	stdout, _, _ := runCLI(t, "keepalived", "render", "--config", cfg)
 	if written, _ := os.ReadFile(ka); string(written) != stdout || !strings.Contains(stdout, "10.0.0.100/32 dev eth1") {
-		t.Errorf("--out and stdout differ or lack the VIP:\n%s\n---\n%s", written, stdout)
+		t.Errorf("write and render differ or lack the VIP:\n%s\n---\n%s", written, stdout)
+	}
+	// The form before render and write still works, and says it is deprecated.
+	old := filepath.Join(t.TempDir(), "keepalived/vipproxy.conf")
+	deprecated := "vipproxy keepalived: deprecated without a subcommand: use `vipproxy keepalived render`, or `vipproxy keepalived write [--out FILE] [--diff]`\n"
+	if out, errOut, code := runCLI(t, "keepalived", "--config", cfg, "--out", old); code != 0 || out != "wrote "+old+"\n" || errOut != deprecated {
+		t.Errorf("keepalived --out: %d %q %q", code, out, errOut)
+	}
+	if written, _ := os.ReadFile(old); string(written) != stdout {
+		t.Errorf("keepalived --out wrote another file than render prints:\n%s", written)
+	}
+	if out, errOut, code := runCLI(t, "keepalived", "--config", cfg); code != 0 || out != stdout || errOut != deprecated {
+		t.Errorf("keepalived without a subcommand: %d %q\n%s", code, errOut, out)
 	}
 	if _, errOut, code := runCLI(t, "units", "render", "--config", filepath.Join(t.TempDir(), "missing.toml")); code != ExitUsage || !strings.Contains(errOut, "missing.toml") {
 		t.Errorf("missing config: %d %s", code, errOut)

@@ -26,14 +26,14 @@ var debianFixes = fixes{
 	arp:            "vipproxy network apply (or systemctl restart vipproxy-network) sets them on the uplinks only" + noAllARP,
 	socket:         "vipproxy units write, then systemctl daemon-reload && systemctl restart vipproxy.socket (the socket binds the VIP only when it starts)",
 	keepalivedConf: "create it with `include /etc/keepalived/conf.d/*.conf` (Debian's unit has ConditionFileNotEmpty= on it and ships only a sample), then systemctl restart keepalived",
-	trackProbe:     "vipproxy keepalived --out /etc/keepalived/conf.d/vipproxy.conf; include it from keepalived.conf; systemctl reload keepalived",
+	trackProbe:     "vipproxy keepalived write (it writes /etc/keepalived/conf.d/vipproxy.conf); include it from keepalived.conf; systemctl reload keepalived",
 	virtualServer:  "remove the virtual_server: vipproxy balances the VIP",
 	otherInstance:  "remove the VIP from that vrrp_instance (or the instance): vipproxy's instance holds it; systemctl reload keepalived",
 	strict:         "remove that line (keepalived's sample keepalived.conf has vrrp_strict); systemctl restart keepalived (it deletes its drop rule when it stops)",
 	keepalivedUnit: "systemctl enable --now keepalived; journalctl -u keepalived",
 	twoHolders: "vipproxy network apply on every node (arp_ignore=1 on the uplinks: only the VRRP master may answer); " +
 		"let VRRP adverts (IP protocol 112) pass between the nodes, or the backups also become masters",
-	birdConf:     `vipproxy bird --out /etc/bird/vipproxy.conf; add include "/etc/bird/vipproxy.conf"; to /etc/bird/bird.conf; birdc configure`,
+	birdConf:     `vipproxy bird write (it writes /etc/bird/vipproxy.conf); add include "/etc/bird/vipproxy.conf"; to /etc/bird/bird.conf; birdc configure`,
 	birdUnit:     "apt-get install bird2; systemctl enable --now bird.service; journalctl -u bird",
 	announceUnit: "systemctl enable --now vipproxy-announce.service; journalctl -u vipproxy-announce",
 }

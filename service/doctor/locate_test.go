@@ -151,7 +151,7 @@ func TestDoctorNixOSWording(t *testing.T) {
 		if r.Status != Fail || !strings.Contains(r.Fix, want[r.Check]) {
 			t.Errorf("broken NixOS node: %+v, want FAIL with a fix naming %q", r, want[r.Check])
 		}
-		for _, debian := range []string{"/etc/keepalived", "vipproxy keepalived --out", "vipproxy units write", "vipproxy-network"} {
+		for _, debian := range []string{"/etc/keepalived", "vipproxy keepalived write", "vipproxy units write", "vipproxy-network"} {
 			// The cause too: a fix written into it (as keepalived's
 			// check once did) reaches the operator all the same.
 			if strings.Contains(r.Fix, debian) || strings.Contains(r.Detail, debian) {

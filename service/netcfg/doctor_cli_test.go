@@ -66,7 +66,7 @@ func TestDoctorBrokenHostThenFixed(t *testing.T) {
 	for _, fix := range [][]string{
 		{"network", "apply", "--netlink", "--config", cfg, "--root", root},
 		{"units", "write", "--config", cfg, "--root", root},
-		{"keepalived", "--config", cfg, "--out", filepath.Join(root, "conf.d/vipproxy.conf")},
+		{"keepalived", "write", "--config", cfg, "--out", filepath.Join(root, "conf.d/vipproxy.conf")},
 	} {
 		if out, code := exitCode(n, bin, fix...); code != 0 {
 			t.Fatalf("%v: exit %d\n%s", fix, code, out)

@@ -90,7 +90,7 @@ func TestNodeLocalNetworkSetsUpNothing(t *testing.T) {
 func TestNodeLocalHasNoKeepalived(t *testing.T) {
 	cfg := writeConfig(t, nodeLocalConfig)
 	out := filepath.Join(t.TempDir(), "conf.d", "vipproxy.conf")
-	b, err := exec.Command(vipproxyBin(t), "keepalived", "--config", cfg, "--out", out).CombinedOutput()
+	b, err := exec.Command(vipproxyBin(t), "keepalived", "write", "--config", cfg, "--out", out).CombinedOutput()
 	if err == nil || !strings.Contains(string(b), "runs no keepalived") || !strings.Contains(string(b), "systemctl disable --now keepalived.service") {
 		t.Errorf("keepalived in node-local mode: %v\n%s\nwant a failure naming the fix", err, b)
 	}
