@@ -23,15 +23,6 @@ type cmdSpec struct {
 // example is a command line and what it does.
 type example struct{ line, what string }
 
-// renderedSubs are the subcommands of every command that renders files:
-// render prints, write writes (--diff: a dry run).
-func renderedSubs(what, where string) []*cmdSpec {
-	return []*cmdSpec{
-		{name: "render", summary: "print " + what + "; write nothing"},
-		{name: "write", summary: "write " + what + " to " + where + " (--diff: print what would change, write nothing)"},
-	}
-}
-
 // commandTable is every command of vipproxy, in the order of its help.
 func commandTable() []*cmdSpec {
 	return []*cmdSpec{
@@ -82,29 +73,41 @@ func commandTable() []*cmdSpec {
 			}},
 		{name: "network", run: runNetwork, summary: "set up the dummy link, the VIPs and the uplinks' ARP sysctls through systemd-networkd",
 			doc: "host-network.md",
-			subs: append(renderedSubs("the networkd drop-ins and the sysctl file", "their paths (under --root)"),
-				&cmdSpec{name: "apply", summary: "write the networkd drop-ins and the sysctl file, set the uplink sysctls, reload networkd and verify (--diff: dry run)"},
-				&cmdSpec{name: "check", summary: "verify the live link, VIPs and sysctls"},
-				&cmdSpec{name: "remove", summary: "undo apply: remove the networkd drop-ins, the sysctl file, the link and the VIPs"},
-			),
-			examples: []example{
-				{"vipproxy network apply --diff", "print what apply would change, change nothing"},
-				{"vipproxy network apply", "vipproxy-network.service's ExecStart="},
+			subs: []*cmdSpec{
+				{name: "render", summary: "print the networkd drop-ins and the sysctl file; write nothing",
+					examples: []example{{"vipproxy network render --root /tmp/node", "print them with their paths under /tmp/node"}}},
+				{name: "write", summary: "write the networkd drop-ins and the sysctl file to their paths (under --root); --diff: print what would change, write nothing",
+					examples: []example{{"vipproxy network write --diff", "what writing them would change"}}},
+				{name: "apply", summary: "write the networkd drop-ins and the sysctl file, set the uplink sysctls, reload networkd and verify (--diff: dry run)",
+					examples: []example{
+						{"vipproxy network apply", "vipproxy-network.service's ExecStart="},
+						{"vipproxy network apply --netlink", "without systemd-networkd: create the link and the VIPs with netlink"},
+					}},
+				{name: "check", summary: "verify the live link, VIPs and sysctls; exit 1 on any problem",
+					examples: []example{{"vipproxy network check", "one line per problem, or ok"}}},
+				{name: "remove", summary: "undo apply: remove the networkd drop-ins, the sysctl file, the link and the VIPs",
+					examples: []example{{"vipproxy network remove", "before removing vipproxy from a node"}}},
 			}},
 		{name: "keepalived", run: runKeepalived, summary: "render keepalived's vrrp_script and vrrp_instance for the VIPs (vip.mode = vrrp)",
-			about: "The file is included from keepalived.conf. The form without a subcommand (--out FILE to write) is deprecated.",
+			about: "keepalived.conf includes the file. The form without a subcommand (--out FILE to write) is deprecated.",
 			doc:   "host-network.md",
-			subs:  renderedSubs("the vrrp_script and vrrp_instance", "--out FILE (default "+keepalivedFile+")"),
-			examples: []example{
-				{"vipproxy keepalived write", "write " + keepalivedFile},
-				{"vipproxy keepalived write --diff", "print what writing it would change"},
+			subs: []*cmdSpec{
+				{name: "render", summary: "print the vrrp_script and vrrp_instance; write nothing",
+					examples: []example{{"vipproxy keepalived render", "what keepalived would read"}}},
+				{name: "write", summary: "write the vrrp_script and vrrp_instance to --out FILE (default " + keepalivedFile + "); --diff: print what would change, write nothing",
+					examples: []example{
+						{"vipproxy keepalived write && systemctl reload keepalived", "write " + keepalivedFile + " and have keepalived read it"},
+						{"vipproxy keepalived write --diff", "what writing it would change"},
+					}},
 			}},
 		{name: "bird", run: runBird, summary: "render BIRD 2's include file announcing the VIPs by BGP (vip.mode = bgp)",
-			about: "The file is included from bird.conf. The form without a subcommand (--out FILE to write) is deprecated.",
+			about: "bird.conf includes the file. The form without a subcommand (--out FILE to write) is deprecated.",
 			doc:   "bgp.md",
-			subs:  renderedSubs("BIRD's include file", "--out FILE (default "+birdFile+")"),
-			examples: []example{
-				{"vipproxy bird write && birdc configure", "write " + birdFile + " and have BIRD read it"},
+			subs: []*cmdSpec{
+				{name: "render", summary: "print BIRD's include file; write nothing",
+					examples: []example{{"vipproxy bird render", "what BIRD would read"}}},
+				{name: "write", summary: "write BIRD's include file to --out FILE (default " + birdFile + "); --diff: print what would change, write nothing",
+					examples: []example{{"vipproxy bird write && birdc configure", "write " + birdFile + " and have BIRD read it"}}},
 			}},
 		{name: "announce", run: runAnnounce, summary: "hold the VIPs on the announce link while the local daemon is ready (vip.mode = bgp)",
 			about: "vipproxy-announce.service runs it; BIRD exports the VIPs on that link.",
@@ -117,20 +120,23 @@ func commandTable() []*cmdSpec {
 				"vipproxy-port@NAME.socket's. systemd binds them only when the socket starts.",
 			doc: "configuration.md",
 			subs: []*cmdSpec{
-				{name: "render", summary: "print the socket units' drop-ins; write nothing"},
-				{name: "write", summary: "write the socket units' drop-ins (under --root) and remove those of ports the config no longer has (--diff: print what would change, write nothing)"},
-			},
-			examples: []example{
-				{"vipproxy units write && systemctl daemon-reload && systemctl restart vipproxy.socket", "after changing the VIPs or ports"},
+				{name: "render", summary: "print the socket units' drop-ins; write nothing",
+					examples: []example{{"vipproxy units render", "the drop-ins with their paths"}}},
+				{name: "write", summary: "write the socket units' drop-ins (under --root) and remove those of ports the config no longer has; --diff: print what would change, write nothing",
+					examples: []example{
+						{"vipproxy units write && systemctl daemon-reload && systemctl restart vipproxy.socket", "after changing the VIPs or ports"},
+						{"vipproxy units write --diff", "what writing them would change"},
+					}},
 			}},
 		{name: "completion", run: runCompletion, summary: "print the shell completion script for bash or zsh",
 			subs: []*cmdSpec{
-				{name: "bash", summary: "print the bash completion script"},
-				{name: "zsh", summary: "print the zsh completion script"},
-			},
-			examples: []example{
-				{"source <(vipproxy completion bash)", "complete vipproxy's commands and flags in this bash"},
-				{"vipproxy completion zsh > \"${fpath[1]}/_vipproxy\"", "install the zsh completion"},
+				{name: "bash", summary: "print the bash completion script",
+					examples: []example{
+						{"source <(vipproxy completion bash)", "complete vipproxy's commands and flags in this bash"},
+						{"vipproxy completion bash > /usr/share/bash-completion/completions/vipproxy", "for every bash on this node"},
+					}},
+				{name: "zsh", summary: "print the zsh completion script",
+					examples: []example{{"vipproxy completion zsh > \"${fpath[1]}/_vipproxy\"", "install it where zsh looks for completions"}}},
 			}},
 		{name: "version", run: runVersion, summary: "print the version, the commit, the Go version and the architecture",
 			examples: []example{{"vipproxy --version", "the same"}}},

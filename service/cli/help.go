@@ -135,15 +135,27 @@ func writeHelp(w io.Writer, path []string, short bool) {
 		fmt.Fprintf(w, "\nvipproxy help %s prints its examples.\n", strings.Join(path, " "))
 		return
 	}
-	if len(spec.examples) > 0 {
+	if examples := examplesOf(spec); len(examples) > 0 {
 		fmt.Fprintln(w, "\nexamples:")
-		for _, e := range spec.examples {
+		for _, e := range examples {
 			fmt.Fprintf(w, "  %s\n      %s\n", e.line, wrap(e.what, 6))
 		}
 	}
 	if len(spec.subs) > 0 {
 		fmt.Fprintf(w, "\nvipproxy help %s SUBCOMMAND prints a subcommand's flags.\n", strings.Join(path, " "))
 	}
+}
+
+// examplesOf are the examples of spec, or those of its subcommands.
+func examplesOf(spec *cmdSpec) []example {
+	if len(spec.examples) > 0 {
+		return spec.examples
+	}
+	var all []example
+	for _, s := range spec.subs {
+		all = append(all, s.examples[:min(1, len(s.examples))]...)
+	}
+	return all
 }
 
 // printHelp prints the help of the command at path on stdout, unless
@@ -199,6 +211,9 @@ func wrap(text string, indent int) string {
 // runHelp prints the help of vipproxy, or of the command (and
 // subcommand) its arguments name.
 func runHelp(ctx context.Context, env Env, args []string) int {
+	if len(args) > 1 && isHelp(args[len(args)-1]) {
+		args = args[:len(args)-1] // help network apply --help: the same
+	}
 	switch {
 	case len(args) == 0:
 		writeUsage(env.Stdout)
