@@ -8,4 +8,4 @@ APT_PACKAGES += man-db groff-base zsh
 
 .PHONY: man
 man:
-	$(GO) run ./internal/mangen -out $(BIN)/man -version '$(VERSION)'
+	$(GO) run ./internal/mangen --out $(BIN)/man --version '$(VERSION)'

@@ -125,7 +125,7 @@ func TestHelpManAndOperationsAgree(t *testing.T) {
 		t.Fatalf("--help names too little: %v", help)
 	}
 	dir := t.TempDir()
-	mangen := exec.Command("go", "run", "./internal/mangen", "-out", dir, "-version", "test")
+	mangen := exec.Command("go", "run", "./internal/mangen", "--out", dir, "--version", "test")
 	mangen.Dir = "../.."
 	if out, err := mangen.CombinedOutput(); err != nil {
 		t.Fatalf("go run ./internal/mangen (make man): %v\n%s", err, out)
@@ -196,7 +196,7 @@ func TestManPagesRenderWithoutWarnings(t *testing.T) {
 		t.Skip("no man (make deps installs man-db)")
 	}
 	dir := t.TempDir()
-	mangen := exec.Command("go", "run", "./internal/mangen", "-out", dir, "-version", "v9.9.9-test")
+	mangen := exec.Command("go", "run", "./internal/mangen", "--out", dir, "--version", "v9.9.9-test")
 	mangen.Dir = "../.."
 	if out, err := mangen.CombinedOutput(); err != nil {
 		t.Fatalf("go run ./internal/mangen: %v\n%s", err, out)
