@@ -83,67 +83,86 @@ func Inline(md string) string {
 // first heading (the title) is left out, ## starts a section, ### a
 // subsection; a table becomes one tagged paragraph per row.
 func FromMarkdown(w io.Writer, md string) {
-	var para []string // the paragraph or list item so far
-	inList, inCode := false, false
-	flush := func() {
-		if len(para) > 0 && inList {
-			fmt.Fprintf(w, ".IP \\(bu 2\n%s\n", Inline(strings.Join(para, " ")))
-		} else if len(para) > 0 {
-			fmt.Fprintf(w, ".PP\n%s\n", Inline(strings.Join(para, " ")))
-		}
-		para = nil
-	}
-	var table [][]string
+	c := &converter{w: w}
 	sc := bufio.NewScanner(strings.NewReader(md))
 	for sc.Scan() {
-		line := sc.Text()
-		trimmed := strings.TrimSpace(line)
-		switch {
-		case inCode:
-			if strings.HasPrefix(trimmed, "```") {
-				fmt.Fprint(w, ".fi\n.RE\n")
-				inCode = false
-			} else {
-				fmt.Fprintf(w, "%s\n", Escape(line))
-			}
-			continue
-		case strings.HasPrefix(trimmed, "|"):
-			flush()
-			table = append(table, cells(trimmed))
-			continue
-		case len(table) > 0:
-			writeTable(w, table)
-			table = nil
-		}
-		switch {
-		case strings.HasPrefix(trimmed, "```"):
-			flush()
-			inList = false
-			fmt.Fprint(w, ".PP\n.RS 4\n.nf\n")
-			inCode = true
-		case strings.HasPrefix(trimmed, "<!--") || strings.HasPrefix(line, "# "):
-		case strings.HasPrefix(line, "## "):
-			flush()
-			fmt.Fprintf(w, ".SH %q\n", strings.ToUpper(Inline(line[3:])))
-			inList = false
-		case strings.HasPrefix(line, "### "):
-			flush()
-			fmt.Fprintf(w, ".SS %q\n", Inline(line[4:]))
-			inList = false
-		case trimmed == "":
-			flush()
-			inList = false
-		case strings.HasPrefix(line, "- "):
-			flush()
-			inList = true
-			para = []string{line[2:]}
-		default:
-			para = append(para, trimmed)
-		}
+		c.line(sc.Text())
 	}
-	flush()
-	if len(table) > 0 {
-		writeTable(w, table)
+	c.flush()
+	c.endTable()
+}
+
+// converter is FromMarkdown's state between lines.
+type converter struct {
+	w              io.Writer
+	para           []string   // the paragraph or list item so far
+	table          [][]string // the table's rows so far
+	inList, inCode bool
+}
+
+func (c *converter) line(line string) {
+	trimmed := strings.TrimSpace(line)
+	switch {
+	case c.inCode:
+		c.codeLine(line)
+		return
+	case strings.HasPrefix(trimmed, "|"):
+		c.flush()
+		c.table = append(c.table, cells(trimmed))
+		return
+	}
+	c.endTable()
+	switch {
+	case strings.HasPrefix(trimmed, "```"):
+		c.flush()
+		c.inList, c.inCode = false, true
+		fmt.Fprint(c.w, ".PP\n.RS 4\n.nf\n")
+	case strings.HasPrefix(trimmed, "<!--") || strings.HasPrefix(line, "# "):
+	case strings.HasPrefix(line, "## "):
+		c.flush()
+		c.inList = false
+		fmt.Fprintf(c.w, ".SH %q\n", strings.ToUpper(Inline(line[3:])))
+	case strings.HasPrefix(line, "### "):
+		c.flush()
+		c.inList = false
+		fmt.Fprintf(c.w, ".SS %q\n", Inline(line[4:]))
+	case trimmed == "":
+		c.flush()
+		c.inList = false
+	case strings.HasPrefix(line, "- "):
+		c.flush()
+		c.inList, c.para = true, []string{line[2:]}
+	default:
+		c.para = append(c.para, trimmed)
+	}
+}
+
+// codeLine writes a line of a fenced code block as it is, or ends it.
+func (c *converter) codeLine(line string) {
+	if strings.HasPrefix(strings.TrimSpace(line), "```") {
+		fmt.Fprint(c.w, ".fi\n.RE\n")
+		c.inCode = false
+		return
+	}
+	fmt.Fprintf(c.w, "%s\n", Escape(line))
+}
+
+// flush writes the paragraph or list item so far.
+func (c *converter) flush() {
+	switch {
+	case len(c.para) > 0 && c.inList:
+		fmt.Fprintf(c.w, ".IP \\(bu 2\n%s\n", Inline(strings.Join(c.para, " ")))
+	case len(c.para) > 0:
+		fmt.Fprintf(c.w, ".PP\n%s\n", Inline(strings.Join(c.para, " ")))
+	}
+	c.para = nil
+}
+
+// endTable writes the table so far.
+func (c *converter) endTable() {
+	if len(c.table) > 0 {
+		writeTable(c.w, c.table)
+		c.table = nil
 	}
 }
 
