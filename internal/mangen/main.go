@@ -45,7 +45,7 @@ func writePages(out, docs, version string) error {
 		return fmt.Errorf("read the configuration reference: %w", err)
 	}
 	var cmd, file bytes.Buffer
-	cli.WriteManPage(&cmd, version)
+	writeManPage(&cmd, version)
 	writeConfigPage(&file, string(md), version)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
@@ -71,12 +71,12 @@ func rewriteCommandList(path string) error {
 	if err != nil {
 		return err
 	}
-	start, end := strings.Index(string(b), cli.CommandListStart), strings.Index(string(b), cli.CommandListEnd)
+	start, end := strings.Index(string(b), commandListStart), strings.Index(string(b), commandListEnd)
 	if start < 0 || end < start {
-		return fmt.Errorf("%s: no %s ... %s markers", path, cli.CommandListStart, cli.CommandListEnd)
+		return fmt.Errorf("%s: no %s ... %s markers", path, commandListStart, commandListEnd)
 	}
 	var list bytes.Buffer
-	cli.WriteCommandList(&list)
-	text := string(b[:start]) + cli.CommandListStart + "\n" + list.String() + string(b[end:])
+	writeCommandList(&list)
+	text := string(b[:start]) + commandListStart + "\n" + list.String() + string(b[end:])
 	return os.WriteFile(path, []byte(text), 0o644)
 }

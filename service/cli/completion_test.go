@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,7 +33,7 @@ func TestBashCompletesCommandsFlagsAndValues(t *testing.T) {
 		want string // COMPREPLY, sorted
 	}{
 		{"vipproxy ne", "network"},
-		{"vipproxy ", strings.Join(sorted(append(strings.Fields(commandNames()), "--help", "--version")), " ")},
+		{"vipproxy ", strings.Join(slices.Sorted(slices.Values(append(strings.Fields(commandNames()), "--help", "--version"))), " ")},
 		{"vipproxy keepalived ", "--help render write"},
 		{"vipproxy network apply --d", "--diff"},
 		{"vipproxy keepalived write --", "--config --diff --help --out"},

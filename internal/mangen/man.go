@@ -1,18 +1,18 @@
-package cli
+package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/vipproxy/vipproxy/internal/manpage"
+	"github.com/vipproxy/vipproxy/service/cli"
 	"github.com/vipproxy/vipproxy/service/config"
 )
 
-// WriteManPage writes vipproxy(8) from the command table: every command,
+// writeManPage writes vipproxy(8) from the command table: every command,
 // subcommand and flag, as --help shows them.
-func WriteManPage(w io.Writer, version string) {
+func writeManPage(w io.Writer, version string) {
 	manpage.Head(w, "vipproxy", 8, version, "System Administration", "control-plane load balancer for the Kubernetes API")
 	fmt.Fprintf(w, ".SH SYNOPSIS\n.B vipproxy\n.I COMMAND\n[\\fISUBCOMMAND\\fR] [\\fB\\-\\-config\\fR \\fIFILE\\fR] [\\fIflags\\fR]\n.br\n"+
 		".B vipproxy help\n[\\fICOMMAND\\fR [\\fISUBCOMMAND\\fR]]\n.br\n.B vipproxy \\-\\-help\n.br\n.B vipproxy \\-\\-version\n")
@@ -24,45 +24,37 @@ func WriteManPage(w io.Writer, version string) {
 			"the file vipproxy.toml(5) describes. A command's flags come after its name (and subcommand); "+
 			"each is written --name or -name, and its value after a space or ="))
 	fmt.Fprint(w, ".SH COMMANDS\n")
-	for _, c := range commandTable() {
-		writeManCommand(w, []string{c.name}, c)
-		for _, s := range c.subs {
-			writeManCommand(w, []string{c.name, s.name}, s)
-		}
+	for _, c := range cli.Commands() {
+		writeManCommand(w, c)
 	}
 	fmt.Fprint(w, manTail)
 }
 
 // writeManCommand writes one command's subsection: synopsis, what it
 // does, its flags and examples.
-func writeManCommand(w io.Writer, path []string, spec *cmdSpec) {
-	fmt.Fprintf(w, ".SS %q\n%s\n", synopsis(path, spec), manpage.Escape(strings.TrimSpace(sentence(spec.summary)+" "+spec.about)))
-	if spec.doc != "" {
-		fmt.Fprintf(w, "More: docs/%s.\n", manpage.Escape(spec.doc))
+func writeManCommand(w io.Writer, c cli.Command) {
+	fmt.Fprintf(w, ".SS %q\n%s\n", c.Synopsis, manpage.Escape(c.Sentence()))
+	if c.Doc != "" && len(c.Path) == 1 {
+		fmt.Fprintf(w, "More: docs/%s.\n", manpage.Escape(c.Doc))
 	}
-	if flags := flagsOf(path); len(flags) > 0 {
+	if len(c.Flags) > 0 {
 		fmt.Fprint(w, ".RS 4\n")
-		for _, f := range flags {
-			fmt.Fprintf(w, ".TP\n%s\n%s\n", manFlag(f), manpage.Escape(flagText(f)))
+		for _, f := range c.Flags {
+			tag := manpage.Code("--" + f.Name)
+			if f.Metavar != "" {
+				tag += ` \fI` + f.Metavar + `\fR`
+			}
+			fmt.Fprintf(w, ".TP\n%s\n%s\n", tag, manpage.Escape(f.Usage))
 		}
 		fmt.Fprint(w, ".RE\n")
 	}
-	if len(spec.examples) > 0 {
+	if len(c.Examples) > 0 {
 		fmt.Fprint(w, ".PP\nExamples:\n.RS 4\n")
-		for _, e := range spec.examples {
-			fmt.Fprintf(w, ".TP\n%s\n%s\n", manpage.Code(e.line), manpage.Escape(e.what))
+		for _, e := range c.Examples {
+			fmt.Fprintf(w, ".TP\n%s\n%s\n", manpage.Code(e.Line), manpage.Escape(e.What))
 		}
 		fmt.Fprint(w, ".RE\n")
 	}
-}
-
-// manFlag is a flag's tag: --name in bold, its value's word in italics.
-func manFlag(f *flag.Flag) string {
-	tag := manpage.Code("--" + f.Name)
-	if m := metavar(f); m != "" {
-		tag += ` \fI` + m + `\fR`
-	}
-	return tag
 }
 
 const manTail = `.SH EXIT STATUS
@@ -95,33 +87,32 @@ the daemon's control and probe sockets
 
 // The markers around the command list of docs/operations.md.
 const (
-	CommandListStart = "<!-- commands: go run ./internal/mangen --operations docs/operations.md -->"
-	CommandListEnd   = "<!-- end commands -->"
+	commandListStart = "<!-- commands: go run ./internal/mangen --operations docs/operations.md -->"
+	commandListEnd   = "<!-- end commands -->"
 )
 
-// WriteCommandList writes the command list of docs/operations.md: one
-// row per command line, with its flags (but --config, which every
-// command takes) and its summary.
-func WriteCommandList(w io.Writer) {
+// writeCommandList writes the command list of docs/operations.md: one
+// row per command line that runs, with its flags (but --config, which
+// every command but help takes) and its summary.
+func writeCommandList(w io.Writer) {
 	fmt.Fprint(w, "| command | what it does |\n|---|---|\n")
-	for _, l := range leaves() {
-		line := "vipproxy " + strings.Join(l.path, " ")
-		if l.spec.args != "" {
-			line += " " + l.spec.args
+	for _, c := range cli.Commands() {
+		if len(c.Subcommands) > 0 {
+			continue
 		}
-		for _, f := range l.flags {
+		line := "vipproxy " + strings.Join(c.Path, " ")
+		if c.Args != "" {
+			line += " " + c.Args
+		}
+		for _, f := range c.Flags {
 			if f.Name == "config" {
 				continue
 			}
-			line += " [--" + f.Name
-			if m := metavar(f); m != "" {
-				line += " " + m
-			}
-			line += "]"
+			line += " [--" + strings.TrimSpace(f.Name+" "+f.Metavar) + "]"
 		}
-		text := l.spec.summary
-		if c := lookup(l.path[:1]); c.doc != "" && c.doc != "operations.md" {
-			text += fmt.Sprintf(" ([%s](%s))", c.doc, c.doc)
+		text := c.Summary
+		if c.Doc != "" && c.Doc != "operations.md" {
+			text += fmt.Sprintf(" ([%s](%s))", c.Doc, c.Doc)
 		}
 		fmt.Fprintf(w, "| `%s` | %s |\n", strings.ReplaceAll(line, "|", `\|`), strings.ReplaceAll(text, "|", `\|`))
 	}
