@@ -88,6 +88,8 @@ func fromMan(t *testing.T, page string) commandLines {
 	return lines
 }
 
+var flagNameRE = regexp.MustCompile(`--[a-z-]+`)
+
 var operationsRowRE = regexp.MustCompile("(?m)^\\| `vipproxy ([a-z ]+?)((?: \\[[A-Z][A-Z \\[\\]]*)?)((?: \\[--[a-z-]+(?: [A-Z]+)?\\])*)` \\|")
 
 // fromOperations reads the command lines from docs/operations.md's list:
@@ -96,10 +98,7 @@ var operationsRowRE = regexp.MustCompile("(?m)^\\| `vipproxy ([a-z ]+?)((?: \\[[
 func fromOperations(t *testing.T, doc string) commandLines {
 	lines := commandLines{}
 	for _, m := range operationsRowRE.FindAllStringSubmatch(doc, -1) {
-		var flags []string
-		for _, f := range regexp.MustCompile(`--[a-z-]+`).FindAllString(m[3], -1) {
-			flags = append(flags, f)
-		}
+		flags := flagNameRE.FindAllString(m[3], -1)
 		if m[1] != "help" {
 			flags = append(flags, "--config")
 		}
