@@ -31,7 +31,7 @@ func (c renderCommand) run(env Env, args []string) int {
 	var diff bool
 	fs := newFlags(env, c.name+" "+args[0], &path)
 	if args[0] == "write" {
-		fs.StringVar(&out, "out", c.outFile, "the file to write (atomically)")
+		fs.StringVar(&out, "out", c.outFile, "the file to write, atomically")
 		fs.BoolVar(&diff, "diff", false, "print what would change in the file and write nothing")
 	}
 	cfg, code, ok := parseFlagsAndConfig(env, fs, args[1:])
