@@ -22,9 +22,12 @@ DIR=$(mktemp -d "$(dirname "$OUT")/opt.XXXXXX")
 trap 'rm -rf "$DIR"' EXIT
 chmod 755 "$DIR" # mkfs.ext4 -d gives the root of the file system its mode
 mkdir -p "$DIR/bin" "$DIR/systemd"
-VERSION=$(cd "$REPO" && git describe --tags --always --dirty 2>/dev/null || echo dev)
+# As the Makefile's build: the version and commit git gives (none: the
+# binary says "version unknown (built without git metadata)").
+VERSION=$(cd "$REPO" && git describe --tags --always --dirty 2>/dev/null || true)
+COMMIT=$(cd "$REPO" && git rev-parse HEAD 2>/dev/null || true)
 (cd "$REPO" && CGO_ENABLED=0 GOOS=linux GOARCH=$ARCH $GO build -trimpath -tags nethttpomithttp2 \
-	-ldflags "-s -w -X main.version=$VERSION" -o "$DIR/bin/" ./cmd/...)
+	-ldflags "-s -w -X main.version=$VERSION -X main.commit=$COMMIT" -o "$DIR/bin/" ./cmd/...)
 # tests/: Go test binaries of the packages in VM_GO_TESTS (e.g.
 # ./service/daemon for flood.py), run in a guest where a limit or a kernel
 # feature of this host is in the way; they find the binaries above through
