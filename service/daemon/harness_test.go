@@ -65,7 +65,7 @@ func setup(m *testing.M) (int, error) {
 
 // buildBinaries builds vipproxy and vipproxy-apiserver into binDir.
 func buildBinaries(binDir string) error {
-	args := []string{"build", "-o", binDir + "/"}
+	args := []string{"build", "-ldflags", "-X main.version=v9.9.9-test", "-o", binDir + "/"}
 	cgo := "CGO_ENABLED=0"
 	if raceOn {
 		// Under the race detector the daemon itself is instrumented too,
