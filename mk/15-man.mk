@@ -6,6 +6,13 @@
 # `vipproxy completion bash` and `zsh` into their shells.
 APT_PACKAGES += man-db groff-base zsh
 
-.PHONY: man
+.PHONY: man completion
 man:
 	$(GO) run ./internal/mangen --out $(BIN)/man --version '$(VERSION)'
+
+# The shell completions `vipproxy completion bash|zsh` print, as files:
+# $(BIN)/completion/vipproxy for bash-completion
+# (/usr/share/bash-completion/completions/) and _vipproxy for zsh
+# (/usr/share/zsh/vendor-completions/).
+completion:
+	$(GO) run ./internal/mangen --completion $(BIN)/completion

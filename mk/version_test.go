@@ -4,12 +4,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
 
 // makeIn runs make TARGETS in dir with BIN=bin and returns what
-// bin/vipproxy version prints and the first line of bin/man/vipproxy.8.
+// bin/vipproxy version prints and the first line of bin/man/vipproxy.8;
+// with the target completion, it checks the completion files too.
 func makeIn(t *testing.T, dir string, targets ...string) (version, manHead string) {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "bin")
@@ -25,6 +27,13 @@ func makeIn(t *testing.T, dir string, targets ...string) (version, manHead strin
 	page, err := os.ReadFile(filepath.Join(bin, "man", "vipproxy.8"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if slices.Contains(targets, "completion") {
+		for name, first := range map[string]string{"vipproxy": "# bash completion for vipproxy", "_vipproxy": "#compdef vipproxy"} {
+			if b, err := os.ReadFile(filepath.Join(bin, "completion", name)); err != nil || !strings.HasPrefix(string(b), first) {
+				t.Errorf("make completion wrote no %s (%v):\n%.200s", name, err, b)
+			}
+		}
 	}
 	head, _, _ := strings.Cut(string(page), "\n")
 	return string(out), head
@@ -46,7 +55,7 @@ func TestBuildNamesItsVersion(t *testing.T) {
 		t.Skipf("no git metadata here: %v", err)
 	}
 	head, _ := exec.Command("git", "rev-parse", "HEAD").Output()
-	version, man := makeIn(t, "..", "build", "man")
+	version, man := makeIn(t, "..", "build", "man", "completion")
 	want := "vipproxy " + strings.TrimSpace(string(describe)) + "\ncommit: " + strings.TrimSpace(string(head)) + "\n"
 	if !strings.HasPrefix(version, want) || !strings.Contains(man, `"vipproxy `+strings.TrimSpace(string(describe))+`"`) {
 		t.Errorf("in the git tree: vipproxy version says\n%s\nthe man page %s\nwant\n%s", version, man, want)

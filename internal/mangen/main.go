@@ -1,12 +1,14 @@
 // Command mangen writes vipproxy's man pages: vipproxy(8) from the
 // command table that --help prints (service/cli), and vipproxy.toml(5)
 // from docs/configuration.md, the configuration reference. With
-// --operations it writes the command list of docs/operations.md instead.
-// `make man` runs it from the top of the tree.
+// --operations it writes the command list of docs/operations.md instead,
+// with --completion the shell completions. `make man` and `make
+// completion` run it from the top of the tree.
 package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -23,14 +25,18 @@ func main() {
 	version := flag.String("version", "", "the version the pages name (the Makefile's VERSION)")
 	docs := flag.String("docs", "docs", "the directory of configuration.md")
 	operations := flag.String("operations", "", "rewrite the command list of this file (docs/operations.md) and nothing else")
+	completion := flag.String("completion", "", "write the shell completions to this directory (vipproxy for bash, _vipproxy for zsh) and nothing else")
 	flag.Parse()
 	if *version == "" {
 		*version, _ = cli.BuildVersion("", "")
 	}
 	var err error
-	if *operations != "" {
+	switch {
+	case *operations != "":
 		err = rewriteCommandList(*operations)
-	} else {
+	case *completion != "":
+		err = writeCompletions(*completion)
+	default:
 		err = writePages(*out, *docs, *version)
 	}
 	if err != nil {
@@ -62,6 +68,24 @@ func writeConfigPage(w *bytes.Buffer, md, version string) {
 	fmt.Fprintf(w, ".SH SYNOPSIS\n.I %s\n.SH DESCRIPTION\n", config.DefaultPath)
 	manpage.FromMarkdown(w, md)
 	fmt.Fprint(w, ".SH SEE ALSO\n.BR vipproxy (8)\n")
+}
+
+// writeCompletions writes what `vipproxy completion bash` and `zsh`
+// print to dir, named as bash-completion and zsh look for them.
+func writeCompletions(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for shell, name := range map[string]string{"bash": "vipproxy", "zsh": "_vipproxy"} {
+		var out, errOut bytes.Buffer
+		if code := cli.Main(context.Background(), cli.Env{Stdout: &out, Stderr: &errOut}, []string{"completion", shell}); code != cli.ExitOK {
+			return fmt.Errorf("vipproxy completion %s: exit %d: %s", shell, code, errOut.String())
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), out.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // rewriteCommandList replaces what is between the file's command list
