@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strings"
 )
 
 // Socket listens on 127.0.0.1:port (0: a free port) as systemd does for
@@ -32,8 +33,15 @@ func Socket(ctx context.Context, port int) (*os.File, error) {
 // then execs cmd in place (as nice and taskset do too). The variables are
 // appended to cmd.Env: set it first (nil would pass on nothing else).
 func Pass(cmd *exec.Cmd, f *os.File, name string) {
+	PassFiles(cmd, []*os.File{f}, []string{name})
+}
+
+// PassFiles is Pass for several descriptors, as systemd passes a
+// socket unit's together with what the service's file descriptor store
+// holds: files[i] as fd 3+i, named names[i] in LISTEN_FDNAMES.
+func PassFiles(cmd *exec.Cmd, files []*os.File, names []string) {
 	argv := append([]string{"sh", "-c", `export LISTEN_PID=$$; exec "$@"`, "sh"}, cmd.Args...)
 	cmd.Path, cmd.Args, cmd.Err = "/bin/sh", argv, nil
-	cmd.ExtraFiles = []*os.File{f}
-	cmd.Env = append(cmd.Env, "LISTEN_FDS=1", "LISTEN_FDNAMES="+name)
+	cmd.ExtraFiles = files
+	cmd.Env = append(cmd.Env, fmt.Sprintf("LISTEN_FDS=%d", len(files)), "LISTEN_FDNAMES="+strings.Join(names, ":"))
 }

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/activation"
+
 	"github.com/vipproxy/vipproxy/service/admin"
 	"github.com/vipproxy/vipproxy/service/announce"
 	"github.com/vipproxy/vipproxy/service/balance"
@@ -58,6 +60,9 @@ type Daemon struct {
 	lastReload time.Time
 	ports      []*portServer // in the order of the config
 	stopping   bool
+	// handover counts the connections handed over, resumed and closed
+	// across a restart, by outcome and reason (handover.go).
+	handover map[string]handoverCount
 
 	// Discovery (see discovery.go). setMu serialises changes of the
 	// backend set; members, sources and discoveryErrors are under mu.
@@ -108,8 +113,10 @@ func (d *Daemon) run(ctx context.Context) error {
 	if err != nil {
 		return withFile(err, cfg.Path)
 	}
-	listeners, err := listen.Open(ctx, cfg.VIP, cfg.ServedPorts())
+	pairs, passed := splitPairs(activation.Files(true))
+	listeners, err := listen.OpenFiles(ctx, passed, cfg.VIP, cfg.ServedPorts())
 	if err != nil {
+		closeFiles(pairs)
 		return d.bindFailed(err, cfg)
 	}
 	defer listeners.Close()
@@ -121,9 +128,11 @@ func (d *Daemon) run(ctx context.Context) error {
 	d.bg = bg
 	defer func() { d.finder.close() }()
 	if err := d.startPorts(cfg, probers, listeners); err != nil {
+		closeFiles(pairs)
 		return err
 	}
 	defer d.closePorts()
+	d.resumePairs(pairs)
 	if d.finder != nil {
 		d.finder.start(bg)
 	}
@@ -285,13 +294,31 @@ func (d *Daemon) waitUsable(ctx context.Context) {
 // openConns counts the client connections open on every port.
 func (d *Daemon) openConns() int64 { return d.open.Load() }
 
-// shutdown stops accepting, lets open connections finish up to the drain
-// timeout, closing those that stay idle for timeouts.drain_idle meanwhile,
-// then closes the rest.
+// shutdown stops accepting and hands the open connections over to the
+// next start through systemd's file descriptor store (handover.go); with
+// no store, or when the store fails, they drain.
 func (d *Daemon) shutdown() error {
+	d.ready.Store(false)
+	store, why := notify.OpenFDStore(os.Getenv)
+	if store != nil {
+		defer store.Close()
+	}
+	if store != nil && store.Max() > 0 {
+		if d.handOver(store) {
+			return nil
+		}
+	} else {
+		d.log.Info("connections drain: no file descriptor store to hand them over to the next start", "reason", why)
+	}
+	return d.drain()
+}
+
+// drain lets open connections finish up to the drain timeout, closing
+// those that stay idle for timeouts.drain_idle meanwhile, then closes
+// the rest.
+func (d *Daemon) drain() error {
 	cfg := d.cfg.Load()
 	drain, drainIdle := cfg.Timeouts.Drain.Duration, cfg.Timeouts.DrainIdle.Duration
-	d.ready.Store(false)
 	open := d.openConns()
 	d.notifier.Stopping(fmt.Sprintf("draining %d connections", open))
 	d.log.Info("stopping: no longer accepting, draining", "open", open, "timeout", drain, "close_idle_after", drainIdle)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"syscall"
@@ -58,9 +59,19 @@ func (s *Set) Close() {
 // Open takes the systemd-passed sockets if there are any (LISTEN_FDS), and
 // otherwise listens on each VIP at each port itself.
 func Open(ctx context.Context, vip config.VIP, ports []config.Port) (*Set, error) {
-	named, err := activation.ListenersWithNames()
-	if err != nil {
-		return nil, fmt.Errorf("socket activation: %w", err)
+	return OpenFiles(ctx, activation.Files(true), vip, ports)
+}
+
+// OpenFiles is Open on the descriptors systemd passed, taken from the
+// environment by the caller (activation.Files): those that are not
+// listening sockets are closed.
+func OpenFiles(ctx context.Context, files []*os.File, vip config.VIP, ports []config.Port) (*Set, error) {
+	named := map[string][]net.Listener{}
+	for _, f := range files {
+		if ln, err := net.FileListener(f); err == nil {
+			named[f.Name()] = append(named[f.Name()], ln)
+		}
+		f.Close()
 	}
 	if len(named) > 0 {
 		return fromActivation(ctx, named, vip, ports)

@@ -31,6 +31,7 @@ type Metrics struct {
 	HealthChecks        CounterVec   // vipproxy_health_checks_total{backend,port,result}
 	HealthCheckDuration HistogramVec // vipproxy_health_check_duration_seconds{backend,port}
 	AcceptErrors        CounterVec   // vipproxy_accept_errors_total{reason}
+	HandoverPairs       CounterVec   // vipproxy_handover_pairs_total{outcome,reason}
 	Reloads             CounterVec   // vipproxy_reloads_total{result}
 	MaxConnections      *Gauge       // vipproxy_connections_max
 	PanicMode           GaugeVec     // vipproxy_panic_mode{port}
@@ -96,6 +97,7 @@ func (m *Metrics) histograms(name, help string, buckets []float64, labels ...str
 func New() *Metrics {
 	m := &Metrics{}
 	m.AcceptErrors = m.counters("vipproxy_accept_errors_total", "Errors accepting client connections, by reason (e.g. emfile).", "reason")
+	m.HandoverPairs = m.counters("vipproxy_handover_pairs_total", "Connections passed across a restart through systemd's file descriptor store: resumed from the previous daemon, or closed at the handover or the resumption, by reason (replay_window, busy, half_closed, backend_gone, ...).", "outcome", "reason")
 	m.BackendSource = m.gauges("vipproxy_backend_source", "1 for where each backend came from: static ([[backend]]), discovered (the kubernetes EndpointSlices) or remembered (the last known set on disk).", "backend", "port", "source")
 	m.BackendUp = m.gauges("vipproxy_backend_up", "1 if the backend passes its health checks, else 0.", "backend", "port")
 	m.Bytes = m.counters("vipproxy_bytes_total", "Bytes copied per backend and direction (to_backend, to_client).", "backend", "port", "direction")

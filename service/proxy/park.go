@@ -335,6 +335,7 @@ type parkState struct {
 	parked  bool    // in the parker, no goroutine
 	parks   uint32  // times parked or relayed in place: a drain tells idle from busy (session.IdleMark)
 	closing bool    // the source socket is being closed: do not park
+	frozen  bool    // stopped for a handover: neither parked nor running (handover.go)
 	// watching: the direction read its end and is parked for a reset of
 	// its source only (watchForReset); it never resumes.
 	watching bool

@@ -154,7 +154,7 @@ func (d *direction) begin() {
 // resume runs the direction until it ends or parks.
 func (d *direction) resume() {
 	err := d.run()
-	if err == errParked {
+	if err == errParked || err == errFrozen {
 		return
 	}
 	d.finish(err)
@@ -290,6 +290,9 @@ func (d *direction) run() error {
 		return err
 	}
 	for {
+		if d.stopForHandover() {
+			return errFrozen // nothing held: handover.go
+		}
 		var err error
 		if d.useSplice {
 			err = d.spliceStep()

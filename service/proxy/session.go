@@ -41,6 +41,8 @@ type session struct {
 	keptAlive  socket        // the backend socket that has opts.keepOpts
 
 	live atomic.Int32 // directions still running or parked
+	// handover asks the directions to stop at a quiet point (handover.go).
+	handover atomic.Bool
 	// clientSent is when the parker last passed the client's bytes on
 	// (unix ns; the largest int64 while the client's direction runs on a
 	// goroutine): a backend's message then is a push (a watch event), not

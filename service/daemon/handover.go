@@ -1,0 +1,408 @@
+package daemon
+
+// Handover of established connections across a restart, through
+// systemd's file descriptor store (notify.FDStore). On SIGTERM, with a
+// store, the daemon stops accepting, stops every connection at a quiet
+// point (proxy.Freeze: no byte held in the daemon, so both sockets are
+// the connection's whole state), stores each pair's two sockets under
+// names that say which pair, port and backend they are (pairName), and
+// exits at once. The next daemon finds them after the listeners in
+// LISTEN_FDS, takes them out of the store, and relays them on.
+//
+// Why a crash never resumes a corrupted stream: the store holds pairs
+// only between a handover and the next start. A daemon stores a pair
+// after freezing it, as the last thing it does with it, and the next one
+// removes every pair from the store (FDSTOREREMOVE, confirmed by a
+// BARRIER) before it relays a single byte on any. So a daemon killed
+// (SIGKILL, OOM) while relaying leaves no pair in the store: its
+// connections die with it, as any connection of a killed proxy does, and
+// a pair that is in the store is one that no daemon relayed since it was
+// frozen. A daemon killed halfway through a handover leaves the frozen
+// pairs it stored, each complete and quiet; one whose second socket had
+// not been stored yet comes back alone and is closed.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vipproxy/vipproxy/service/balance"
+	"github.com/vipproxy/vipproxy/service/notify"
+	"github.com/vipproxy/vipproxy/service/proxy"
+)
+
+// quietWait bounds the wait for connections to reach a quiet point: a
+// busy stream gets there within one idle check (50 ms) once its peer
+// reads, a connection in its replay window once its backend answers.
+// What has not by then is closed, as a drain's timeout does.
+const quietWait = 2 * time.Second
+
+// pairPrefix starts the store name of every pair's socket; the socket
+// units' names (vip, a port's, admin) never do.
+const pairPrefix = "pair."
+
+// Reasons a pair handed over is closed by the next daemon.
+const (
+	reasonBackendGone = "backend_gone" // no longer in the config, or another address
+	reasonBackendDown = "backend_down"
+	reasonPortGone    = "port_gone"
+	reasonIncomplete  = "incomplete" // one socket of the two (POLLHUP in the store, or a cut handover)
+	reasonBadName     = "bad_name"
+	reasonSocket      = "socket_closed" // not a connected TCP socket any more
+	reasonStore       = "store_error"
+	reasonStoreFull   = "store_full"
+)
+
+// pairKey names one pair: its number, port, backend and the backend's
+// address, as the handing daemon knew them.
+type pairKey struct {
+	n                      int
+	port, backend, address string
+}
+
+// pairName is the store name (FDNAME=) of side "c" (client) or "b"
+// (backend) of a pair: pair.N.SIDE.PORT.BACKEND.ADDRESS, each part
+// escaped (escapeName) so that none holds '.', ':' or anything but
+// printable ASCII.
+func pairName(k pairKey, side string) string {
+	return pairPrefix + strconv.Itoa(k.n) + "." + side + "." + escapeName(k.port) + "." + escapeName(k.backend) + "." + escapeName(k.address)
+}
+
+// parsePairName reverses pairName.
+func parsePairName(name string) (pairKey, string, error) {
+	f := strings.Split(strings.TrimPrefix(name, pairPrefix), ".")
+	if !strings.HasPrefix(name, pairPrefix) || len(f) != 5 || (f[1] != "c" && f[1] != "b") {
+		return pairKey{}, "", fmt.Errorf("%q is no pair name", name)
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil {
+		return pairKey{}, "", fmt.Errorf("%q: pair number: %w", name, err)
+	}
+	k := pairKey{n: n}
+	for i, dst := range []*string{&k.port, &k.backend, &k.address} {
+		if *dst, err = unescapeName(f[2+i]); err != nil {
+			return pairKey{}, "", fmt.Errorf("%q: %w", name, err)
+		}
+	}
+	return k, f[1], nil
+}
+
+// escapeName keeps letters, digits, '_' and '-' and writes every other
+// byte as %XX.
+func escapeName(s string) string {
+	var b strings.Builder
+	for _, c := range []byte(s) {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+func unescapeName(s string) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+2 >= len(s) {
+			return "", fmt.Errorf("bad escape in %q", s)
+		}
+		v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
+		if err != nil {
+			return "", fmt.Errorf("bad escape in %q", s)
+		}
+		b.WriteByte(byte(v))
+		i += 2
+	}
+	return b.String(), nil
+}
+
+// splitPairs sorts the descriptors systemd passed into the pairs a
+// previous daemon handed over and the rest (the socket units').
+func splitPairs(files []*os.File) (pairs, rest []*os.File) {
+	for _, f := range files {
+		if strings.HasPrefix(f.Name(), pairPrefix) {
+			pairs = append(pairs, f)
+		} else {
+			rest = append(rest, f)
+		}
+	}
+	return pairs, rest
+}
+
+// handoverCount counts pairs by outcome and reason, for the journal,
+// the metrics and the status.
+type handoverCount map[string]int
+
+func (c handoverCount) String() string {
+	var parts []string
+	for r, n := range c {
+		parts = append(parts, fmt.Sprintf("%s=%d", r, n))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
+// frozenPair is a pair frozen on a port.
+type frozenPair struct {
+	port string
+	pair *proxy.Pair
+}
+
+// freezeAll stops every port's connections at a quiet point, the ports
+// at once, each for up to quietWait.
+func (d *Daemon) freezeAll() ([]frozenPair, []*proxy.Unfrozen) {
+	var mu sync.Mutex
+	var frozen []frozenPair
+	var rest []*proxy.Unfrozen
+	var wg sync.WaitGroup
+	for _, ps := range d.servers() {
+		wg.Go(func() {
+			d.mu.Lock()
+			backends := append(ps.pool.Backends(), ps.retired...)
+			d.mu.Unlock()
+			pairs, unfrozen := ps.proxy.Freeze(context.Background(), backends, quietWait)
+			mu.Lock()
+			defer mu.Unlock()
+			for _, p := range pairs {
+				frozen = append(frozen, frozenPair{ps.name, p})
+			}
+			rest = append(rest, unfrozen...)
+		})
+	}
+	wg.Wait()
+	return frozen, rest
+}
+
+// handOver passes every connection it can to the store and closes those
+// that reached no quiet point. It reports false when the store failed:
+// the pairs not stored are relaying again, for the drain.
+func (d *Daemon) handOver(store *notify.FDStore) bool {
+	open := d.openConns()
+	d.notifier.Stopping(fmt.Sprintf("handing %d connections over to the next start", open))
+	d.log.Info("stopping: no longer accepting, handing connections over through the file descriptor store", "open", open, "store_size", store.Max())
+	d.stopAccepting()
+	frozen, rest := d.freezeAll()
+	closed := handoverCount{}
+	for _, u := range rest {
+		u.Close()
+		closed[u.Reason]++
+	}
+	stored, err := d.storePairs(store, frozen, closed)
+	if berr := store.Barrier(); berr != nil && err == nil {
+		d.log.Warn("handover: systemd did not confirm the stored connections", "err", berr)
+	}
+	for _, fp := range frozen[:stored] {
+		fp.pair.Release()
+	}
+	d.countHandover("handed_over", handoverCount{"": stored})
+	d.countHandover("closed", closed)
+	if err != nil {
+		for _, fp := range frozen[stored:] {
+			fp.pair.Thaw()
+		}
+		d.log.Warn("handover: the file descriptor store refused a connection; draining the rest", "handed_over", stored,
+			"draining", len(frozen)-stored, "closed", closed.String(), "err", err)
+		return false
+	}
+	d.log.Info("handed connections over to the next start", "handed_over", stored, "closed", len(rest)+len(frozen)-stored, "reasons", closed.String())
+	return true
+}
+
+// storePairs stores the frozen pairs, both sockets of each, as many as
+// the store takes (the rest are closed and counted in closed), and
+// returns how many it stored, in order; an error stops it.
+func (d *Daemon) storePairs(store *notify.FDStore, frozen []frozenPair, closed handoverCount) (int, error) {
+	room := store.Max() / 2
+	for i, fp := range frozen {
+		if i >= room {
+			for _, over := range frozen[i:] {
+				over.pair.Close()
+				closed[reasonStoreFull]++
+			}
+			return i, nil
+		}
+		k := pairKey{n: i, port: fp.port, backend: fp.pair.Backend.Name, address: fp.pair.Backend.Address}
+		if err := storePair(store, fp.pair, k); err != nil {
+			return i, err
+		}
+	}
+	return len(frozen), nil
+}
+
+// storePair stores a pair's two sockets; if the second fails, the first
+// is taken out again.
+func storePair(store *notify.FDStore, p *proxy.Pair, k pairKey) error {
+	client, backend, err := p.Files()
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	defer backend.Close()
+	if err := store.Store(pairName(k, "c"), client); err != nil {
+		return err
+	}
+	if err := store.Store(pairName(k, "b"), backend); err != nil {
+		store.Remove(pairName(k, "c"))
+		return err
+	}
+	return nil
+}
+
+// countHandover logs nothing itself: it adds to the metrics and to the
+// totals the status shows.
+func (d *Daemon) countHandover(outcome string, c handoverCount) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.handover == nil {
+		d.handover = map[string]handoverCount{}
+	}
+	if d.handover[outcome] == nil {
+		d.handover[outcome] = handoverCount{}
+	}
+	for r, n := range c {
+		d.handover[outcome][r] += n
+		if d.metrics != nil && n > 0 {
+			d.metrics.HandoverPairs.WithLabelValues(outcome, r).Add(uint64(n))
+		}
+	}
+}
+
+// resumePairs takes the pairs a previous daemon handed over: those whose
+// port and backend are still served (and the backend not down) are taken
+// out of the store and relayed on; the others are closed, as a drain
+// would close them.
+func (d *Daemon) resumePairs(files []*os.File) {
+	if len(files) == 0 {
+		return
+	}
+	closed := handoverCount{}
+	ready := d.matchPairs(files, closed)
+	store, why := notify.OpenFDStore(os.Getenv)
+	if err := removePairs(store, why, files); err != nil {
+		// Relayed while still in the store, a pair would come back after
+		// a crash with the bytes relayed meanwhile lost: close instead.
+		d.log.Warn("cannot take handed-over connections out of the file descriptor store; closing them", "err", err)
+		for _, r := range ready {
+			r.close()
+			closed[reasonStore]++
+		}
+		ready = nil
+	}
+	resumed := 0
+	for _, r := range ready {
+		if err := r.ps.proxy.Resume(r.client, r.backend, r.b); err != nil {
+			d.log.Debug("a handed-over connection is closed", "backend", r.b.Name, "err", err)
+			closed[reasonSocket]++
+			continue
+		}
+		resumed++
+	}
+	d.countHandover("resumed", handoverCount{"": resumed})
+	d.countHandover("closed", closed)
+	d.log.Info("resumed the connections the previous daemon handed over", "resumed", resumed, "closed", closed.String())
+}
+
+// removePairs takes every pair's socket out of the store and waits until
+// systemd has done it.
+func removePairs(store *notify.FDStore, why string, files []*os.File) error {
+	if store == nil {
+		return fmt.Errorf("no file descriptor store: %s", why)
+	}
+	defer store.Close()
+	for _, f := range files {
+		if err := store.Remove(f.Name()); err != nil {
+			return err
+		}
+	}
+	return store.Barrier()
+}
+
+// readyPair is a handed-over pair whose port and backend are served.
+type readyPair struct {
+	ps              *portServer
+	b               *balance.Backend
+	client, backend *os.File
+}
+
+func (r readyPair) close() {
+	r.client.Close()
+	r.backend.Close()
+}
+
+// matchPairs pairs the sockets by name and finds each pair's port and
+// backend; what does not match is closed and counted in closed.
+func (d *Daemon) matchPairs(files []*os.File, closed handoverCount) []readyPair {
+	sides := map[pairKey]*[2]*os.File{}
+	var keys []pairKey
+	for _, f := range files {
+		k, side, err := parsePairName(f.Name())
+		if err != nil {
+			f.Close()
+			closed[reasonBadName]++
+			continue
+		}
+		if sides[k] == nil {
+			sides[k] = new([2]*os.File)
+			keys = append(keys, k)
+		}
+		i := map[string]int{"c": 0, "b": 1}[side]
+		if sides[k][i] != nil {
+			sides[k][i].Close() // the same name twice: keep the last
+		}
+		sides[k][i] = f
+	}
+	var ready []readyPair
+	for _, k := range keys {
+		pair := sides[k]
+		r := readyPair{client: pair[0], backend: pair[1]}
+		reason := d.matchPair(k, &r)
+		if reason == "" {
+			ready = append(ready, r)
+			continue
+		}
+		for _, f := range pair {
+			if f != nil {
+				f.Close()
+			}
+		}
+		closed[reason]++
+	}
+	return ready
+}
+
+// matchPair finds k's port and backend; the reason it cannot, or "".
+func (d *Daemon) matchPair(k pairKey, r *readyPair) string {
+	if r.client == nil || r.backend == nil {
+		return reasonIncomplete
+	}
+	for _, ps := range d.servers() {
+		if ps.name != k.port {
+			continue
+		}
+		r.ps, r.b = ps, ps.pool.Lookup(k.backend)
+		switch {
+		case r.b == nil || r.b.Address != k.address:
+			return reasonBackendGone
+		case r.b.State() == balance.Down:
+			return reasonBackendDown
+		}
+		return ""
+	}
+	return reasonPortGone
+}
+
+func closeFiles(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}

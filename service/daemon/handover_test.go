@@ -1,0 +1,322 @@
+package daemon_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vipproxy/vipproxy/internal/activation"
+	"github.com/vipproxy/vipproxy/internal/testutil"
+)
+
+// tcpBackend is a plain TCP backend that greets each client connection
+// (after its "hello N" line) with "ok N" and keeps it, by N, for the
+// test to drive. The health checks' connections send nothing and are
+// dropped.
+type tcpBackend struct {
+	name  string
+	ln    net.Listener
+	mu    sync.Mutex
+	conns map[int]*bufConn
+}
+
+// bufConn is a connection with the reader its first line came through.
+type bufConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+func newTCPBackend(t *testing.T, name string) *tcpBackend {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &tcpBackend{name: name, ln: ln, conns: map[int]*bufConn{}}
+	t.Cleanup(func() {
+		ln.Close()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, c := range b.conns {
+			c.Close()
+		}
+	})
+	go b.serve()
+	return b
+}
+
+func (b *tcpBackend) addr() string { return b.ln.Addr().String() }
+
+func (b *tcpBackend) serve() {
+	for {
+		c, err := b.ln.Accept()
+		if err != nil {
+			return
+		}
+		go b.greet(c)
+	}
+}
+
+func (b *tcpBackend) greet(c net.Conn) {
+	bc := &bufConn{Conn: c, r: bufio.NewReader(c)}
+	var n int
+	line, err := bc.r.ReadString('\n')
+	if _, serr := fmt.Sscanf(line, "hello %d", &n); err != nil || serr != nil {
+		c.Close() // a health check
+		return
+	}
+	b.mu.Lock()
+	b.conns[n] = bc
+	b.mu.Unlock()
+	fmt.Fprintf(c, "ok %d\n", n)
+}
+
+func (b *tcpBackend) conn(n int) *bufConn {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.conns[n]
+}
+
+// pairConn is one client connection through the VIP and where it went.
+type pairConn struct {
+	n       int
+	client  *bufConn
+	backend *bufConn
+	on      string // the backend's name
+}
+
+// dialPairs opens n connections through vip and waits until each has
+// been greeted by its backend (so the backend has answered: nothing is
+// kept for a replay).
+func dialPairs(t *testing.T, vip string, n int, backends ...*tcpBackend) []*pairConn {
+	t.Helper()
+	var out []*pairConn
+	for i := range n {
+		c, err := net.Dial("tcp4", vip)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		bc := &bufConn{Conn: c, r: bufio.NewReader(c)}
+		fmt.Fprintf(c, "hello %d\n", i)
+		c.SetReadDeadline(time.Now().Add(testutil.Scaled(10 * time.Second)))
+		if line, err := bc.r.ReadString('\n'); err != nil || line != fmt.Sprintf("ok %d\n", i) {
+			t.Fatalf("connection %d: greeting %q, %v", i, line, err)
+		}
+		c.SetReadDeadline(time.Time{})
+		p := &pairConn{n: i, client: bc}
+		testutil.WaitFor(t, "the backend side of a connection", func() bool {
+			for _, b := range backends {
+				if p.backend = b.conn(i); p.backend != nil {
+					p.on = b.name
+					return true
+				}
+			}
+			return false
+		})
+		out = append(out, p)
+	}
+	return out
+}
+
+// stream is a transfer of size pseudo-random bytes from w to r, r read
+// slowly (64 KiB every 5 ms) so that it is still under way when the
+// daemon hands over; both ends hash what they saw.
+type stream struct {
+	size         int64
+	read         atomic.Int64
+	sent, got    [sha256.Size]byte
+	sentN, gotN  int64
+	werr, rerr   error
+	wdone, rdone chan struct{}
+}
+
+func startStream(w io.Writer, r io.Reader, size int64, seed uint64) *stream {
+	s := &stream{size: size, wdone: make(chan struct{}), rdone: make(chan struct{})}
+	go func() {
+		defer close(s.wdone)
+		h := sha256.New()
+		src := rand.NewChaCha8([32]byte{byte(seed)})
+		buf := make([]byte, 32<<10)
+		for s.sentN < size {
+			src.Read(buf)
+			n, err := w.Write(buf[:min(int64(len(buf)), size-s.sentN)])
+			h.Write(buf[:n])
+			s.sentN += int64(n)
+			if err != nil {
+				s.werr = err
+				break
+			}
+		}
+		copy(s.sent[:], h.Sum(nil))
+	}()
+	go func() {
+		defer close(s.rdone)
+		h := sha256.New()
+		buf := make([]byte, 64<<10)
+		for s.gotN < size {
+			n, err := r.Read(buf[:min(int64(len(buf)), size-s.gotN)])
+			h.Write(buf[:n])
+			s.gotN += int64(n)
+			s.read.Store(s.gotN)
+			if err != nil {
+				s.rerr = err
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		copy(s.got[:], h.Sum(nil))
+	}()
+	return s
+}
+
+// check waits for the stream to end and wants every byte, unchanged.
+func (s *stream) check(t *testing.T, what string) {
+	t.Helper()
+	for _, done := range []chan struct{}{s.wdone, s.rdone} {
+		select {
+		case <-done:
+		case <-time.After(testutil.Scaled(60 * time.Second)):
+			t.Fatalf("%s: stream stuck at %d of %d bytes", what, s.read.Load(), s.size)
+		}
+	}
+	if s.werr != nil || s.rerr != nil {
+		t.Fatalf("%s: write error %v, read error %v after %d of %d bytes", what, s.werr, s.rerr, s.gotN, s.size)
+	}
+	if s.gotN != s.size || s.sent != s.got {
+		t.Errorf("%s: %d of %d bytes arrived, sha256 sent %x, received %x", what, s.gotN, s.size, s.sent[:8], s.got[:8])
+	}
+}
+
+// startWithFiles starts vipproxy on the socket-activated listener f and
+// the descriptors a file descriptor store passes after it.
+func startWithFiles(t *testing.T, s settings, env []string, f *os.File, files []*os.File, names []string) *proc {
+	t.Helper()
+	p := newProc(t, s)
+	p.cmd = exec.Command(filepath.Join(binDir, "vipproxy"), "serve", "--config", p.cfgPath)
+	p.cmd.Env = append(os.Environ(), env...)
+	activation.PassFiles(p.cmd, append([]*os.File{f}, files...), append([]string{"vip"}, names...))
+	p.start()
+	for _, f := range files {
+		f.Close() // the daemon has its own now, as the store has
+	}
+	p.waitFor(func() bool { return p.status().Ready }, "ready")
+	return p
+}
+
+// A restart through the file descriptor store (systemd's, stood in for
+// by testutil.FDStore): every connection open at SIGTERM is handed to the
+// next daemon and goes on byte for byte, both ways, one of them in the
+// middle of a transfer each way; the connections to a backend the new
+// config no longer has are closed. The new daemon takes every pair out
+// of the store before relaying.
+func TestRestartHandsConnectionsOver(t *testing.T) {
+	a, b := newTCPBackend(t, "b0"), newTCPBackend(t, "b1")
+	s := newSettings(t, a.addr(), b.addr())
+	s.DrainIdle = "0s"
+	store := testutil.NewFDStore(t, 4096)
+	f, err := activation.Socket(context.Background(), s.Port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	first := startWithFiles(t, s, store.Env(), f, nil, nil)
+	pairs := dialPairs(t, first.vip, 8, a, b)
+	var onA []*pairConn
+	for _, p := range pairs {
+		if p.on == "b0" {
+			onA = append(onA, p)
+		}
+	}
+	if len(onA) == 0 || len(onA) == len(pairs) {
+		t.Fatalf("round robin put %d of %d connections on b0; want some on each", len(onA), len(pairs))
+	}
+	const size = 48 << 20
+	up := startStream(onA[0].client, onA[0].backend, size, 1)
+	down := startStream(onA[0].backend, onA[0].client, size, 2)
+	testutil.WaitFor(t, "both streams under way", func() bool { return up.read.Load() > 1<<20 && down.read.Load() > 1<<20 })
+
+	first.stop()
+	if up.read.Load() == size || down.read.Load() == size {
+		t.Fatal("a stream ended before the handover: nothing was mid-transfer")
+	}
+	testutil.WaitFor(t, "the handover logged", func() bool {
+		return strings.Contains(first.log.String(), `handed connections over to the next start" handed_over=8 closed=0`)
+	})
+	held := store.Held()
+	if len(held) != 2*len(pairs) {
+		t.Fatalf("the store holds %d descriptors, want %d (2 per connection): %q\n%s", len(held), 2*len(pairs), held, first.log.String())
+	}
+
+	// The next start, with b1 gone from the config.
+	s.Backends = s.Backends[:1]
+	s.Admin = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	files, names := store.Files()
+	second := startWithFiles(t, s, store.Env(), f, files, names)
+	second.waitLog("resumed the connections the previous daemon handed over")
+	testutil.WaitFor(t, "every pair out of the store", func() bool { return len(store.Held()) == 0 })
+	if got := len(store.Removed()); got != 2*len(pairs) {
+		t.Errorf("FDSTOREREMOVE for %d names, want %d", got, 2*len(pairs))
+	}
+
+	up.check(t, "client to backend")
+	down.check(t, "backend to client")
+	for _, p := range pairs {
+		if p == onA[0] {
+			continue
+		}
+		if p.on == "b0" {
+			pingPong(t, p)
+		} else {
+			wantClosed(t, p)
+		}
+	}
+	log := second.log.String()
+	if want := fmt.Sprintf(`resumed=%d closed="backend_gone=%d"`, len(onA), len(pairs)-len(onA)); !strings.Contains(log, want) {
+		t.Errorf("the new daemon's log lacks %q:\n%s", want, log)
+	}
+	metrics, _ := second.get("/metrics")
+	if !strings.Contains(metrics, fmt.Sprintf(`vipproxy_handover_pairs_total{outcome="resumed",reason=""} %d`, len(onA))) {
+		t.Errorf("metrics lack the resumed pairs:\n%s", grepLines(metrics, "handover"))
+	}
+}
+
+// pingPong wants a resumed connection to carry a message each way.
+func pingPong(t *testing.T, p *pairConn) {
+	t.Helper()
+	for _, dir := range [][2]*bufConn{{p.client, p.backend}, {p.backend, p.client}} {
+		msg := fmt.Sprintf("ping %d\n", p.n)
+		if _, err := dir[0].Write([]byte(msg)); err != nil {
+			t.Fatalf("connection %d: write: %v", p.n, err)
+		}
+		dir[1].SetReadDeadline(time.Now().Add(testutil.Scaled(10 * time.Second)))
+		if line, err := dir[1].r.ReadString('\n'); err != nil || line != msg {
+			t.Errorf("connection %d: got %q, %v; want %q", p.n, line, err, msg)
+		}
+	}
+}
+
+// wantClosed wants both ends of a connection to see it closed.
+func wantClosed(t *testing.T, p *pairConn) {
+	t.Helper()
+	for _, c := range []*bufConn{p.client, p.backend} {
+		c.SetReadDeadline(time.Now().Add(testutil.Scaled(10 * time.Second)))
+		if n, err := c.Read(make([]byte, 1)); err == nil || os.IsTimeout(err) {
+			t.Errorf("connection %d to %s: read %d bytes, %v; want it closed", p.n, p.on, n, err)
+		}
+	}
+}

@@ -1,0 +1,334 @@
+package proxy
+
+// Handover: a restart passes each established connection, its two
+// sockets, to the next daemon instead of closing it. What makes that
+// safe is the quiet point: a connection is handed over only when neither
+// direction holds a byte in user space or in a splice pipe, so that the
+// sockets alone are the connection's whole state and the next daemon
+// resumes the streams exactly where they stopped. A direction is quiet
+// when it is parked (the parker passes a message on whole or not at all)
+// or when its goroutine is between two rounds of its copy loop (run),
+// where every byte read has been written. Freezing takes a parked
+// direction out of the parker, and stops a running one at its next round
+// (stopForHandover); a frozen direction has no goroutine and no parker,
+// so nothing touches its sockets until they are released (handed over)
+// or thawed (the handover did not take them).
+//
+// A connection whose backend has not answered yet keeps the client's
+// first bytes for a replay (session.keep): those would be lost, so it is
+// not frozen until it is answered. One whose direction ended (half
+// closed) or whose writes wait for a peer that does not read is not
+// frozen either; the daemon closes what is not frozen in time.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vipproxy/vipproxy/service/balance"
+)
+
+// errFrozen ends a direction's goroutine at a quiet point for a handover.
+var errFrozen = errors.New("direction frozen for a handover")
+
+// Reasons a connection is not handed over (Unfrozen.Reason).
+const (
+	// ReasonReplayWindow: the backend had not answered yet, so the
+	// client's first bytes were still kept for a replay.
+	ReasonReplayWindow = "replay_window"
+	// ReasonHalfClosed: one direction had ended (or the connection was
+	// being closed).
+	ReasonHalfClosed = "half_closed"
+	// ReasonBusy: a write still waited for a peer that did not read.
+	ReasonBusy = "busy"
+)
+
+// stopForHandover is run's check at the top of each round, where the
+// direction holds nothing: true if a handover asked the session to stop
+// and the direction is now frozen.
+func (d *direction) stopForHandover() bool {
+	s := d.sess
+	if !s.handover.Load() || !s.answered.Load() {
+		return false
+	}
+	d.pk.mu.Lock()
+	defer d.pk.mu.Unlock()
+	if d.pk.closing {
+		return false // its socket is being closed: let it see that
+	}
+	d.returnPipe() // empty between rounds
+	d.pk.frozen = true
+	return true
+}
+
+// freezeParked freezes a parked direction (a frozen one stays so) and
+// reports whether it is frozen.
+func (d *direction) freezeParked() bool {
+	d.pk.mu.Lock()
+	defer d.pk.mu.Unlock()
+	if d.pk.frozen {
+		return true
+	}
+	if !d.pk.parked || !d.sess.answered.Load() {
+		return false
+	}
+	d.unparkLocked(true)
+	d.pk.frozen = true
+	return true
+}
+
+// thaw lets a frozen direction run again, parked or on a goroutine.
+func (d *direction) thaw() {
+	d.pk.mu.Lock()
+	was := d.pk.frozen
+	d.pk.frozen = false
+	d.pk.mu.Unlock()
+	if was {
+		d.begin()
+	}
+}
+
+// tryFreeze asks s to stop at a quiet point and reports whether both
+// directions are frozen now; otherwise why not.
+func (s *session) tryFreeze() (bool, string) {
+	s.handover.Store(true)
+	s.mu.Lock()
+	dirs := s.dirs
+	s.mu.Unlock()
+	switch {
+	case dirs[0] == nil || !s.answered.Load():
+		return false, ReasonReplayWindow
+	case s.live.Load() != 2:
+		return false, ReasonHalfClosed
+	}
+	up, down := dirs[0].freezeParked(), dirs[1].freezeParked()
+	if up && down {
+		return true, ""
+	}
+	for _, d := range dirs {
+		d.pk.mu.Lock()
+		closing := d.pk.closing && !d.pk.frozen
+		d.pk.mu.Unlock()
+		if closing {
+			return false, ReasonHalfClosed
+		}
+	}
+	return false, ReasonBusy
+}
+
+// thaw undoes tryFreeze: the session relays again.
+func (s *session) thaw() {
+	s.handover.Store(false)
+	s.mu.Lock()
+	dirs := s.dirs
+	s.mu.Unlock()
+	for _, d := range dirs {
+		if d != nil {
+			d.thaw()
+		}
+	}
+}
+
+// Pair is a connection frozen at a quiet point: its two sockets are all
+// of its state. Store its Files, then Release it; or Thaw it.
+type Pair struct {
+	Backend *balance.Backend
+	s       *session
+}
+
+// Files returns duplicates of the client and the backend socket, for the
+// caller to pass on and close.
+func (p *Pair) Files() (client, backend *os.File, err error) {
+	conn, _ := p.s.current()
+	if client, err = dupSocket(p.s.client, "client"); err != nil {
+		return nil, nil, err
+	}
+	if backend, err = dupSocket(conn, "backend"); err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	return client, backend, nil
+}
+
+// Release closes this daemon's descriptors of a pair handed over (their
+// duplicates keep the connection open: no FIN is sent) and stops counting
+// it.
+func (p *Pair) Release() {
+	conn, _ := p.s.current()
+	p.s.client.Close()
+	conn.Close()
+	p.s.end()
+}
+
+// Thaw lets a pair that was not handed over relay again.
+func (p *Pair) Thaw() { p.s.thaw() }
+
+// Close ends a pair that is not handed over, as a drain's timeout does.
+func (p *Pair) Close() {
+	p.s.thaw()
+	p.s.Close()
+}
+
+// Unfrozen is a connection that reached no quiet point in time.
+type Unfrozen struct {
+	Reason string
+	s      *session
+}
+
+// Close ends the connection, as a drain's timeout does.
+func (u *Unfrozen) Close() {
+	u.s.thaw() // a direction frozen alone must run to see the close
+	u.s.Close()
+}
+
+// Freeze stops every connection of backends (this proxy's) at a quiet
+// point, looking again every 10 ms, until all are frozen or wait has
+// passed; accepting must have stopped. It returns the pairs frozen and
+// the connections that were not, with the reason of each.
+func (p *Proxy) Freeze(ctx context.Context, backends []*balance.Backend, wait time.Duration) ([]*Pair, []*Unfrozen) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		pairs, rest := p.freezeOnce(backends)
+		if len(rest) == 0 {
+			return pairs, nil
+		}
+		select {
+		case <-ctx.Done():
+			return pairs, rest
+		case <-tick.C:
+		}
+	}
+}
+
+// freezeOnce tries to freeze every connection of backends once.
+func (p *Proxy) freezeOnce(backends []*balance.Backend) (pairs []*Pair, rest []*Unfrozen) {
+	for _, b := range backends {
+		for _, c := range b.Conns() {
+			s, ok := c.(*session)
+			if !ok || s.p != p {
+				continue
+			}
+			if frozen, why := s.tryFreeze(); frozen {
+				pairs = append(pairs, &Pair{Backend: b, s: s})
+			} else {
+				rest = append(rest, &Unfrozen{Reason: why, s: s})
+			}
+		}
+	}
+	return pairs, rest
+}
+
+// dupSocket duplicates c's descriptor (close-on-exec).
+func dupSocket(c socket, what string) (*os.File, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("the %s socket: %w", what, err)
+	}
+	dup := -1
+	var derr error
+	if err := raw.Control(func(fd uintptr) { dup, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return nil, fmt.Errorf("the %s socket: %w", what, err)
+	}
+	if derr != nil {
+		return nil, fmt.Errorf("duplicate the %s socket: %w", what, derr)
+	}
+	return os.NewFile(uintptr(dup), what), nil
+}
+
+// Resume takes over a connection a previous daemon handed over, client
+// and backend its sockets, bound to b: it checks that both are connected
+// TCP sockets (the backend's to b's address, when b has an IP address)
+// and relays them as any connection, counted on b. It takes the files
+// in any case (closed on error).
+func (p *Proxy) Resume(client, backend *os.File, b *balance.Backend) error {
+	cfd, cpeer, cerr := takeSocket(client)
+	bfd, bpeer, berr := takeSocket(backend)
+	if err := errors.Join(cerr, berr); err != nil {
+		closeFDs(cfd, bfd)
+		return err
+	}
+	if want, ok := b.IPAddress(); ok && netip.AddrPortFrom(want.Addr().Unmap(), want.Port()) != bpeer {
+		closeFDs(cfd, bfd)
+		return fmt.Errorf("the backend socket is connected to %s, not to %s's %s", bpeer, b.Name, want)
+	}
+	p.opened()
+	conn := newFileConn(bfd, bpeer)
+	s := p.newSession(p.opts.Load(), newFileConn(cfd, cpeer), b, conn)
+	s.answered.Store(true) // nothing was kept to replay
+	p.relay.start(s, conn.rawConn())
+	return nil
+}
+
+func closeFDs(fds ...int) {
+	for _, fd := range fds {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}
+
+// takeSocket takes f's socket as a descriptor of the proxy's own
+// (non-blocking, close-on-exec; f is closed) once it is a TCP socket
+// whose connection still carries bytes one way at least: established,
+// or half closed by either side. It returns -1 with the error otherwise.
+func takeSocket(f *os.File) (int, netip.AddrPort, error) {
+	defer f.Close()
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return -1, netip.AddrPort{}, fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	fd := -1
+	if err := raw.Control(func(cfd uintptr) { fd, err = unix.FcntlInt(cfd, unix.F_DUPFD_CLOEXEC, 0) }); err != nil || fd < 0 {
+		return -1, netip.AddrPort{}, fmt.Errorf("%s: duplicate: %w", f.Name(), err)
+	}
+	peer, err := connectedTCP(fd)
+	if err == nil {
+		err = unix.SetNonblock(fd, true)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, netip.AddrPort{}, fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	return fd, peer, nil
+}
+
+// connectedTCP checks that fd is a TCP socket in a state that still
+// carries bytes and returns its peer's address.
+func connectedTCP(fd int) (netip.AddrPort, error) {
+	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("not a socket: %w", err)
+	}
+	proto, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL)
+	if err != nil || typ != unix.SOCK_STREAM || proto != unix.IPPROTO_TCP {
+		return netip.AddrPort{}, errors.New("not a TCP socket")
+	}
+	info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("TCP_INFO: %w", err)
+	}
+	switch info.State {
+	case unix.BPF_TCP_ESTABLISHED, unix.BPF_TCP_CLOSE_WAIT, unix.BPF_TCP_FIN_WAIT1, unix.BPF_TCP_FIN_WAIT2:
+	default:
+		return netip.AddrPort{}, fmt.Errorf("connection closed (TCP state %d)", info.State)
+	}
+	sa, err := unix.Getpeername(fd)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("getpeername: %w", err)
+	}
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port)), nil
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port)), nil
+	}
+	return netip.AddrPort{}, errors.New("not an IP socket")
+}
