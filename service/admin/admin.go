@@ -48,6 +48,18 @@ type Status struct {
 	Reloads uint64 `json:"reloads"`
 	// Discovery is the EndpointSlice watch; nil when discovery is off.
 	Discovery *discovery.Status `json:"discovery,omitempty"`
+	// Handover is what this daemon took over at its start from the one
+	// before it (a restart through the file descriptor store); nil when
+	// it was handed nothing.
+	Handover *HandoverStatus `json:"handover,omitempty"`
+}
+
+// HandoverStatus counts the connections a restart handed to this daemon.
+type HandoverStatus struct {
+	// Resumed are relayed on; Closed were not, by reason (backend_gone,
+	// backend_down, port_gone, incomplete, socket_closed, store_error).
+	Resumed int            `json:"resumed"`
+	Closed  map[string]int `json:"closed,omitempty"`
 }
 
 // PortStatus is one port the VIP serves ([[port]]) in Status.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -188,6 +189,9 @@ func printDaemon(w io.Writer, st admin.Status, ready bool, now time.Time) {
 		fmt.Fprintf(w, "config %s; last reload %s: ok\n", st.ConfigPath, ago(st.LastReload, now))
 	}
 	printDiscovery(w, st.Discovery, now)
+	if h := st.Handover; h != nil {
+		fmt.Fprintf(w, "restart: %d connections resumed from the previous daemon, %d closed%s\n", h.Resumed, total(h.Closed), reasons(h.Closed))
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "BACKEND\tPORT\tADDRESS\tSOURCE\tSTATE\tSINCE\tCONNS\tLAST CHECK ERROR")
 	unverified := 0
@@ -239,4 +243,25 @@ func joinPorts(ports []uint16) string {
 		s[i] = fmt.Sprint(p)
 	}
 	return strings.Join(s, ", ")
+}
+
+// total sums counts by reason.
+func total(by map[string]int) (n int) {
+	for _, c := range by {
+		n += c
+	}
+	return n
+}
+
+// reasons lists counts by reason, sorted: " (backend_gone 2, busy 1)".
+func reasons(by map[string]int) string {
+	var parts []string
+	for r, c := range by {
+		parts = append(parts, fmt.Sprintf("%s %d", r, c))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	slices.Sort(parts)
+	return " (" + strings.Join(parts, ", ") + ")"
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -245,6 +247,14 @@ func TestRestartHandsConnectionsOver(t *testing.T) {
 	if len(onA) == 0 || len(onA) == len(pairs) {
 		t.Fatalf("round robin put %d of %d connections on b0; want some on each", len(onA), len(pairs))
 	}
+	// A connection whose backend has not answered (its first bytes would
+	// be kept for a replay) is not handed over but closed.
+	silent, err := net.Dial("tcp4", first.vip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	first.waitFor(func() bool { return first.status().OpenConnections == int64(len(pairs)+1) }, "the silent connection counted")
 	const size = 48 << 20
 	up := startStream(onA[0].client, onA[0].backend, size, 1)
 	down := startStream(onA[0].backend, onA[0].client, size, 2)
@@ -255,7 +265,7 @@ func TestRestartHandsConnectionsOver(t *testing.T) {
 		t.Fatal("a stream ended before the handover: nothing was mid-transfer")
 	}
 	testutil.WaitFor(t, "the handover logged", func() bool {
-		return strings.Contains(first.log.String(), `handed connections over to the next start" handed_over=8 closed=0`)
+		return strings.Contains(first.log.String(), `handed connections over to the next start" handed_over=8 closed=1 reasons="replay_window=1"`)
 	})
 	held := store.Held()
 	if len(held) != 2*len(pairs) {
@@ -284,6 +294,17 @@ func TestRestartHandsConnectionsOver(t *testing.T) {
 		} else {
 			wantClosed(t, p)
 		}
+	}
+	wantClosed(t, &pairConn{n: -1, client: &bufConn{Conn: silent, r: bufio.NewReader(silent)}, backend: &bufConn{Conn: silent, r: bufio.NewReader(silent)}, on: "no backend yet"})
+	var st struct {
+		Handover struct {
+			Resumed int            `json:"resumed"`
+			Closed  map[string]int `json:"closed"`
+		} `json:"handover"`
+	}
+	body, _ := second.get("/status")
+	if err := json.Unmarshal([]byte(body), &st); err != nil || st.Handover.Resumed != len(onA) || st.Handover.Closed["backend_gone"] != len(pairs)-len(onA) {
+		t.Errorf("/status handover = %+v (%v), want %d resumed, %d closed as backend_gone", st.Handover, err, len(onA), len(pairs)-len(onA))
 	}
 	log := second.log.String()
 	if want := fmt.Sprintf(`resumed=%d closed="backend_gone=%d"`, len(onA), len(pairs)-len(onA)); !strings.Contains(log, want) {
@@ -319,4 +340,37 @@ func wantClosed(t *testing.T, p *pairConn) {
 			t.Errorf("connection %d to %s: read %d bytes, %v; want it closed", p.n, p.on, n, err)
 		}
 	}
+}
+
+// A daemon killed while relaying (SIGKILL, OOM) stores nothing: its
+// connections end with it, and the next daemon is handed no pair whose
+// bytes in flight were lost with the process.
+func TestKilledDaemonLeavesNoPairs(t *testing.T) {
+	a := newTCPBackend(t, "b0")
+	s := newSettings(t, a.addr())
+	store := testutil.NewFDStore(t, 4096)
+	f, err := activation.Socket(context.Background(), s.Port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	first := startWithFiles(t, s, store.Env(), f, nil, nil)
+	pairs := dialPairs(t, first.vip, 3, a)
+	up := startStream(pairs[0].client, pairs[0].backend, 48<<20, 3)
+	testutil.WaitFor(t, "the stream under way", func() bool { return up.read.Load() > 1<<20 })
+	first.signal(syscall.SIGKILL)
+	<-first.exited
+	if held := store.Held(); len(held) != 0 {
+		t.Fatalf("a killed daemon left %q in the store", held)
+	}
+	s.Admin = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	files, names := store.Files()
+	second := startWithFiles(t, s, store.Env(), f, files, names)
+	for _, p := range pairs[1:] {
+		wantClosed(t, p)
+	}
+	if strings.Contains(second.log.String(), "resumed") {
+		t.Errorf("the daemon after a kill resumed connections:\n%s", second.log.String())
+	}
+	dialPairs(t, second.vip, 1, a) // and serves new ones
 }

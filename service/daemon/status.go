@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -103,6 +104,9 @@ func (d *Daemon) Status() admin.Status {
 	st := admin.Status{
 		Ready: d.ready.Load(), Version: d.version, ConfigPath: d.cfg.Load().Path, ConfigError: d.reloadErr, LastReload: d.lastReload, Reloads: d.reloads,
 		OpenConnections: d.openConns(),
+	}
+	if resumed, closed := d.handover["resumed"], d.handover["closed"]; resumed != nil || closed != nil {
+		st.Handover = &admin.HandoverStatus{Resumed: resumed[""], Closed: maps.Clone(closed)}
 	}
 	f := d.finder
 	d.mu.Unlock()
