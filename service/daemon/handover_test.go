@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/vipproxy/vipproxy/internal/activation"
 	"github.com/vipproxy/vipproxy/internal/testutil"
+	"github.com/vipproxy/vipproxy/service/proxy"
 )
 
 // tcpBackend is a plain TCP backend that greets each client connection
@@ -373,4 +376,29 @@ func TestKilledDaemonLeavesNoPairs(t *testing.T) {
 		t.Errorf("the daemon after a kill resumed connections:\n%s", second.log.String())
 	}
 	dialPairs(t, second.vip, 1, a) // and serves new ones
+}
+
+// The shipped unit's store takes both sockets of as many connections as
+// the cap its LimitNOFILE= gives allows, and tells the daemon its size
+// ($FDSTORE, which systemd < 254 does not set).
+func TestUnitStoreHoldsEveryConnection(t *testing.T) {
+	unit, err := os.ReadFile("../../systemd/vipproxy.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := func(re string) int {
+		m := regexp.MustCompile(`(?m)^` + re + `=(\d+)$`).FindSubmatch(unit)
+		if m == nil {
+			t.Fatalf("systemd/vipproxy.service has no %s=", re)
+		}
+		n, _ := strconv.Atoi(string(m[1]))
+		return n
+	}
+	nofile, storeMax, env := value("LimitNOFILE"), value("FileDescriptorStoreMax"), value("Environment=FDSTORE")
+	if env != storeMax {
+		t.Errorf("Environment=FDSTORE=%d, FileDescriptorStoreMax=%d: want the same", env, storeMax)
+	}
+	if need := 2 * proxy.DerivedMaxConnections(uint64(nofile), 0, 0); storeMax < need {
+		t.Errorf("FileDescriptorStoreMax=%d holds fewer than the %d descriptors of the connection cap at LimitNOFILE=%d", storeMax, need, nofile)
+	}
 }
