@@ -217,6 +217,10 @@ rec {
     RestartSec = "1s";
     TimeoutStopSec = "45s";
     LimitNOFILE = "65536";
+    # A restart hands the open connections over through the file
+    # descriptor store: two sockets each; FDSTORE for systemd < 254.
+    FileDescriptorStoreMax = "65536";
+    Environment = "FDSTORE=65536";
     # Identity: a throwaway user, no capabilities (the listener is inherited).
     CapabilityBoundingSet = "";
     AmbientCapabilities = "";
