@@ -31,7 +31,7 @@ buildGo126Module {
   # NAR hash of `go mod vendor` for this source. Recompute with
   # `make nix-vendor-hash` after changing go.mod, go.sum or the imports;
   # `make test-nix` fails while it is stale.
-  vendorHash = "sha256-/EpPRt3dP9j+8u4HZp1HpHvm9ht+a5hW5MqmmV/cWPM=";
+  vendorHash = "sha256-ZRI3En/Q+yMjgR+w+JexA5COTSVUmBQZgPC2ucyLUuQ=";
 
   subPackages = [
     "cmd/vipproxy"

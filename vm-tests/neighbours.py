@@ -14,9 +14,10 @@
 #     restart of vipproxy.service alone, the socket untouched; config
 #     change: reload) and of an `apt` upgrade (restart of vipproxy-network
 #     and vipproxy.service): 0 failed, 0 refused; the VIP never leaves
-#     dummyvip0; a network restart or a reload keeps the watches, a daemon
-#     restart closes them (idle for timeouts.drain_idle) and they
-#     reconnect. A restart of the socket too is measured.
+#     dummyvip0; a network restart, a reload and a daemon restart keep the
+#     watches (a restart hands them to the next daemon through systemd's
+#     file descriptor store, and the journal says how many it resumed).
+#     A restart of the socket too is measured.
 # The image has ifupdown with networking.service masked (guest/masks): the
 # script unmasks it.
 from collections import Counter
@@ -156,6 +157,17 @@ def settled(t1, what):
         raise
 
 
+def handed_over(since):
+    """The connections the daemon started since `since` resumed (its
+    journal line), after the old one handed them over."""
+    line = cp1.succeed(f"journalctl -u vipproxy.service --since '{since}' -o cat | grep 'resumed the connections' | tail -n1 || true").strip()
+    print(f"journal: {line}")
+    for field in line.split():
+        if field.startswith("resumed="):
+            return int(field.split("=", 1)[1])
+    return 0
+
+
 def under_load(what, *commands):
     """Run the unit actions under the loop and watches; check the outcome."""
     t0 = float(cp1.succeed("date +%s.%N"))
@@ -253,8 +265,12 @@ with subtest("2. upgrades under a request loop and three watches through the VIP
     # nixos-rebuild switch, new package: vipproxy.service restarted alone
     # (stopIfChanged = false: the socket is never stopped); networkd
     # restarted only when its files change, which they do not here.
+    t0 = cp1.succeed("date '+%Y-%m-%d %H:%M:%S'").strip()
     closed = under_load("nixos-rebuild switch, package change: restart vipproxy.service", "systemctl restart vipproxy.service")
-    assert closed >= 3, f"a daemon restart closes the watches (drain_idle), {closed} closed"
+    assert closed == 0, f"a daemon restart hands the watches over, {closed} closed"
+    resumed = handed_over(t0)
+    assert resumed >= 3, f"the new daemon resumed {resumed} connections, want the 3 watches at least"
+    print(f"RESULT restart vipproxy.service: {resumed} connections handed over and resumed")
     # nixos-rebuild switch, settings change: reloadTriggers reload the daemon.
     cp1.succeed(f"sed -i 's/interval = \"1s\"/interval = \"2s\"/' {CONF}")
     closed = under_load("config change: systemctl reload vipproxy.service", "systemctl reload vipproxy.service")
@@ -265,8 +281,9 @@ with subtest("2. upgrades under a request loop and three watches through the VIP
     # package's units; vipproxy.socket's file changes only with the VIP, so
     # the package leaves it running (dh_installsystemd --no-stop-on-upgrade
     # vipproxy.socket, docs/operations.md#upgrades).
-    under_load("apt upgrade: systemctl restart vipproxy-network.service vipproxy.service",
-               "systemctl restart vipproxy-network.service vipproxy.service")
+    closed = under_load("apt upgrade: systemctl restart vipproxy-network.service vipproxy.service",
+                        "systemctl restart vipproxy-network.service vipproxy.service")
+    assert closed == 0, f"apt's restart hands the watches over, {closed} closed"
     # Restarting the socket too closes the listener: measured, not asserted.
     t0 = float(cp1.succeed("date +%s.%N"))
     cp1.succeed(f"systemctl restart {UNITS}", timeout=120)
@@ -277,7 +294,13 @@ with subtest("2. upgrades under a request loop and three watches through the VIP
     # What switch-to-configuration did before stopIfChanged = false: stop
     # the socket and the service, activate, start the socket: measured.
     t0 = float(cp1.succeed("date +%s.%N"))
+    since = cp1.succeed("date '+%Y-%m-%d %H:%M:%S'").strip()
     cp1.succeed("systemctl stop vipproxy.socket vipproxy.service", "sleep 2", "systemctl start vipproxy.socket", timeout=120)
+    # A stop empties systemd's file descriptor store: the daemon asks
+    # systemd (D-Bus) for the job and drains instead of handing over.
+    drain = cp1.succeed(f"journalctl -u vipproxy.service --since '{since}' -o cat | grep 'connections drain' || true").strip()
+    print(f"journal: {drain}")
+    assert "a stop job" in drain, f"a stop did not drain: {drain!r}"
     settled(float(cp1.succeed("date +%s.%N")), "switch with stopIfChanged = true")
     rows = [l.split() for l in cp1.succeed(f"awk '$1 > {t0}' /run/req.log").splitlines()]
     bad = [r for r in rows if r[1] != "0" or r[2] != "200"]

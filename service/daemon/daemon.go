@@ -304,11 +304,13 @@ func (d *Daemon) shutdown() error {
 		defer store.Close()
 	}
 	if store != nil && store.Max() > 0 {
-		if d.handOver(store) {
+		why = d.restartPending()
+		if why == "" && d.handOver(store) {
 			return nil
 		}
-	} else {
-		d.log.Info("connections drain: no file descriptor store to hand them over to the next start", "reason", why)
+	}
+	if why != "" {
+		d.log.Info("connections drain: they are not handed over to a next start", "reason", why)
 	}
 	return d.drain()
 }

@@ -183,6 +183,43 @@ func (d *Daemon) freezeAll() ([]frozenPair, []*proxy.Unfrozen) {
 	return frozen, rest
 }
 
+// stopJobTimeout bounds the question to systemd (StopJob): it answers
+// at once, and a bus that does not must not hold up the stop.
+const stopJobTimeout = 2 * time.Second
+
+// restartPending asks systemd which job stops the daemon and returns ""
+// if the store survives it (a restart), else why the connections drain.
+func (d *Daemon) restartPending() string {
+	ctx, cancel := context.WithTimeout(context.Background(), stopJobTimeout)
+	defer cancel()
+	unit, job, err := notify.StopJob(ctx)
+	handOver, why := handOverFor(job, err)
+	if err != nil && handOver {
+		d.log.Warn("cannot ask systemd whether this is a restart or a stop; handing connections over as for a restart (a stop then closes them)", "err", err)
+	}
+	if !handOver {
+		why = fmt.Sprintf("%s: %s", unit, why)
+	}
+	return why
+}
+
+// handOverFor decides from the job stopping the unit (notify.StopJob)
+// whether to hand the connections over, and if not, why: systemd keeps
+// the store across a restart and empties it when the unit stops, where
+// handed-over connections would be closed, busy ones cut. When systemd
+// cannot be asked, a restart (every upgrade) is the likelier case.
+func handOverFor(job string, err error) (bool, string) {
+	switch {
+	case err != nil:
+		return true, ""
+	case job == "restart" || job == "try-restart":
+		return true, ""
+	case job == "":
+		return false, "no restart job: the unit stops, and systemd then empties the file descriptor store"
+	}
+	return false, fmt.Sprintf("a %s job: systemd empties the file descriptor store when the unit stops", job)
+}
+
 // handOver passes every connection it can to the store and closes those
 // that reached no quiet point. It reports false when the store failed:
 // the pairs not stored are relaying again, for the drain.
