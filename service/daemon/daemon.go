@@ -143,6 +143,7 @@ func (d *Daemon) run(ctx context.Context) error {
 	d.waitUsable(ctx)
 	d.log.Info("serving", "listeners", addrs(listeners), "activated", listeners.Activated, "ports", portNames(cfg),
 		"backends", d.backendCount(cfg), "discovery", cfg.Discovery.Enable, "algorithm", cfg.Balance.Algorithm)
+	d.sayStore()
 	d.ready.Store(true)
 	d.notifier.Ready(d.statusLine())
 	go d.notifier.Watchdog(bg, d.alive)

@@ -183,6 +183,22 @@ func (d *Daemon) freezeAll() ([]frozenPair, []*proxy.Unfrozen) {
 	return frozen, rest
 }
 
+// sayStore tells the journal, at the start, whether a restart will hand
+// the connections over or drain them.
+func (d *Daemon) sayStore() {
+	store, why := notify.OpenFDStore(os.Getenv)
+	if store == nil {
+		d.log.Info("a restart drains the connections: no file descriptor store", "reason", why)
+		return
+	}
+	defer store.Close()
+	if store.Max() == 0 {
+		d.log.Warn("a restart drains the connections: no file descriptor store", "reason", why)
+		return
+	}
+	d.log.Info("a restart hands the connections over through the file descriptor store", "store_size", store.Max(), "connections", store.Max()/2)
+}
+
 // stopJobTimeout bounds the question to systemd (StopJob): it answers
 // at once, and a bus that does not must not hold up the stop.
 const stopJobTimeout = 2 * time.Second
