@@ -38,9 +38,11 @@ import (
 
 // quietWait bounds the wait for connections to reach a quiet point: a
 // busy stream gets there within one idle check (50 ms) once its peer
-// reads, a connection in its replay window once its backend answers.
-// What has not by then is closed, as a drain's timeout does.
-const quietWait = 2 * time.Second
+// reads, a connection in its replay window once its backend answers (a
+// round trip). What has not by then is closed, as a drain's timeout does:
+// meanwhile the frozen connections wait, and new ones queue in the
+// socket's backlog, so the wait is short.
+const quietWait = time.Second
 
 // pairPrefix starts the store name of every pair's socket; the socket
 // units' names (vip, a port's, admin) never do.
