@@ -188,8 +188,10 @@ func (u *Unfrozen) Close() {
 
 // Freeze stops every connection of backends (this proxy's) at a quiet
 // point, looking again every 10 ms, until all are frozen or wait has
-// passed; accepting must have stopped. It returns the pairs frozen and
-// the connections that were not, with the reason of each.
+// passed; accepting must have stopped. A connection accepted but still
+// dialing its backend is waited for too (counted open, not yet on a
+// backend). It returns the pairs frozen and the connections that were
+// not, with the reason of each.
 func (p *Proxy) Freeze(ctx context.Context, backends []*balance.Backend, wait time.Duration) ([]*Pair, []*Unfrozen) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -197,7 +199,7 @@ func (p *Proxy) Freeze(ctx context.Context, backends []*balance.Backend, wait ti
 	defer tick.Stop()
 	for {
 		pairs, rest := p.freezeOnce(backends)
-		if len(rest) == 0 {
+		if len(rest) == 0 && int64(len(pairs)) >= p.open.Load() {
 			return pairs, nil
 		}
 		select {
