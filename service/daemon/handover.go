@@ -252,57 +252,63 @@ func (d *Daemon) handOver(store *notify.FDStore) bool {
 		u.Close()
 		closed[u.Reason]++
 	}
-	stored, err := d.storePairs(store, frozen, closed)
+	stored, left, err := storePairs(store, frozen, closed)
 	if berr := store.Barrier(); berr != nil && err == nil {
 		d.log.Warn("handover: systemd did not confirm the stored connections", "err", berr)
 	}
-	for _, fp := range frozen[:stored] {
-		fp.pair.Release()
+	for _, p := range stored {
+		p.Release()
 	}
-	d.countHandover("handed_over", handoverCount{"": stored})
+	d.countHandover("handed_over", handoverCount{"": len(stored)})
 	d.countHandover("closed", closed)
 	if err != nil {
-		for _, fp := range frozen[stored:] {
-			fp.pair.Thaw()
+		for _, p := range left {
+			p.Thaw()
 		}
-		d.log.Warn("handover: the file descriptor store refused a connection; draining the rest", "handed_over", stored,
-			"draining", len(frozen)-stored, "closed", closed.String(), "err", err)
+		d.log.Warn("handover: the file descriptor store refused a connection; draining the rest", "handed_over", len(stored),
+			"draining", len(left), "closed", closed.String(), "err", err)
 		return false
 	}
-	d.log.Info("handed connections over to the next start", "handed_over", stored, "closed", len(rest)+len(frozen)-stored, "reasons", closed.String())
+	d.log.Info("handed connections over to the next start", "handed_over", len(stored), "closed", len(frozen)+len(rest)-len(stored), "reasons", closed.String())
 	return true
 }
 
 // storePairs stores the frozen pairs, both sockets of each, as many as
-// the store takes (the rest are closed and counted in closed), and
-// returns how many it stored, in order; an error stops it.
-func (d *Daemon) storePairs(store *notify.FDStore, frozen []frozenPair, closed handoverCount) (int, error) {
+// the store takes, and returns those it stored. A pair that cannot be
+// (closed meanwhile, or past the store's size) is closed and counted in
+// closed; a store that fails stops it, with the pairs left.
+func storePairs(store *notify.FDStore, frozen []frozenPair, closed handoverCount) (stored, left []*proxy.Pair, err error) {
 	room := store.Max() / 2
 	for i, fp := range frozen {
-		if i >= room {
-			for _, over := range frozen[i:] {
-				over.pair.Close()
-				closed[reasonStoreFull]++
-			}
-			return i, nil
+		if len(stored) >= room {
+			fp.pair.Close()
+			closed[reasonStoreFull]++
+			continue
+		}
+		client, backend, ferr := fp.pair.Files()
+		if ferr != nil {
+			fp.pair.Close()
+			closed[reasonSocket]++
+			continue
 		}
 		k := pairKey{n: i, port: fp.port, backend: fp.pair.Backend.Name, address: fp.pair.Backend.Address}
-		if err := storePair(store, fp.pair, k); err != nil {
-			return i, err
+		err = storeFiles(store, k, client, backend)
+		client.Close()
+		backend.Close()
+		if err != nil {
+			for _, l := range frozen[i:] {
+				left = append(left, l.pair)
+			}
+			return stored, left, err
 		}
+		stored = append(stored, fp.pair)
 	}
-	return len(frozen), nil
+	return stored, nil, nil
 }
 
-// storePair stores a pair's two sockets; if the second fails, the first
+// storeFiles stores a pair's two sockets; if the second fails, the first
 // is taken out again.
-func storePair(store *notify.FDStore, p *proxy.Pair, k pairKey) error {
-	client, backend, err := p.Files()
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	defer backend.Close()
+func storeFiles(store *notify.FDStore, k pairKey, client, backend *os.File) error {
 	if err := store.Store(pairName(k, "c"), client); err != nil {
 		return err
 	}

@@ -402,3 +402,37 @@ func TestUnitStoreHoldsEveryConnection(t *testing.T) {
 		t.Errorf("FileDescriptorStoreMax=%d holds fewer than the %d descriptors of the connection cap at LimitNOFILE=%d", storeMax, need, nofile)
 	}
 }
+
+// A store that holds fewer descriptors than the connections need ($FDSTORE,
+// FileDescriptorStoreMax=) takes as many pairs as fit; the rest are closed
+// and counted as store_full, and the next daemon resumes those stored.
+func TestHandoverStoreFull(t *testing.T) {
+	a := newTCPBackend(t, "b0")
+	s := newSettings(t, a.addr())
+	store := testutil.NewFDStore(t, 4) // two pairs
+	f, err := activation.Socket(context.Background(), s.Port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	first := startWithFiles(t, s, store.Env(), f, nil, nil)
+	pairs := dialPairs(t, first.vip, 3, a)
+	first.stop()
+	testutil.WaitFor(t, "the handover logged", func() bool {
+		return strings.Contains(first.log.String(), `handed_over=2 closed=1 reasons="store_full=1"`)
+	})
+	s.Admin = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	files, names := store.Files()
+	startWithFiles(t, s, store.Env(), f, files, names)
+	resumed := 0
+	for _, p := range pairs {
+		p.client.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		if _, err := p.client.Read(make([]byte, 1)); os.IsTimeout(err) {
+			pingPong(t, p) // still open: it must carry messages
+			resumed++
+		}
+	}
+	if resumed != 2 {
+		t.Errorf("%d connections resumed, want 2", resumed)
+	}
+}
