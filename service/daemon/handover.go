@@ -213,7 +213,9 @@ func (d *Daemon) restartPending() string {
 	unit, job, err := notify.StopJob(ctx)
 	handOver, why := handOverFor(job, err)
 	if err != nil && handOver {
-		d.log.Warn("cannot ask systemd whether this is a restart or a stop; handing connections over as for a restart (a stop then closes them)", "err", err)
+		// Expected with dbus-daemon: it refuses DynamicUser= services
+		// (systemd issue 22737, seen on Debian 12).
+		d.log.Info("cannot ask systemd whether this is a restart or a stop; handing connections over as for a restart (a stop then closes them)", "err", err)
 	}
 	if !handOver {
 		why = fmt.Sprintf("%s: %s", unit, why)
