@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vipproxy/vipproxy/internal/testutil"
+	"github.com/vipproxy/vipproxy/service/balance"
 )
 
 // firstDies returns two backends that share one rule: the first
@@ -241,4 +242,41 @@ func writeUntilFailure(c net.Conn) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return nil
+}
+
+// A client that closes its side without sending a byte (a TCP probe of
+// the VIP, a port knock) is answered by its backend's close: that close
+// passes on, the connection is not replayed elsewhere, and the backend
+// stays up. Before, each such probe made its backend suspect and opened
+// a second, empty connection to another one.
+func TestEmptyClosedClientIsNotReplayed(t *testing.T) {
+	accepted := new(atomic.Int32)
+	closeOnEOF := func(c net.Conn) {
+		accepted.Add(1)
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.Copy(io.Discard, c)
+	}
+	_, pool, addr := startProxy(t, testutil.ServeAddr(t, closeOnEOF), testutil.ServeAddr(t, closeOnEOF))
+	for _, b := range pool.Backends() {
+		pool.Observe(b, balance.CheckRise)
+	}
+	for i := range 10 {
+		c := dial(t, addr)
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.(*net.TCPConn).CloseWrite()
+		got, err := io.ReadAll(c)
+		c.Close()
+		if len(got) != 0 || err != nil {
+			t.Fatalf("probe %d: %q, then %v; want the backend's close", i, got, err)
+		}
+	}
+	if n := accepted.Load(); n != 10 {
+		t.Errorf("10 probes opened %d backend connections, want 10 (no replay)", n)
+	}
+	for _, b := range pool.Backends() {
+		if b.State() != balance.Up {
+			t.Errorf("backend %s is %s after the probes, want up", b.Name, b.State())
+		}
+	}
 }

@@ -224,7 +224,11 @@ func (s *session) clientFinished() socket {
 // the dead connection and are replayed here with the rest.
 func (s *session) failover() socket {
 	s.mu.Lock()
-	if s.answered.Load() || s.closed || len(s.tried) >= s.opts.DialAttempts {
+	// A client that closed its side without a byte (a TCP probe of the
+	// VIP) got its answer: the backend's close, which passes on
+	// (TestEmptyClosedClientIsNotReplayed).
+	probe := s.clientDone && len(s.replay) == 0
+	if probe || s.answered.Load() || s.closed || len(s.tried) >= s.opts.DialAttempts {
 		s.mu.Unlock()
 		return nil
 	}
