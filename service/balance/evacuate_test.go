@@ -103,15 +103,20 @@ func TestDownBackendKeptWhenNoLongerEvacuable(t *testing.T) {
 		{"self-loop", Loops, nothing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// The change that makes the backend no longer evacuable
+			// follows its mark-down at once; a grace of 2 s leaves a
+			// starved machine ample time for that, and the subtests
+			// wait it out side by side.
+			t.Parallel()
 			p, _ := evacPool(t)
-			p.SetEvacuation(Evacuation{On: true, Grace: 50 * grace})
+			p.SetEvacuation(Evacuation{On: true, Grace: 400 * grace})
 			for _, n := range []string{"a", "b", "c"} {
 				apply(p, n, CheckPassed)
 			}
 			ca := track(p, "a")
 			apply(p, "a", tc.down)
 			tc.after(p)
-			time.Sleep(100 * grace)
+			time.Sleep(400 * grace)
 			settle()
 			if n := ca.n.Load(); n != 0 {
 				t.Errorf("evacuated %d times, want none", n)
