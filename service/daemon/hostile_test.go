@@ -131,7 +131,7 @@ func TestFIFOsAreRefusedAtCheckAndStart(t *testing.T) {
 // A FIFO the config does not name ($STATE_DIRECTORY's state file, a
 // certificate swapped for a FIFO after the start) neither blocks the start
 // nor the stop: the daemon serves, says what it refused, and SIGTERM ends
-// it within the drain timeout (5 s).
+// it (the drain timeout is 5 s).
 func TestSIGTERMEndsTheDaemonWhateverDiscoveryReads(t *testing.T) {
 	c := newCluster(t)
 	stateDir, certDir := t.TempDir(), t.TempDir()
@@ -151,7 +151,9 @@ func TestSIGTERMEndsTheDaemonWhateverDiscoveryReads(t *testing.T) {
 	start := time.Now()
 	p.signal(syscall.SIGTERM)
 	p.waitExit("SIGTERM")
-	if took := time.Since(start); took > 6*time.Second {
+	// A read blocked on a FIFO never ends: a bound far above the drain
+	// timeout (5 s) still catches it, and no load reaches it.
+	if took := time.Since(start); took > testutil.Scaled(30*time.Second) {
 		t.Errorf("SIGTERM took %s to end the daemon; the drain timeout is 5 s", took.Round(time.Millisecond))
 	}
 }
