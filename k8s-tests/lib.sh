@@ -223,8 +223,11 @@ cluster_whole() {
 
 # vipproxy_start CONFIG: run `vipproxy serve` in the namespace, its log in
 # $swork/vipproxy.log (one at a time: it listens on the VIP and $admin).
+# The daemon gets a RUNTIME_DIRECTORY as systemd gives it: its probe socket
+# there ($swork/run/probe.sock) is all `vipproxy probe` asks.
 vipproxy_start() {
-	ip netns exec "$ns" "$vipproxy" serve --config "$1" >>"$swork/vipproxy.log" 2>&1 &
+	mkdir -p -m 0711 "$swork/run"
+	RUNTIME_DIRECTORY="$swork/run" ip netns exec "$ns" "$vipproxy" serve --config "$1" >>"$swork/vipproxy.log" 2>&1 &
 	vipproxy_pid=$!
 	pids+=($vipproxy_pid)
 }

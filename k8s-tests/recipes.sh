@@ -68,7 +68,7 @@ recipe_up() {
 
 # recipe_probe CONFIG: keepalived's track script passes.
 recipe_probe() {
-	in_ns "$vipproxy" probe --config "$1" --control "" >/dev/null || fail "vipproxy probe failed"
+	in_ns "$vipproxy" probe --config "$1" --control "$swork/run/probe.sock" >/dev/null || fail "vipproxy probe failed"
 	step "vipproxy probe: exit 0"
 }
 

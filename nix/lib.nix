@@ -257,9 +257,8 @@ rec {
     CapabilityBoundingSet = "CAP_NET_ADMIN";
     AmbientCapabilities = "CAP_NET_ADMIN";
     DeviceAllow = "/dev/net/tun rw";
-    RestrictAddressFamilies = "AF_UNIX AF_NETLINK AF_INET AF_INET6";
+    RestrictAddressFamilies = "AF_UNIX AF_NETLINK";
     IPAddressDeny = "any";
-    IPAddressAllow = "localhost";
   };
 
   # systemd.network.config.networkConfig where networkd runs for the VIP

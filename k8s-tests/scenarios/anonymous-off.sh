@@ -27,7 +27,7 @@ scenario_anonymous_off() {
 	step "3/3 backends up, readiness unverified (/status, metric, $(grep -c 'backend readiness unverified' "$swork/vipproxy.log") WARN lines)"
 
 	kubectl_gets 10
-	in_ns "$vipproxy" probe --config "$swork/anon.toml" --control "" || fail "vipproxy probe failed"
+	in_ns "$vipproxy" probe --config "$swork/anon.toml" --control "$swork/run/probe.sock" || fail "vipproxy probe failed"
 	step "vipproxy probe: exit 0"
 	doctor "$swork/anon.toml" >"$swork/doctor-anon.txt" && fail "doctor passed with readiness unverified: $(cat "$swork/doctor-anon.txt")"
 	grep -q '^FAIL backends   port api (6443): 3 of 3 backends answer, readiness unverified' "$swork/doctor-anon.txt" ||

@@ -146,19 +146,6 @@ func Handler(src Source, m *metrics.Metrics, opts Options) http.Handler {
 	return withHeaders(mux)
 }
 
-// ProbeHandler serves only /readyz and /healthz: what keepalived's track
-// script asks, on the probe socket any local user may reach.
-func ProbeHandler(src Source) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		text(w, http.StatusOK, "ok\n")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		serveReadyz(w, src.Status())
-	})
-	return withHeaders(mux)
-}
-
 // withHeaders marks every answer as live data, never to be cached or sniffed.
 func withHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -231,15 +218,21 @@ func (b BackendStatus) rotation() balance.Rotation {
 }
 
 func serveReadyz(w http.ResponseWriter, st Status) {
+	code, body := readyzAnswer(st)
+	text(w, code, body)
+}
+
+// readyzAnswer is /readyz's status code and body for st.
+func readyzAnswer(st Status) (int, string) {
 	ready, _, _ := st.Readiness()
 	summary := st.Summary()
 	switch {
 	case ready:
-		text(w, http.StatusOK, fmt.Sprintf("ready: %s backends healthy\n", summary))
+		return http.StatusOK, fmt.Sprintf("ready: %s backends healthy\n", summary)
 	case !st.Ready:
-		text(w, http.StatusServiceUnavailable, fmt.Sprintf("not ready: daemon starting or stopping; %s backends healthy\n", summary))
+		return http.StatusServiceUnavailable, fmt.Sprintf("not ready: daemon starting or stopping; %s backends healthy\n", summary)
 	default:
-		text(w, http.StatusServiceUnavailable, fmt.Sprintf("not ready: %s backends healthy\n", summary))
+		return http.StatusServiceUnavailable, fmt.Sprintf("not ready: %s backends healthy\n", summary)
 	}
 }
 

@@ -118,10 +118,11 @@ func TestProbeOfRealDaemonSaysReadyOnce(t *testing.T) {
 	admin := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	cfg := fmt.Sprintf("[vip]\naddresses = [\"127.0.0.1\"]\nport = %d\n[[backend]]\naddress = %q\n[admin]\nlisten = %q\n[health]\ntype = \"tcp\"\ninterval = \"100ms\"\ntimeout = \"100ms\"\nrise = 1\n",
 		testutil.FreePort(t), testutil.ServeAddr(t, testutil.Close), admin)
-	path, logs, _ := startDaemon(t, cfg)
+	runDir := t.TempDir()
+	path, logs, _ := startDaemon(t, cfg, "RUNTIME_DIRECTORY="+runDir)
 	var stdout string
 	testutil.WaitFor(t, "probe to pass", func() bool {
-		out, _, code := runBin(t, "probe", "--config", path)
+		out, _, code := runBin(t, "probe", "--config", path, "--control", filepath.Join(runDir, "probe.sock"))
 		stdout = out
 		return code == 0
 	})
@@ -156,7 +157,7 @@ func adminConfig(vipPort int, backend, adminAddr string, strict bool) string {
 
 // A clash on the admin port must not stop the proxy nor move the VIP
 // (probe answers through the control socket), and must not hide a dead
-// proxy either (the squatter's 200 is not taken for vipproxy's).
+// proxy either (the squatter on the admin port is never asked).
 func TestAdminPortClashKeepsProxyServing(t *testing.T) {
 	adminAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	squatter(t, adminAddr)
@@ -188,7 +189,7 @@ func TestAdminPortClashKeepsProxyServing(t *testing.T) {
 	cmd.Process.Kill()
 	cmd.Wait()
 	_, stderr, code := runBin(t, "probe", "--config", path, "--control", control)
-	if code != ExitFailure || !strings.Contains(stderr, "not as vipproxy does") {
+	if code != ExitFailure || !strings.Contains(stderr, "not asked: over TCP") {
 		t.Errorf("probe of a dead proxy with a squatter on the admin port: exit %d, stderr %q", code, stderr)
 	}
 }

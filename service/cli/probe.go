@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -22,14 +23,15 @@ import (
 // keepalived's track script gives up the VIP on a node whose proxy has no
 // healthy backend (or is not running).
 //
-// It asks the daemon's probe socket first (admin.DefaultProbeSocket): only
-// the daemon can hold it, so a clash on admin.listen's port neither moves
-// the VIP for nothing (the daemon serves on without that endpoint) nor lets
-// another program answer for a dead proxy; and any local user may ask it,
-// so keepalived's script user (NixOS runs the script as its own user, never
-// as the daemon's) gets an answer whatever admin.listen is. Where there is
-// no such socket (no systemd, or the daemon is down) it asks admin.listen;
-// when neither answers, the proxy is taken for dead.
+// It asks only the daemon's unix sockets (probeSockets), and takes an
+// answer only from the daemon's own process (admin.DialDaemon: the socket's
+// directory and the peer's credentials): a clash on admin.listen's port
+// neither moves the VIP for nothing nor lets another program answer for a
+// dead proxy, since admin.listen over TCP is never asked. Any local user
+// may ask the probe socket, so keepalived's script user (NixOS runs the
+// script as its own user, never as the daemon's) gets an answer whatever
+// admin.listen is; root asks the control socket first, which no other
+// user can reach. When no socket answers, the proxy is taken for dead.
 func runProbe(ctx context.Context, env Env, args []string) int {
 	var path string
 	fs := newFlags(env, "probe", &path)
@@ -49,44 +51,114 @@ func runProbe(ctx context.Context, env Env, args []string) int {
 }
 
 // readyzAsker is how probe and announce reach the local daemon's /readyz:
-// its sockets first (--control), then admin.listen (--admin).
+// its sockets (--control), then admin.listen when that is a unix socket
+// (--admin).
 type readyzAsker struct{ addr, control string }
 
 // readyzFlags adds --admin and --control to fs.
 func readyzFlags(fs *flag.FlagSet) *readyzAsker {
 	r := &readyzAsker{}
-	fs.StringVar(&r.addr, "admin", "", "admin endpoint to ask when the daemon's sockets do not answer (host:port or unix:/path); default from the config")
+	fs.StringVar(&r.addr, "admin", "", "admin endpoint asked when the daemon's sockets do not answer, a unix socket only (unix:/path; TCP is never asked: another program could answer there); default from the config")
 	fs.StringVar(&r.control, "control", admin.DefaultProbePath(), "the daemon's socket asked first: its probe socket, or its control socket (\"\" : only the admin endpoint)")
 	return r
 }
 
 // ask asks /readyz (see askReady) with the config at configPath: with the
-// default --control, every socket probeSockets names.
+// default --control, every socket probeSockets names, then admin.listen
+// when it is a unix socket.
 func (r *readyzAsker) ask(ctx context.Context, configPath string, timeout time.Duration) (string, error) {
 	sockets := []string{r.control}
 	if r.control == admin.DefaultProbePath() {
-		sockets = probeSockets(os.Getenv)
+		sockets = probeSockets(os.Getenv, os.Geteuid() == 0)
 	}
-	return askReady(ctx, configPath, r.addr, sockets, timeout)
-}
-
-// askReady asks the daemon's /readyz (see askDaemon) and returns its
-// answer when it says ready, else why not: the one question keepalived's
-// track script and vipproxy announce ask.
-func askReady(ctx context.Context, path, addr string, sockets []string, timeout time.Duration) (string, error) {
-	body, code, err := askDaemon(ctx, path, addr, sockets, "/readyz", timeout)
-	body = strings.TrimSpace(body)
+	body, err := askReady(ctx, sockets, timeout)
+	if err == nil {
+		return body, nil
+	}
+	addr := r.addr
+	if addr == "" {
+		cfg, cfgErr := config.Load(configPath)
+		if cfgErr != nil {
+			return "", errors.Join(err, cfgErr)
+		}
+		addr = cfg.Admin.Listen
+	}
+	sock, ok := strings.CutPrefix(addr, "unix:")
 	switch {
-	case err != nil:
+	case addr == "":
 		return "", err
-	case code != http.StatusOK:
-		return "", fmt.Errorf("/readyz answered %d: %s", code, body)
-	case !strings.HasPrefix(body, "ready: "):
-		// Another program holds the admin port and answers for a proxy
-		// that may be dead.
-		return "", fmt.Errorf("/readyz answered 200 but not as vipproxy does (another program on the admin port?): %q", body)
+	case !ok:
+		return "", errors.Join(err, fmt.Errorf("admin endpoint %s not asked: over TCP another program could answer for a dead daemon", addr))
+	}
+	body, adminErr := askReady(ctx, []string{sock}, timeout)
+	if adminErr != nil {
+		return "", errors.Join(err, adminErr)
 	}
 	return body, nil
+}
+
+// askReady asks /readyz on the daemon's unix sockets in order ("" : none)
+// and returns the first answer that says ready, else why not: the one
+// question keepalived's track script and vipproxy announce ask. An answer
+// counts only from the daemon's own process (admin.DialDaemon).
+func askReady(ctx context.Context, sockets []string, timeout time.Duration) (string, error) {
+	var errs error
+	for _, sock := range sockets {
+		if sock == "" {
+			continue
+		}
+		body, code, err := askSocket(ctx, sock, "/readyz", timeout)
+		body = strings.TrimSpace(body)
+		switch {
+		case err != nil:
+			errs = errors.Join(errs, err)
+			continue
+		case code != http.StatusOK:
+			return "", fmt.Errorf("/readyz answered %d: %s", code, body)
+		case !strings.HasPrefix(body, "ready: "):
+			return "", fmt.Errorf("/readyz answered 200 but not as vipproxy does: %q", body)
+		}
+		return body, nil
+	}
+	if errs == nil {
+		errs = errors.New("no daemon socket to ask (--control \"\")")
+	}
+	return "", errs
+}
+
+// askSocket GETs urlPath on the daemon's unix socket sock, answered by the
+// daemon's own process only. The probe socket answers as it accepts,
+// without reading the request, and may close before the request is
+// written: a failed write is no error, the answer is read all the same.
+func askSocket(ctx context.Context, sock, urlPath string, timeout time.Duration) (string, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	url := "http://vipproxy" + urlPath
+	conn, err := admin.DialDaemon(ctx, sock)
+	if err != nil {
+		return "", 0, fmt.Errorf("GET %s: %w", url, err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	deadline, _ := ctx.Deadline()
+	conn.SetDeadline(deadline)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", 0, err
+	}
+	req.Close = true
+	req.Write(conn)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return "", 0, fmt.Errorf("GET %s on %s: %w", url, sock, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return string(b), resp.StatusCode, nil
 }
 
 // probeSockets are the sockets the probe asks by default, in order: the
@@ -95,11 +167,19 @@ func askReady(ctx context.Context, path, addr string, sockets []string, timeout 
 // $RUNTIME_DIRECTORY and at the unit's fixed path. Both: the probe runs
 // inside vipproxy's unit (RUNTIME_DIRECTORY is the daemon's) but also as
 // keepalived's script, which inherits keepalived's own RUNTIME_DIRECTORY
-// (nixpkgs' keepalived unit has RuntimeDirectory=keepalived).
-func probeSockets(getenv func(string) string) []string {
+// (nixpkgs' keepalived unit has RuntimeDirectory=keepalived). Root asks
+// the control sockets first: mode 0660, no other user can reach them, so
+// a flood of connections on the probe socket cannot stand between root's
+// probe and the daemon.
+func probeSockets(getenv func(string) string, root bool) []string {
+	probe := []string{admin.ProbeSocketPath(getenv), admin.DefaultProbeSocket}
+	control := []string{admin.ControlSocketPath(getenv), admin.DefaultControlSocket}
+	order := append(probe, control...)
+	if root {
+		order = append(control, probe...)
+	}
 	var out []string
-	for _, p := range []string{admin.ProbeSocketPath(getenv), admin.DefaultProbeSocket,
-		admin.ControlSocketPath(getenv), admin.DefaultControlSocket} {
+	for _, p := range order {
 		if p != "" && !slices.Contains(out, p) {
 			out = append(out, p)
 		}

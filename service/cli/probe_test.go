@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // serveReadyz answers /readyz with code on ln until the test ends.
@@ -40,49 +38,55 @@ func listenOn(t *testing.T, network, addr string) net.Listener {
 }
 
 func TestProbeAnswers(t *testing.T) {
-	ready := listenOn(t, "tcp", "127.0.0.1:0")
-	serveReadyz(t, ready, http.StatusOK)
-	notReady := listenOn(t, "tcp", "127.0.0.1:0")
-	serveReadyz(t, notReady, http.StatusServiceUnavailable)
-	sock := filepath.Join(t.TempDir(), "admin.sock")
-	serveReadyz(t, listenOn(t, "unix", sock), http.StatusOK)
-	closed := listenOn(t, "tcp", "127.0.0.1:0")
-	closedAddr := closed.Addr().String()
-	closed.Close()
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready.sock")
+	serveReadyz(t, listenOn(t, "unix", ready), http.StatusOK)
+	notReady := filepath.Join(dir, "not-ready.sock")
+	serveReadyz(t, listenOn(t, "unix", notReady), http.StatusServiceUnavailable)
+	tcp := listenOn(t, "tcp", "127.0.0.1:0")
+	serveReadyz(t, tcp, http.StatusOK)
 
 	for _, tc := range []struct {
-		addr string
-		want int
-		msg  string
+		flag, addr string
+		want       int
+		msg        string
 	}{
-		{ready.Addr().String(), ExitOK, "ready: state"},
-		{"unix:" + sock, ExitOK, "ready: state"},
-		{notReady.Addr().String(), ExitFailure, "answered 503"},
-		{closedAddr, ExitFailure, "not ready"},
+		{"--control", ready, ExitOK, "ready: state"},
+		{"--admin", "unix:" + ready, ExitOK, "ready: state"},
+		{"--control", notReady, ExitFailure, "answered 503"},
+		{"--control", filepath.Join(dir, "absent.sock"), ExitFailure, "not ready"},
+		// A TCP port is never asked: another program could answer there.
+		{"--admin", tcp.Addr().String(), ExitFailure, "not asked: over TCP"},
 	} {
+		args := []string{"probe", tc.flag, tc.addr, "--timeout", "5s"}
+		if tc.flag == "--admin" {
+			args = append(args, "--control", "")
+		}
 		var out, errOut bytes.Buffer
-		code := Main(context.Background(), Env{Stdout: &out, Stderr: &errOut}, []string{"probe", "--admin", tc.addr, "--timeout", "5s"})
+		code := Main(context.Background(), Env{Stdout: &out, Stderr: &errOut}, args)
 		if code != tc.want || !strings.Contains(out.String()+errOut.String(), tc.msg) {
-			t.Errorf("probe %s: exit %d (want %d), stdout %q, stderr %q (want %q)", tc.addr, code, tc.want, out.String(), errOut.String(), tc.msg)
+			t.Errorf("probe %s %s: exit %d (want %d), stdout %q, stderr %q (want %q)", tc.flag, tc.addr, code, tc.want, out.String(), errOut.String(), tc.msg)
 		}
 	}
 }
 
-// A server that accepts but never answers must not hang the probe.
+// A daemon socket that accepts but never answers must not hang the probe.
 func TestProbeTimesOut(t *testing.T) {
-	addr := testutil.ServeAddr(t, testutil.Silent)
+	sock := filepath.Join(t.TempDir(), "silent.sock")
+	ln := listenOn(t, "unix", sock)
+	t.Cleanup(func() { ln.Close() })
 	var out, errOut bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
-		done <- Main(context.Background(), Env{Stdout: &out, Stderr: &errOut}, []string{"probe", "--admin", addr, "--timeout", "200ms"})
+		done <- Main(context.Background(), Env{Stdout: &out, Stderr: &errOut}, []string{"probe", "--control", sock, "--admin", "unix:" + sock, "--timeout", "200ms"})
 	}()
 	select {
 	case code := <-done:
 		if code != ExitFailure {
-			t.Fatalf("probe of a silent server: exit %d, want %d; stderr %q", code, ExitFailure, errOut.String())
+			t.Fatalf("probe of a silent socket: exit %d, want %d; stderr %q", code, ExitFailure, errOut.String())
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("probe did not give up on a silent server")
+		t.Fatal("probe did not give up on a silent socket")
 	}
 }
 
@@ -106,12 +110,16 @@ func TestProbeFallsBackToTheControlSocket(t *testing.T) {
 // path (the NixOS-shaped VM twin never got the VIP that way).
 func TestProbeSocketsUnderKeepalivedsRuntimeDirectory(t *testing.T) {
 	env := map[string]string{"RUNTIME_DIRECTORY": "/run/keepalived"}
-	got := probeSockets(func(k string) string { return env[k] })
+	got := probeSockets(func(k string) string { return env[k] }, false)
 	want := []string{"/run/keepalived/probe.sock", "/run/vipproxy/probe.sock", "/run/keepalived/control.sock", "/run/vipproxy/control.sock"}
 	if !slices.Equal(got, want) {
 		t.Errorf("probeSockets with keepalived's RUNTIME_DIRECTORY = %q, want %q", got, want)
 	}
-	if got := probeSockets(func(string) string { return "" }); !slices.Equal(got, []string{"/run/vipproxy/probe.sock", "/run/vipproxy/control.sock"}) {
+	if got := probeSockets(func(string) string { return "" }, false); !slices.Equal(got, []string{"/run/vipproxy/probe.sock", "/run/vipproxy/control.sock"}) {
 		t.Errorf("probeSockets without RUNTIME_DIRECTORY = %q", got)
+	}
+	// Root asks the control socket first: no other user can reach it.
+	if got := probeSockets(func(string) string { return "" }, true); !slices.Equal(got, []string{"/run/vipproxy/control.sock", "/run/vipproxy/probe.sock"}) {
+		t.Errorf("probeSockets as root = %q", got)
 	}
 }

@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,50 +17,117 @@ import (
 )
 
 // nobody is the unprivileged user keepalived's track script runs as on
-// NixOS (services.vipproxy sets vrrpScripts.*.user = "nobody").
+// NixOS (services.vipproxy sets vrrpScripts.*.user = "nobody"), and the
+// hostile local user of the tests below.
 const nobody = 65534
 
-// keepalived runs the probe as its script user, never as the daemon's
-// dynamic user: with admin.listen = "" (no TCP endpoint to fall back on)
-// that user must still get the daemon's answer, through the probe socket,
-// while the control socket (status, drain) stays the daemon's own.
-func TestProbeAnswersKeepalivedsScriptUser(t *testing.T) {
+// probeUser stands for a probe that cannot reach the control socket:
+// vipproxy announce's dynamic user, or a script user other than nobody.
+const probeUser = 65533
+
+// probeHome is a directory as systemd leaves it for the tests that run
+// processes as other users: the runtime directory (RuntimeDirectoryMode=
+// 0711) and the programs in a world-readable place.
+type probeHome struct {
+	runDir, vipproxy, localuser string
+}
+
+func newProbeHome(t *testing.T) probeHome {
+	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to run the probe as another user")
+		t.Skip("needs root to run processes as other users")
 	}
 	dir, err := os.MkdirTemp("", "vipproxy-probe-user-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	// As systemd leaves them: the runtime directory with
-	// RuntimeDirectoryMode=0711, the binary in a world-readable place.
-	runDir := filepath.Join(dir, "run")
-	bin := filepath.Join(dir, "vipproxy")
+	h := probeHome{runDir: filepath.Join(dir, "run"), vipproxy: filepath.Join(dir, "vipproxy"), localuser: filepath.Join(dir, "localuser")}
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Mkdir(runDir, 0o711); err != nil {
+	if err := os.Mkdir(h.runDir, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	testutil.CopyFile(t, vipproxyBin(t), bin, 0o755)
-	path, logs, _ := startDaemon(t, adminConfig(testutil.FreePort(t), testutil.ServeAddr(t, testutil.Close), "", false), "RUNTIME_DIRECTORY="+runDir)
+	testutil.CopyFile(t, vipproxyBin(t), h.vipproxy, 0o755)
+	testutil.CopyFile(t, testutil.Build(t, "github.com/vipproxy/vipproxy/service/cli/testdata/localuser"), h.localuser, 0o755)
+	return h
+}
 
-	asNobody := func(socket string) (string, int) {
-		var out bytes.Buffer
-		cmd := exec.Command(bin, "probe", "--config", path, "--control", filepath.Join(runDir, socket))
-		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-		err := cmd.Run()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return out.String(), ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
+// asUser sets cmd to run as uid (its group the same number).
+func asUser(cmd *exec.Cmd, uid uint32) *exec.Cmd {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	return cmd
+}
+
+// runAs runs bin as uid and returns its stdout and stderr together, and
+// its exit code.
+func runAs(t *testing.T, uid uint32, bin string, args ...string) (string, int) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := asUser(exec.Command(bin, args...), uid)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return out.String(), ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), 0
+}
+
+// startLocalUser runs the localuser program as uid nobody until the test
+// ends, and waits until it says it is ready.
+func startLocalUser(t *testing.T, h probeHome, args ...string) {
+	t.Helper()
+	cmd := asUser(exec.Command(h.localuser, args...), nobody)
+	var errOut testutil.Buffer
+	cmd.Stderr = &errOut
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(stdout).ReadString('\n')
+		line <- s
+	}()
+	select {
+	case s := <-line:
+		if s != "ready\n" {
+			t.Fatalf("localuser %q as uid %d: %q, stderr %q", args, nobody, s, errOut.String())
 		}
-		return out.String(), 0
+	case <-time.After(30 * time.Second):
+		t.Fatalf("localuser %q as uid %d never got ready; stderr %q", args, nobody, errOut.String())
+	}
+}
+
+// waitReady runs the probe as root until it passes (the daemon's first
+// health check).
+func waitReady(t *testing.T, h probeHome, path string, logs func() string) {
+	t.Helper()
+	testutil.WaitFor(t, "the probe to pass", func() bool {
+		_, code := runAs(t, 0, h.vipproxy, "probe", "--config", path, "--control", filepath.Join(h.runDir, "probe.sock"))
+		return code == 0
+	})
+}
+
+// keepalived runs the probe as its script user, never as the daemon's
+// dynamic user: with admin.listen = "" (no TCP endpoint to fall back on)
+// that user must still get the daemon's answer, through the probe socket,
+// while the control socket (status, drain) stays the daemon's own.
+func TestProbeAnswersKeepalivedsScriptUser(t *testing.T) {
+	h := newProbeHome(t)
+	path, logs, _ := startDaemon(t, adminConfig(testutil.FreePort(t), testutil.ServeAddr(t, testutil.Close), "", false), "RUNTIME_DIRECTORY="+h.runDir)
+	asNobody := func(socket string) (string, int) {
+		return runAs(t, nobody, h.vipproxy, "probe", "--config", path, "--control", filepath.Join(h.runDir, socket))
 	}
 	testutil.WaitFor(t, "the probe socket", func() bool {
-		_, err := os.Stat(filepath.Join(runDir, "probe.sock"))
+		_, err := os.Stat(filepath.Join(h.runDir, "probe.sock"))
 		return err == nil
 	})
 	// Until the first health check passes (bounded: 200 x 50 ms).
@@ -76,11 +146,103 @@ func TestProbeAnswersKeepalivedsScriptUser(t *testing.T) {
 		t.Errorf("the control socket answered uid %d (exit %d): %q", nobody, code, out)
 	}
 	for name, want := range map[string]os.FileMode{"probe.sock": 0o666, "control.sock": 0o660} {
-		info, err := os.Stat(filepath.Join(runDir, name))
+		info, err := os.Stat(filepath.Join(h.runDir, name))
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 		} else if info.Mode().Perm() != want {
 			t.Errorf("%s: mode %v, want %v", name, info.Mode().Perm(), want)
 		}
+	}
+}
+
+// A dead daemon is never ready: after the daemon is SIGKILLed, a local
+// user (uid nobody) binds admin.listen's port and answers as vipproxy
+// would. Before the probe asked only the daemon's own sockets, it fell
+// back to that port and exited 0, and keepalived kept the VIP on a dead
+// node (announce kept announcing it).
+func TestProbeRefusesAnotherUsersAnswerForADeadDaemon(t *testing.T) {
+	h := newProbeHome(t)
+	adminAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	path, logs, cmd := startDaemon(t, adminConfig(testutil.FreePort(t), testutil.ServeAddr(t, testutil.Close), adminAddr, false), "RUNTIME_DIRECTORY="+h.runDir)
+	waitReady(t, h, path, logs)
+	cmd.Process.Kill()
+	cmd.Wait()
+	startLocalUser(t, h, "answer", "tcp", adminAddr)
+	for _, uid := range []uint32{0, nobody, probeUser} {
+		for _, args := range [][]string{
+			{"--control", filepath.Join(h.runDir, "probe.sock")},
+			{"--control", filepath.Join(h.runDir, "probe.sock"), "--admin", adminAddr},
+		} {
+			out, code := runAs(t, uid, h.vipproxy, append([]string{"probe", "--config", path}, args...)...)
+			if code == 0 || strings.Contains(out, "ready: api 3/3") {
+				t.Errorf("probe %q as uid %d of a dead daemon, uid %d on the admin port: exit %d, %q", args, uid, nobody, code, out)
+			}
+		}
+	}
+}
+
+// A unix socket answers for the daemon only when the daemon's own process
+// holds it: a socket a local user binds in a directory it made itself
+// (in /tmp, where anyone may), or in a directory others may write to, is
+// not the daemon's answer, whatever it says (SO_PEERCRED names that user,
+// not the directory's owner).
+func TestProbeRefusesASocketOfAnotherUser(t *testing.T) {
+	h := newProbeHome(t)
+	own, err := os.MkdirTemp("", "vipproxy-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(own) })
+	open := filepath.Join(filepath.Dir(h.runDir), "open")
+	if err := os.Chmod(own, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(own, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	for _, sock := range []string{filepath.Join(own, "probe.sock"), filepath.Join(open, "probe.sock")} {
+		startLocalUser(t, h, "answer", "unix", sock)
+		for _, uid := range []uint32{0, probeUser} {
+			out, code := runAs(t, uid, h.vipproxy, "probe", "--control", sock, "--admin", "unix:"+sock)
+			if code == 0 || !strings.Contains(out, "not the daemon's answer") && !strings.Contains(out, "proves nothing") {
+				t.Errorf("probe as uid %d of %s, bound by uid %d: exit %d, %q", uid, sock, nobody, code, out)
+			}
+		}
+	}
+}
+
+// Another user cannot starve the probe: 64 idle connections from uid
+// nobody on the probe socket (before the socket answered at accept they
+// held every slot of its HTTP server, 5 s each, and a 1 s probe failed
+// 4 of 4) leave 5 of 5 probes passing with announce's budget, as a user
+// that cannot reach the control socket, with no admin.listen to fall
+// back on.
+func TestProbeWithinBudgetWhileAnotherUserHoldsTheProbeSocket(t *testing.T) {
+	h := newProbeHome(t)
+	path, logs, _ := startDaemon(t, adminConfig(testutil.FreePort(t), testutil.ServeAddr(t, testutil.Close), "", false), "RUNTIME_DIRECTORY="+h.runDir)
+	waitReady(t, h, path, logs)
+	sock := filepath.Join(h.runDir, "probe.sock")
+	startLocalUser(t, h, "hold", sock, "64")
+	for i := range 5 {
+		out, code := runAs(t, probeUser, h.vipproxy, "probe", "--config", path, "--control", sock, "--timeout", "1s")
+		if code != 0 || out != "ready: 1/1 backends healthy\n" {
+			t.Errorf("probe %d of 5 as uid %d while uid %d holds 64 connections: exit %d, %q", i+1, probeUser, nobody, code, out)
+		}
+	}
+	// The daemon still serves the flood: each connection is answered.
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if b, _ := bufio.NewReader(c).ReadString('\n'); b != "HTTP/1.1 200 OK\r\n" {
+		t.Errorf("probe socket answered %q at connect; daemon log:\n%s", b, logs())
 	}
 }

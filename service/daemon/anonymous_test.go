@@ -22,7 +22,7 @@ func TestAnonymousAuthOffApiservers(t *testing.T) {
 	t.Run("no credentials", func(t *testing.T) {
 		s := newSettings(t, a.Addr(), b.Addr())
 		s.Check, s.Anonymous = "https", true
-		p := startVIPProxy(t, s, nil)
+		p := startVIPProxy(t, s, runtimeDir(t))
 		p.waitState("b0", "up")
 		p.waitState("b1", "up")
 		for _, bs := range p.status().Backends {
@@ -38,7 +38,7 @@ func TestAnonymousAuthOffApiservers(t *testing.T) {
 		if got, err := name(mtlsClient(t, true), p.vip); err != nil || (got != "a" && got != "b") {
 			t.Errorf("request through the VIP: %q %v", got, err)
 		}
-		if out, err := exec.Command(filepath.Join(binDir, "vipproxy"), "probe", "--config", p.cfgPath).CombinedOutput(); err != nil {
+		if out, err := p.probe(); err != nil {
 			t.Errorf("probe: %v\n%s", err, out)
 		}
 		out, _ := exec.Command(filepath.Join(binDir, "vipproxy"), "status", "--config", p.cfgPath, "--control", "").CombinedOutput()

@@ -539,7 +539,7 @@ func TestMetricsReadyzProbe(t *testing.T) {
 	a := backend(t, "a")
 	s := newSettings(t, a.Addr())
 	s.Check = "https"
-	p := startVIPProxy(t, s, nil)
+	p := startVIPProxy(t, s, runtimeDir(t))
 	p.waitState("b0", "up")
 	name(mtlsClient(t, true), p.vip)
 	body, err := p.get("/metrics")
@@ -560,7 +560,8 @@ func TestMetricsReadyzProbe(t *testing.T) {
 		t.Error("vipproxy_connections_total did not count the request")
 	}
 	probe := func() error {
-		return exec.Command(filepath.Join(binDir, "vipproxy"), "probe", "--config", p.cfgPath).Run()
+		_, err := p.probe()
+		return err
 	}
 	if err := probe(); err != nil {
 		t.Errorf("probe with a healthy backend: %v", err)

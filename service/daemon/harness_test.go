@@ -175,6 +175,29 @@ type proc struct {
 	err     error
 }
 
+// runtimeDir is the env entry of a RUNTIME_DIRECTORY of its own, as
+// systemd gives the unit: the daemon puts its control and probe sockets
+// there, and `vipproxy probe` asks nothing else (see proc.probe).
+func runtimeDir(t testing.TB) []string {
+	return []string{"RUNTIME_DIRECTORY=" + t.TempDir()}
+}
+
+// probe runs `vipproxy probe` on the probe socket of p, a daemon started
+// with runtimeDir, and returns its output.
+func (p *proc) probe() (string, error) {
+	var dir string
+	for _, e := range p.cmd.Env {
+		if d, ok := strings.CutPrefix(e, "RUNTIME_DIRECTORY="); ok {
+			dir = d
+		}
+	}
+	if dir == "" {
+		p.t.Fatal("probe of a daemon started without runtimeDir: it has no probe socket")
+	}
+	out, err := exec.Command(filepath.Join(binDir, "vipproxy"), "probe", "--config", p.cfgPath, "--control", filepath.Join(dir, "probe.sock")).CombinedOutput()
+	return string(out), err
+}
+
 // newSettings returns settings with fresh ports for the VIP and admin.
 func newSettings(t testing.TB, backends ...string) settings {
 	return settings{Port: testutil.FreePort(t), Admin: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), Backends: backends}

@@ -96,7 +96,7 @@ func startK0sSetup(t *testing.T) *k0sSetup {
 		k.vips[port] = fmt.Sprintf("127.0.0.1:%d", k.vipPorts[port])
 	}
 	k.admin = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	k.p = startConfig(t, k.config(), k.vips["api"], k.admin, nil)
+	k.p = startConfig(t, k.config(), k.vips["api"], k.admin, runtimeDir(t))
 	k.p.waitFor(func() bool { return k.p.healthy(k0sPorts...) == 9 }, "every port's three backends up")
 	return k
 }
@@ -225,10 +225,7 @@ func TestK0sPortsBalancedAndCheckedApart(t *testing.T) {
 // down everywhere makes it not ready.
 func TestReadinessFollowsRequiredPorts(t *testing.T) {
 	p, nodes, _ := startK0s(t)
-	probe := func() (string, error) {
-		out, err := exec.Command(filepath.Join(binDir, "vipproxy"), "probe", "--config", p.cfgPath).CombinedOutput()
-		return string(out), err
-	}
+	probe := p.probe
 	for _, s := range nodes["konnectivity"] {
 		s.Close()
 	}

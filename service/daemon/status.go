@@ -71,8 +71,9 @@ func (d *Daemon) serveAdmin(ctx context.Context, ln net.Listener, h http.Handler
 }
 
 // startControl serves h on the control socket in $RUNTIME_DIRECTORY and
-// /readyz on the probe socket beside it, for keepalived's script user (see
-// admin.ControlSocketName); without systemd there are none.
+// readiness on the probe socket beside it, for keepalived's script user
+// (see admin.ControlSocketName, admin.ServeProbe); without systemd there
+// are none.
 func (d *Daemon) startControl(ctx context.Context, h http.Handler) error {
 	if d.control == "" {
 		return nil
@@ -88,7 +89,7 @@ func (d *Daemon) startControl(ctx context.Context, h http.Handler) error {
 		return fmt.Errorf("probe socket: %w", err)
 	}
 	go d.serveAdmin(ctx, ln, h)
-	go d.serveAdmin(ctx, probe, admin.ProbeHandler(d))
+	go admin.ServeProbe(ctx, probe, d, d.log)
 	return nil
 }
 
