@@ -76,8 +76,29 @@ func (a *Announcer) step(link *Link, failed int, readyErr error) (*Link, int) {
 		}
 		return link, failed
 	case link != nil:
-		return link, 0
+		return a.recheck(link), 0
 	}
+	return a.open(), 0
+}
+
+// recheck keeps link when it is still as Open made it; when it changed
+// under vipproxy (deleted, set down, an address removed) the VIP is
+// withdrawn and the link made again at once.
+func (a *Announcer) recheck(link *Link) *Link {
+	why, err := link.Changed(a.VIPs)
+	if err != nil {
+		a.Log.Warn("cannot check the announce link; keeping it", "interface", a.Interface, "err", err)
+		return link
+	}
+	if why == "" {
+		return link
+	}
+	a.withdraw(link, "the announce link changed: "+why)
+	return a.open()
+}
+
+// open opens the announce link: nil when that fails (said once per cause).
+func (a *Announcer) open() *Link {
 	l, err := Open(a.Interface, a.VIPs)
 	if err != nil {
 		if err.Error() != a.openErr {
@@ -85,12 +106,12 @@ func (a *Announcer) step(link *Link, failed int, readyErr error) (*Link, int) {
 			a.Log.Error("cannot announce the VIP: the announce link failed; trying again at every check", "interface", a.Interface, "err", err)
 			a.Changed(false, "the announce link failed: "+err.Error())
 		}
-		return nil, 0
+		return nil
 	}
 	a.openErr = ""
 	a.Log.Info("announcing the VIP: the proxy is ready", "interface", a.Interface, "vips", a.VIPs)
 	a.Changed(true, "ready")
-	return l, 0
+	return l
 }
 
 func (a *Announcer) withdraw(link *Link, why string) {

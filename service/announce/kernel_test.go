@@ -103,7 +103,7 @@ func linkAddrs(ns *testutil.NetNS) string {
 
 func announced(ns *testutil.NetNS) bool {
 	a := linkAddrs(ns)
-	return strings.Contains(a, vip4+"/32") && strings.Contains(a, vip6+"/128")
+	return strings.Contains(a, vip4+"/32") && strings.Contains(a, vip6+"/128") && !strings.Contains(a, "DOWN")
 }
 
 // TestAnnounceFollowsReadinessAndDiesWithTheProcess: the announce link
@@ -150,6 +150,33 @@ func TestAnnounceFollowsReadinessAndDiesWithTheProcess(t *testing.T) {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, logs)
 		}
+	}
+}
+
+// TestAnnounceRestoresAChangedLink: the announce link changed under
+// vipproxy (an address removed, set down, deleted: someone's `ip addr
+// flush` or `ip link del`) while the proxy is ready is withdrawn, logged,
+// and made again with both VIPs. Before the link was checked after it was
+// opened, the VIP stayed unannounced while the node was ready.
+func TestAnnounceRestoresAChangedLink(t *testing.T) {
+	ns := newNode(t)
+	r := serveReadiness(t)
+	r.ready.Store(true)
+	_, logs, _ := startAnnounce(t, ns, r.sock)
+	testutil.WaitFor(t, "the announce link with both VIPs", func() bool { return announced(ns) })
+	for _, tc := range []struct {
+		change []string
+		logged string
+	}{
+		{[]string{"addr", "del", vip4 + "/32", "dev", "vipbgp0"}, "the link lost " + vip4},
+		{[]string{"link", "set", "vipbgp0", "down"}, "the link is down"},
+		{[]string{"link", "del", "vipbgp0"}, "the link is gone"},
+	} {
+		ns.IP(t, tc.change...)
+		testutil.WaitFor(t, "the change logged: "+tc.logged, func() bool {
+			return strings.Contains(logs.String(), "reason=\"the announce link changed: "+tc.logged+"\"")
+		})
+		testutil.WaitFor(t, "the announce link back with both VIPs after ip "+strings.Join(tc.change, " "), func() bool { return announced(ns) })
 	}
 }
 

@@ -24,8 +24,9 @@ import (
 
 // Link is the announce link, present while it is open.
 type Link struct {
-	name string
-	file *os.File
+	name  string
+	file  *os.File
+	index int // the kernel's index of the device Open made
 }
 
 // Open creates the TUN device name, sets it up and adds each VIP as a
@@ -93,6 +94,7 @@ func (l *Link) configure(vips []netip.Addr) error {
 	if err != nil {
 		return fmt.Errorf("announce link %s: %w", l.name, err)
 	}
+	l.index = link.Index
 	for _, vip := range vips {
 		addr := rtnl.Addr{Prefix: netip.PrefixFrom(vip, vip.BitLen()), Scope: unix.RT_SCOPE_UNIVERSE}
 		if vip.Is6() {
@@ -120,24 +122,40 @@ func (l *Link) Close() error {
 // VIP: what BIRD exports now (vipproxy_bgp_announced, doctor). A missing
 // link is no error: it is not announcing.
 func Announced(name string, vips []netip.Addr) (bool, error) {
+	why, err := linkDiffers(name, 0, vips)
+	return why == "" && err == nil, err
+}
+
+// Changed says how the link differs from what Open made (gone, replaced
+// by another device of its name, down, or without a VIP: someone's `ip
+// link del` or `ip addr flush`), "" when it does not: then BIRD would
+// export less than the proxy's readiness says.
+func (l *Link) Changed(vips []netip.Addr) (string, error) {
+	return linkDiffers(l.name, l.index, vips)
+}
+
+// linkDiffers is why the link name (of index index; 0: any) is not up
+// with every VIP, "" when it is.
+func linkDiffers(name string, index int, vips []netip.Addr) (string, error) {
 	h, err := rtnl.Open()
 	if err != nil {
-		return false, fmt.Errorf("announce link %s: %w", name, err)
+		return "", fmt.Errorf("announce link %s: %w", name, err)
 	}
 	defer h.Close()
 	link, err := h.LinkByName(name)
-	if errors.Is(err, rtnl.ErrLinkNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("announce link %s: %w", name, err)
-	}
-	if link.Flags&net.FlagUp == 0 {
-		return false, nil
+	switch {
+	case errors.Is(err, rtnl.ErrLinkNotFound):
+		return "the link is gone", nil
+	case err != nil:
+		return "", fmt.Errorf("announce link %s: %w", name, err)
+	case index != 0 && link.Index != index:
+		return fmt.Sprintf("another device (index %d) took the name", link.Index), nil
+	case link.Flags&net.FlagUp == 0:
+		return "the link is down", nil
 	}
 	addrs, err := h.AddrList(link.Index)
 	if err != nil {
-		return false, fmt.Errorf("announce link %s: addresses: %w", name, err)
+		return "", fmt.Errorf("announce link %s: addresses: %w", name, err)
 	}
 	have := map[netip.Addr]bool{}
 	for _, a := range addrs {
@@ -145,8 +163,8 @@ func Announced(name string, vips []netip.Addr) (bool, error) {
 	}
 	for _, vip := range vips {
 		if !have[vip] {
-			return false, nil
+			return fmt.Sprintf("the link lost %s", vip), nil
 		}
 	}
-	return true, nil
+	return "", nil
 }
