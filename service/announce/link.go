@@ -17,9 +17,10 @@ import (
 	"net/netip"
 	"os"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/vipproxy/vipproxy/service/rtnl"
+	"github.com/vipproxy/vipproxy/service/netcfg"
 )
 
 // Link is the announce link, present while it is open.
@@ -85,7 +86,7 @@ func createTUN(name string) (*os.File, error) {
 // duplicate address detection: every node holds the VIP by design, and a
 // tentative address is not exported.
 func (l *Link) configure(vips []netip.Addr) error {
-	h, err := rtnl.Open()
+	h, err := netcfg.OpenNetlink()
 	if err != nil {
 		return fmt.Errorf("announce link %s: %w", l.name, err)
 	}
@@ -94,13 +95,9 @@ func (l *Link) configure(vips []netip.Addr) error {
 	if err != nil {
 		return fmt.Errorf("announce link %s: %w", l.name, err)
 	}
-	l.index = link.Index
+	l.index = link.Attrs().Index
 	for _, vip := range vips {
-		addr := rtnl.Addr{Prefix: netip.PrefixFrom(vip, vip.BitLen()), Scope: unix.RT_SCOPE_UNIVERSE}
-		if vip.Is6() {
-			addr.Flags = unix.IFA_F_NODAD
-		}
-		if err := h.AddrReplace(link, addr); err != nil {
+		if err := h.AddrReplace(link, netcfg.HostAddr(vip)); err != nil {
 			return fmt.Errorf("announce link %s: add %s: %w", l.name, vip, err)
 		}
 	}
@@ -137,29 +134,29 @@ func (l *Link) Changed(vips []netip.Addr) (string, error) {
 // linkDiffers is why the link name (of index index; 0: any) is not up
 // with every VIP, "" when it is.
 func linkDiffers(name string, index int, vips []netip.Addr) (string, error) {
-	h, err := rtnl.Open()
+	h, err := netcfg.OpenNetlink()
 	if err != nil {
 		return "", fmt.Errorf("announce link %s: %w", name, err)
 	}
 	defer h.Close()
 	link, err := h.LinkByName(name)
 	switch {
-	case errors.Is(err, rtnl.ErrLinkNotFound):
+	case netcfg.IsLinkNotFound(err):
 		return "the link is gone", nil
 	case err != nil:
 		return "", fmt.Errorf("announce link %s: %w", name, err)
-	case index != 0 && link.Index != index:
-		return fmt.Sprintf("another device (index %d) took the name", link.Index), nil
-	case link.Flags&net.FlagUp == 0:
+	case index != 0 && link.Attrs().Index != index:
+		return fmt.Sprintf("another device (index %d) took the name", link.Attrs().Index), nil
+	case link.Attrs().Flags&net.FlagUp == 0:
 		return "the link is down", nil
 	}
-	addrs, err := h.AddrList(link.Index)
+	addrs, err := h.AddrList(link, netlink.FAMILY_ALL)
 	if err != nil {
 		return "", fmt.Errorf("announce link %s: addresses: %w", name, err)
 	}
 	have := map[netip.Addr]bool{}
 	for _, a := range addrs {
-		have[a.Prefix.Addr().Unmap()] = true
+		have[netcfg.AddrPrefix(a).Addr()] = true
 	}
 	for _, vip := range vips {
 		if !have[vip] {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/vipproxy/vipproxy/service/admin"
 	"github.com/vipproxy/vipproxy/service/doctor"
-	"github.com/vipproxy/vipproxy/service/rtnl"
+	"github.com/vipproxy/vipproxy/service/netcfg"
 )
 
 // runDoctor runs the host checks and prints each as PASS, WARN or FAIL
@@ -41,7 +41,7 @@ func runDoctor(ctx context.Context, env Env, args []string) int {
 	if !ok {
 		return ExitUsage
 	}
-	if nl, err := rtnl.Open(); err == nil {
+	if nl, err := netcfg.OpenNetlink(); err == nil {
 		defer nl.Close()
 		h.Netlink = nl
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/vipproxy/vipproxy/service/atomicfile"
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/netcfg"
-	"github.com/vipproxy/vipproxy/service/rtnl"
 )
 
 // runNetwork sets up the VIP link and the uplink ARP sysctls; see netcfg.
@@ -46,7 +45,7 @@ func runNetwork(ctx context.Context, env Env, args []string) int {
 	if sub == "render" || sub == "write" || diff {
 		return networkFiles(env, cfg, sub, root, diff)
 	}
-	nl, err := rtnl.Open()
+	nl, err := netcfg.OpenNetlink()
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "vipproxy network %s: %v\n", sub, err)
 		return ExitFailure
@@ -74,7 +73,7 @@ func networkNodeLocal(env Env, cfg *config.Valid, sub, root string) int {
 		fmt.Fprintf(env.Stderr, "vipproxy network render: nothing to render: %s\n", note)
 		return ExitOK
 	}
-	nl, err := rtnl.Open()
+	nl, err := netcfg.OpenNetlink()
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "vipproxy network %s: %v\n", sub, err)
 		return ExitFailure

@@ -10,9 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/netcfg"
-	"github.com/vipproxy/vipproxy/service/rtnl"
 )
 
 // Status is a check's outcome.
@@ -38,9 +39,9 @@ type Result struct {
 
 // Host is what the checks look at.
 type Host struct {
-	Proc    string       // /proc
-	Root    string       // where the drop-ins are looked for ("/")
-	Netlink *rtnl.Handle // nil: link checks are skipped
+	Proc    string          // /proc
+	Root    string          // where the drop-ins are looked for ("/")
+	Netlink *netlink.Handle // nil: link checks are skipped
 	Sysctl  netcfg.Sysctl
 	// KeepalivedConf: keepalived's config file; "" finds the one the
 	// running keepalived reads (see Locate).

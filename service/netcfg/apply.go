@@ -9,18 +9,17 @@ import (
 	"slices"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/vishvananda/netlink"
 
 	"github.com/vipproxy/vipproxy/service/atomicfile"
 	"github.com/vipproxy/vipproxy/service/config"
-	"github.com/vipproxy/vipproxy/service/rtnl"
 )
 
 // Host is the machine (or network namespace) being set up.
 type Host struct {
-	Netlink  *rtnl.Handle // the namespace to act in
-	Sysctl   Sysctl       // /proc/sys of the same namespace
-	Reloader Reloader     // systemd-networkd; unused with Options.Netlink
+	Netlink  *netlink.Handle // the namespace to act in
+	Sysctl   Sysctl          // /proc/sys of the same namespace
+	Reloader Reloader        // systemd-networkd; unused with Options.Netlink
 	// Write replaces one file atomically; nil means atomicfile.Write.
 	Write atomicfile.WriteFunc
 }
@@ -152,7 +151,7 @@ func (h Host) checkVIPHolders(cfg *config.Valid) error {
 		return fmt.Errorf("list links: %w", err)
 	}
 	for _, link := range links {
-		name := link.Name
+		name := link.Attrs().Name
 		if allowed[name] {
 			continue
 		}
@@ -177,7 +176,7 @@ func (h Host) ensureLink(cfg *config.Valid) error {
 	name := cfg.Network.Interface
 	link, err := h.Netlink.LinkByName(name)
 	switch {
-	case errors.Is(err, rtnl.ErrLinkNotFound):
+	case IsLinkNotFound(err):
 		if link, err = h.createDummy(name); err != nil {
 			return err
 		}
@@ -188,11 +187,7 @@ func (h Host) ensureLink(cfg *config.Valid) error {
 		return fmt.Errorf("set link %s up: %w", name, err)
 	}
 	for _, vip := range cfg.VIP.Addresses {
-		addr := rtnl.Addr{Prefix: hostPrefix(vip)}
-		if vip.Is6() {
-			addr.Flags = unix.IFA_F_NODAD
-		}
-		if err := h.Netlink.AddrReplace(link, addr); err != nil {
+		if err := h.Netlink.AddrReplace(link, HostAddr(vip)); err != nil {
 			return fmt.Errorf("add %s to %s: %w", hostPrefix(vip), name, err)
 		}
 	}
@@ -201,16 +196,18 @@ func (h Host) ensureLink(cfg *config.Valid) error {
 
 // createDummy adds the dummy link with IPv6 address generation off (like
 // LinkLocalAddressing=no: the link holds the VIP and nothing else).
-func (h Host) createDummy(name string) (rtnl.Link, error) {
-	if err := h.Netlink.AddDummy(name); err != nil {
-		return rtnl.Link{}, fmt.Errorf("%w (is the dummy kernel module available?)", err)
+func (h Host) createDummy(name string) (netlink.Link, error) {
+	if err := h.Netlink.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: name}}); err != nil {
+		return nil, fmt.Errorf("create dummy link %s: %w (is the dummy kernel module available?)", name, err)
 	}
 	link, err := h.Netlink.LinkByName(name)
 	if err != nil {
-		return rtnl.Link{}, fmt.Errorf("the new link: %w", err)
+		return nil, fmt.Errorf("the new link: %w", err)
 	}
-	if err := h.Netlink.DisableIPv6AddrGen(link); err != nil {
-		return rtnl.Link{}, err
+	// IN6_ADDR_GEN_MODE_NONE (linux/if_link.h): no link-local address.
+	const in6AddrGenModeNone = 1
+	if err := h.Netlink.LinkSetIP6AddrGenMode(link, in6AddrGenModeNone); err != nil {
+		return nil, fmt.Errorf("turn off IPv6 address generation on %s: %w", name, err)
 	}
 	return link, nil
 }
@@ -284,13 +281,13 @@ func (h Host) Remove(ctx context.Context, cfg *config.Valid, opts Options) (Remo
 func (h Host) removeLink(cfg *config.Valid, res *RemoveResult) error {
 	name := cfg.Network.Interface
 	link, err := h.Netlink.LinkByName(name)
-	if errors.Is(err, rtnl.ErrLinkNotFound) {
+	if IsLinkNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("look up link %s: %w", name, err)
 	}
-	if link.Kind == "dummy" {
+	if link.Type() == "dummy" {
 		if err := h.Netlink.LinkDel(link); err != nil {
 			return fmt.Errorf("delete link %s: %w", name, err)
 		}
@@ -305,7 +302,7 @@ func (h Host) removeLink(cfg *config.Valid, res *RemoveResult) error {
 		if !have[vip] {
 			continue
 		}
-		if err := h.Netlink.AddrDel(link, hostPrefix(vip)); err != nil {
+		if err := h.Netlink.AddrDel(link, HostAddr(vip)); err != nil {
 			return fmt.Errorf("remove %s from %s: %w", hostPrefix(vip), name, err)
 		}
 		res.AddrsGone = append(res.AddrsGone, hostPrefix(vip).String())

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/vipproxy/vipproxy/service/rtnl"
+	"github.com/vishvananda/netlink"
 )
 
 // HeldVIPs reports, for each VIP, the link on which this node holds it,
@@ -13,21 +13,21 @@ import (
 // put by keepalived, so this node is the one the network sends the VIP's
 // traffic to. It is the one answer to "does this node hold the VIP", for
 // vipproxy_vip_held and `vipproxy status` alike.
-func HeldVIPs(h *rtnl.Handle, dummy string, vips []netip.Addr) (map[netip.Addr]string, error) {
-	addrs, err := h.AddrList(0)
+func HeldVIPs(h *netlink.Handle, dummy string, vips []netip.Addr) (map[netip.Addr]string, error) {
+	addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
 	if err != nil {
 		return nil, err
 	}
 	dummyIndex := -1
 	if l, err := h.LinkByName(dummy); err == nil {
-		dummyIndex = l.Index
+		dummyIndex = l.Attrs().Index
 	}
 	held := make(map[netip.Addr]string, len(vips))
 	for _, v := range vips {
 		held[v] = ""
 	}
 	for _, a := range addrs {
-		ip := a.Prefix.Addr().Unmap()
+		ip := AddrPrefix(a).Addr()
 		if link, vip := held[ip]; !vip || link != "" || a.LinkIndex == dummyIndex {
 			continue
 		}
@@ -38,7 +38,7 @@ func HeldVIPs(h *rtnl.Handle, dummy string, vips []netip.Addr) (map[netip.Addr]s
 
 // HeldVIPsHere is HeldVIPs in this process's network namespace.
 func HeldVIPsHere(dummy string, vips []netip.Addr) (map[netip.Addr]string, error) {
-	h, err := rtnl.Open()
+	h, err := OpenNetlink()
 	if err != nil {
 		return nil, err
 	}
@@ -48,9 +48,9 @@ func HeldVIPsHere(dummy string, vips []netip.Addr) (map[netip.Addr]string, error
 
 // linkName names the link with index i; a link gone meanwhile keeps its
 // number, so that the VIP still counts as held.
-func linkName(h *rtnl.Handle, i int) string {
+func linkName(h *netlink.Handle, i int) string {
 	if l, err := h.LinkByIndex(i); err == nil {
-		return l.Name
+		return l.Attrs().Name
 	}
 	return fmt.Sprintf("link#%d", i)
 }

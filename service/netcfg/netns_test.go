@@ -9,16 +9,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vipproxy/vipproxy/internal/testutil"
-	"github.com/vipproxy/vipproxy/service/rtnl"
 )
 
 // testNS is a private network namespace created and deleted by one test,
-// with the handle the product uses (nl) and the vishvananda/netlink
-// library's (oracle) for what the product does not read (MAC addresses).
+// with the handle the product opens (nl, OpenNetlinkAt) and a plain
+// vishvananda/netlink handle (oracle) for what the product does not read
+// (MAC addresses).
 type testNS struct {
 	*testutil.NetNS
 	name   string
-	nl     *rtnl.Handle
+	nl     *netlink.Handle
 	oracle *netlink.Handle
 	ns     netns.NsHandle
 }
@@ -33,7 +33,7 @@ func newTestNS(t *testing.T) *testNS {
 		t.Fatalf("open netns %s: %v", base.Name, err)
 	}
 	t.Cleanup(func() { ns.Close() })
-	nl, err := rtnl.OpenAt(int(ns))
+	nl, err := OpenNetlinkAt(int(ns))
 	if err != nil {
 		t.Fatalf("netlink handle in %s: %v", base.Name, err)
 	}

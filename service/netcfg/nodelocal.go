@@ -7,8 +7,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/vipproxy/vipproxy/service/config"
-	"github.com/vipproxy/vipproxy/service/rtnl"
 )
 
 // NodeLocalNote is what `network` says on a node whose mode needs no host
@@ -22,7 +23,7 @@ func NodeLocalNote(cfg *config.Valid) string {
 // must not keep: vipproxy's networkd and sysctl drop-ins (networkd would
 // bring the dummy link back at boot, with the old VIP on it) and the dummy
 // link itself. h may be nil (files only).
-func Leftovers(h *rtnl.Handle, cfg *config.Valid, root string) []string {
+func Leftovers(h *netlink.Handle, cfg *config.Valid, root string) []string {
 	var out []string
 	for _, f := range Render(cfg, root).List() {
 		if _, err := os.Lstat(f.Path); err == nil {
@@ -43,7 +44,7 @@ const LeftoversFix = "vipproxy network remove (it deletes vipproxy's networkd an
 // VerifyNodeLocal is Verify for a node-local node: lo is up and holds each
 // VIP (127.0.0.0/8 as a whole, ::1 when IPv6 is on), and nothing of a vrrp
 // setup is left.
-func VerifyNodeLocal(h *rtnl.Handle, cfg *config.Valid, root string) []string {
+func VerifyNodeLocal(h *netlink.Handle, cfg *config.Valid, root string) []string {
 	var problems []string
 	if left := Leftovers(h, cfg, root); len(left) > 0 {
 		problems = append(problems, fmt.Sprintf("left from a vrrp setup: %s; remove them: %s", strings.Join(left, ", "), LeftoversFix))
@@ -52,10 +53,10 @@ func VerifyNodeLocal(h *rtnl.Handle, cfg *config.Valid, root string) []string {
 	if err != nil {
 		return append(problems, err.Error())
 	}
-	if lo.Flags&net.FlagUp == 0 {
+	if lo.Attrs().Flags&net.FlagUp == 0 {
 		return append(problems, "link lo is down: no loopback VIP can answer")
 	}
-	addrs, err := h.AddrList(lo.Index)
+	addrs, err := h.AddrList(lo, netlink.FAMILY_ALL)
 	if err != nil {
 		return append(problems, fmt.Sprintf("list addresses of lo: %v", err))
 	}
@@ -68,9 +69,9 @@ func VerifyNodeLocal(h *rtnl.Handle, cfg *config.Valid, root string) []string {
 }
 
 // onLink: some address of the link has a prefix holding ip.
-func onLink(addrs []rtnl.Addr, ip netip.Addr) bool {
+func onLink(addrs []netlink.Addr, ip netip.Addr) bool {
 	for _, a := range addrs {
-		if a.Prefix.Contains(ip) {
+		if AddrPrefix(a).Contains(ip) {
 			return true
 		}
 	}

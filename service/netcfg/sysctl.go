@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"github.com/vipproxy/vipproxy/service/rtnl"
 )
 
 // Sysctl reads and writes net.ipv4.conf.<if>.* through /proc/sys, which
@@ -70,7 +68,7 @@ func (s Sysctl) inNS(fn func() error) error {
 	if s.NS <= 0 {
 		return fn()
 	}
-	return rtnl.InNetNS(s.NS, fn)
+	return inNetNS(s.NS, fn)
 }
 
 // Names lists the entries of net.ipv4.conf: every interface, all and

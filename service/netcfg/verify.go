@@ -7,25 +7,26 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/vipproxy/vipproxy/service/config"
-	"github.com/vipproxy/vipproxy/service/rtnl"
 )
 
 // Verify checks the live state against cfg and returns one line per
 // problem; none means the host is set up. h selects the network namespace
-// (rtnl.OpenAt), sys the /proc/sys view of the same namespace.
+// (OpenNetlinkAt), sys the /proc/sys view of the same namespace.
 //
 // Checked: the VIP link exists, is administratively up and not
 // operationally down (a dummy link reports "unknown", which is fine), holds
 // each VIP; each uplink exists and has arp_ignore=1, arp_announce=2; and
 // all/default arp_ignore are 0, since the kernel uses the maximum of "all"
 // and the interface value, which breaks pod -> VIP hairpin traffic.
-func Verify(h *rtnl.Handle, sys Sysctl, cfg *config.Valid) []string {
+func Verify(h *netlink.Handle, sys Sysctl, cfg *config.Valid) []string {
 	return append(VerifyLink(h, cfg), VerifyARP(sys, cfg)...)
 }
 
 // VerifyLink is Verify's part about the VIP link and its addresses.
-func VerifyLink(h *rtnl.Handle, cfg *config.Valid) []string { return verifyLink(h, cfg) }
+func VerifyLink(h *netlink.Handle, cfg *config.Valid) []string { return verifyLink(h, cfg) }
 
 // VerifyARP is Verify's part about the ARP sysctls: per uplink, and
 // all/default untouched.
@@ -45,19 +46,19 @@ func VerifyARP(sys Sysctl, cfg *config.Valid) []string {
 	return problems
 }
 
-func verifyLink(h *rtnl.Handle, cfg *config.Valid) []string {
+func verifyLink(h *netlink.Handle, cfg *config.Valid) []string {
 	name := cfg.Network.Interface
 	link, err := h.LinkByName(name)
 	if err != nil {
-		if errors.Is(err, rtnl.ErrLinkNotFound) {
+		if IsLinkNotFound(err) {
 			return []string{fmt.Sprintf("link %s does not exist", name)}
 		}
 		return []string{err.Error()}
 	}
 	var problems []string
-	if link.Flags&net.FlagUp == 0 {
+	if link.Attrs().Flags&net.FlagUp == 0 {
 		problems = append(problems, fmt.Sprintf("link %s is down (administratively)", name))
-	} else if s := link.OperState; s != rtnl.OperUp && s != rtnl.OperUnknown {
+	} else if s := link.Attrs().OperState; s != netlink.OperUp && s != netlink.OperUnknown {
 		problems = append(problems, fmt.Sprintf("link %s is up but its operational state is %s", name, s))
 	}
 	have, err := linkAddrs(h, link)
@@ -89,14 +90,14 @@ func verifyUplink(sys Sysctl, up string) []string {
 }
 
 // linkAddrs returns the addresses on link, IPv4 and IPv6.
-func linkAddrs(h *rtnl.Handle, link rtnl.Link) (map[netip.Addr]bool, error) {
-	addrs, err := h.AddrList(link.Index)
+func linkAddrs(h *netlink.Handle, link netlink.Link) (map[netip.Addr]bool, error) {
+	addrs, err := h.AddrList(link, netlink.FAMILY_ALL)
 	if err != nil {
-		return nil, fmt.Errorf("list addresses of %s: %w", link.Name, err)
+		return nil, fmt.Errorf("list addresses of %s: %w", link.Attrs().Name, err)
 	}
 	have := map[netip.Addr]bool{}
 	for _, a := range addrs {
-		have[a.Prefix.Addr().Unmap()] = true
+		have[AddrPrefix(a).Addr()] = true
 	}
 	return have, nil
 }
