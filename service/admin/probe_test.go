@@ -3,6 +3,7 @@ package admin
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -10,8 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // serveProbe runs ServeProbe on a new probe socket in a directory of the
@@ -103,5 +109,62 @@ func TestDialDaemonTrust(t *testing.T) {
 	}
 	if _, err := DialDaemon(context.Background(), filepath.Join(t.TempDir(), "absent.sock")); err == nil {
 		t.Error("no socket: no error")
+	}
+}
+
+// A flood can fill the probe socket's listen queue for a moment; a unix
+// connect then fails at once with EAGAIN. DialDaemon tries again until
+// its deadline rather than take that for a dead daemon.
+func TestDialDaemonWaitsForAFullListenQueue(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), ProbeSocketName)
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), sock)
+	defer f.Close()
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: sock}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 0); err != nil { // one connection waits, no more
+		t.Fatal(err)
+	}
+	var queued []net.Conn
+	defer func() {
+		for _, c := range queued {
+			c.Close()
+		}
+	}()
+	for range 10 { // bounded: the queue is full after one or two
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			if !errors.Is(err, syscall.EAGAIN) {
+				t.Fatal(err)
+			}
+			break
+		}
+		queued = append(queued, c)
+	}
+	if len(queued) == 10 {
+		t.Fatal("the listen queue never filled")
+	}
+	ln, err := net.FileListener(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dialed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := DialDaemon(ctx, sock)
+		if err == nil {
+			c.Close()
+		}
+		dialed <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the probe meets the full queue first
+	testutil.Serve(t, ln, testutil.Silent)
+	if err := <-dialed; err != nil {
+		t.Errorf("DialDaemon with the listen queue full for a moment: %v", err)
 	}
 }
