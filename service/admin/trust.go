@@ -38,15 +38,15 @@ func DialDaemon(ctx context.Context, path string) (*net.UnixConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("daemon socket %s: %w", path, err)
 	}
-	real, err := filepath.EvalSymlinks(abs)
+	resolved, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		return nil, fmt.Errorf("daemon socket %s: %w", path, err)
 	}
-	owner, err := socketDirOwner(filepath.Dir(real))
+	owner, err := socketDirOwner(filepath.Dir(resolved))
 	if err != nil {
 		return nil, fmt.Errorf("daemon socket %s: %w", path, err)
 	}
-	conn, err := dialUnix(ctx, real)
+	conn, err := dialUnix(ctx, resolved)
 	if err != nil {
 		return nil, fmt.Errorf("daemon socket %s: %w", path, err)
 	}
@@ -58,7 +58,7 @@ func DialDaemon(ctx context.Context, path string) (*net.UnixConn, error) {
 	if cred.Uid != 0 && cred.Uid != owner {
 		conn.Close()
 		return nil, fmt.Errorf("daemon socket %s is held by uid %d (pid %d), not by uid %d, which owns %s: not the daemon's answer",
-			path, cred.Uid, cred.Pid, owner, filepath.Dir(real))
+			path, cred.Uid, cred.Pid, owner, filepath.Dir(resolved))
 	}
 	return conn, nil
 }
