@@ -70,10 +70,11 @@ func HostAddr(vip netip.Addr) *netlink.Addr {
 	return a
 }
 
-// inNetNS runs fn on a thread in the network namespace ns. The thread goes
-// back to its own namespace after; if it cannot, it is never reused (the
-// goroutine ends locked to it, so the runtime ends the thread).
-func inNetNS(ns int, fn func() error) error {
+// InNetNS runs fn on a thread in the network namespace ns (a descriptor of
+// /proc/<pid>/ns/net or /run/netns/<name>). The thread goes back to its
+// own namespace after; if it cannot, it is never reused (the goroutine
+// ends locked to it, so the runtime ends the thread).
+func InNetNS(ns int, fn func() error) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()

@@ -68,7 +68,7 @@ func (s Sysctl) inNS(fn func() error) error {
 	if s.NS <= 0 {
 		return fn()
 	}
-	return inNetNS(s.NS, fn)
+	return InNetNS(s.NS, fn)
 }
 
 // Names lists the entries of net.ipv4.conf: every interface, all and
