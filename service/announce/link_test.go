@@ -8,7 +8,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/vipproxy/vipproxy/internal/testutil"
-	"github.com/vipproxy/vipproxy/service/rtnl"
+	"github.com/vipproxy/vipproxy/service/netcfg"
 )
 
 // TestOpenRefusesAnotherProgramsDevice: a device named as the announce
@@ -26,7 +26,7 @@ func TestOpenRefusesAnotherProgramsDevice(t *testing.T) {
 	defer h.Close()
 	vips := []netip.Addr{netip.MustParseAddr("192.0.2.10")}
 	for _, name := range []string{"othertun0", "lo"} {
-		err := rtnl.InNetNS(int(h), func() error {
+		err := netcfg.InNetNS(int(h), func() error {
 			l, err := Open(name, vips)
 			if err == nil {
 				l.Close()
