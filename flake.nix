@@ -38,8 +38,11 @@
       packages = forAllSystems (
         pkgs:
         rec {
+          # What a node installs: vipproxy and its man pages.
           vipproxy = pkgs.callPackage ./nix/package.nix { inherit version; };
           default = vipproxy;
+          # The stand-in apiserver of the VM tests; never on a node.
+          vipproxy-apiserver = pkgs.callPackage ./nix/apiserver.nix { inherit vipproxy; };
         }
         # riscv64 has no binary cache: prove the build by cross-compiling.
         // lib.optionalAttrs (pkgs.stdenv.hostPlatform.system != "riscv64-linux") {

@@ -1,10 +1,18 @@
-# vipproxy: the proxy daemon (`vipproxy`) and the stand-in apiserver used by
-# the tests (`vipproxy-apiserver`).
+# vipproxy: the proxy daemon `vipproxy` and its man pages, what a node
+# installs. The stand-in apiserver the tests run is its own package,
+# nix/apiserver.nix (the same source, that command only).
 {
   lib,
   buildGo126Module,
+  installShellFiles,
   version ? "dev",
 }:
+
+let
+  # vipproxy(8) and vipproxy.toml(5), as `make man` writes them: from the
+  # command table --help prints and from docs/configuration.md.
+  manGen = builtins.pathExists ../internal/mangen;
+in
 
 buildGo126Module {
   pname = "vipproxy";
@@ -19,8 +27,11 @@ buildGo126Module {
       ../go.sum
       ../cmd
       ../service
-      # Tooling the stand-in apiserver (vipproxy-apiserver) links.
+      # The man page generator (internal/mangen) and the tooling the
+      # stand-in apiserver (nix/apiserver.nix) links.
       ../internal
+      # vipproxy.toml(5) is made from the configuration reference.
+      (lib.fileset.maybeMissing ../docs/configuration.md)
       (lib.fileset.maybeMissing ../examples)
       (lib.fileset.maybeMissing ../systemd)
       # Read by service/daemon's TestMonitoringUsesExportedMetrics.
@@ -33,9 +44,9 @@ buildGo126Module {
   # `make test-nix` fails while it is stale.
   vendorHash = "sha256-ZRI3En/Q+yMjgR+w+JexA5COTSVUmBQZgPC2ucyLUuQ=";
 
+  # Only the product: vipproxy-apiserver, -bench and -demo are test tooling.
   subPackages = [
     "cmd/vipproxy"
-    "cmd/vipproxy-apiserver"
   ];
 
   # As `make build`: net/http without HTTP/2 (the admin endpoint and the
@@ -50,7 +61,16 @@ buildGo126Module {
 
   env.CGO_ENABLED = 0;
 
-  # subPackages limits buildGoModule's checkPhase to the two commands; run
+  nativeBuildInputs = [ installShellFiles ];
+
+  # For the build platform (GOOS/GOARCH unset): when cross-compiling the
+  # generator must still run here.
+  postInstall = lib.optionalString manGen ''
+    env -u GOOS -u GOARCH go run ./internal/mangen --out man --version ${version} --docs docs
+    installManPage man/vipproxy.8 man/vipproxy.toml.5
+  '';
+
+  # subPackages limits buildGoModule's checkPhase to the command; run
   # the tests of every package instead. Inside the build sandbox there is no
   # root and no network: tests that need them skip themselves.
   checkPhase = ''

@@ -18,6 +18,8 @@
 let
   lib = pkgs.lib;
   vipproxy = pkgs.callPackage ../nix/package.nix { };
+  # The stand-in apiserver, its own package: nodes install vipproxy alone.
+  apiserver = pkgs.callPackage ../nix/apiserver.nix { inherit vipproxy; };
 
   # systemd/*.socket and *.service as shipped, with the paths of this system.
   units = pkgs.runCommand "vipproxy-units" { } ''
@@ -50,6 +52,7 @@ let
     # and the Debian twin's manager PATH has no tools either.
     environment.systemPackages = [
       vipproxy
+      apiserver
       pkgs.keepalived
       pkgs.iproute2
       pkgs.iputils
@@ -88,6 +91,8 @@ let
       "neighbours.py"
       "flood.py"
       "bgp.py"
+      # package.py installs the .deb on a Debian node; NixOS has the module.
+      "package.py"
     ])
   ) (builtins.readDir ./.);
 
@@ -132,7 +137,7 @@ let
         wantedBy = [ "multi-user.target" ];
         after = [ "network.target" ];
         serviceConfig = {
-          ExecStart = "${vipproxy}/bin/vipproxy-apiserver --listen ${ip index}:6443 --name cp${toString (index - 1)} --cert ${pki}/server.pem --key ${pki}/server-key.pem --client-ca ${pki}/ca.pem";
+          ExecStart = "${apiserver}/bin/vipproxy-apiserver --listen ${ip index}:6443 --name cp${toString (index - 1)} --cert ${pki}/server.pem --key ${pki}/server-key.pem --client-ca ${pki}/ca.pem";
           Restart = "on-failure";
           DynamicUser = true;
         };
@@ -147,7 +152,7 @@ let
 
   # Test PKI made at build time (test-only keys in the store are fine).
   pki = pkgs.runCommand "vipproxy-test-pki" { } ''
-    ${vipproxy}/bin/vipproxy-apiserver pki --dir $out --hosts ${ip 2},${ip 3},${ip 4},192.168.1.100
+    ${apiserver}/bin/vipproxy-apiserver pki --dir $out --hosts ${ip 2},${ip 3},${ip 4},192.168.1.100
     chmod -R a+r $out
   '';
 

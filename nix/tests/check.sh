@@ -271,6 +271,9 @@ def want(cond, what):
 for system in ["x86_64-linux", "aarch64-linux", "riscv64-linux"]:
     want({"default", "vipproxy"} <= set(out["packages"][system]), f"packages.{system}")
     want("package" in out["checks"][system], f"checks.{system}.package")
+    pkgs = out["packages"][system]
+    want(pkgs["vipproxy"]["subPackages"] == ["cmd/vipproxy"], f"packages.{system}.vipproxy: vipproxy alone")
+    want(pkgs.get("vipproxy-apiserver", {}).get("subPackages") == ["cmd/vipproxy-apiserver"], f"packages.{system}.vipproxy-apiserver: the stand-in alone")
 for system in ["x86_64-linux", "aarch64-linux"]:
     want({"vm-scenario", "vm-smoke", "vm-nixos-module"} <= set(out["checks"][system]), f"VM tests in checks.{system}")
 want(set(out["checks"]["riscv64-linux"]) == {"package"}, "riscv64 checks: the package only")

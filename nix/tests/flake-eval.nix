@@ -12,6 +12,7 @@ let
     elem = builtins.elem;
     filter = builtins.filter;
     optionalAttrs = cond: attrs: if cond then attrs else { };
+    optionalString = cond: s: if cond then s else "";
     filterAttrs = pred: set: builtins.listToAttrs (map (n: { name = n; value = set.${n}; }) (builtins.filter (n: pred n set.${n}) (builtins.attrNames set)));
     mapAttrs' = f: set: builtins.listToAttrs (map (n: f n set.${n}) (builtins.attrNames set));
     hasSuffix = suffix: s: let n = builtins.stringLength s; m = builtins.stringLength suffix; in n >= m && builtins.substring (n - m) m s == suffix;
@@ -34,7 +35,8 @@ let
       stdenv.hostPlatform.system = system;
       callPackage = f: args: let fn = import f; in fn (builtins.intersectAttrs (builtins.functionArgs fn) pkgs // args);
       buildGo126Module = a: assert builtins.isString a.vendorHash && builtins.substring 0 7 a.vendorHash == "sha256-";
-        fake "${a.pname}-${a.version}" { inherit (a) subPackages ldflags env meta; src = toString a.src; };
+        fake "${a.pname}-${a.version}" { inherit (a) subPackages ldflags env meta; src = toString a.src; postInstall = a.postInstall or ""; }
+        // { inherit (a) subPackages; overrideAttrs = f: pkgs.buildGo126Module (a // f a); };
       runCommand = name: env: script: fake name { inherit env script; };
       mkShell = a: fake "shell" { n = builtins.length a.packages; };
       testers.runNixOSTest = t:
@@ -45,7 +47,7 @@ let
       coreutils = "/stub/coreutils";
     } // builtins.listToAttrs (map (n: { name = n; value = "/stub/${n}"; }) [
       "go_1_26" "gopls" "gnumake" "git" "iproute2" "iputils" "nftables" "keepalived" "systemd"
-      "qemu" "python3" "nix" "nixfmt" "curl" "ndisc6" "procps" "gnutar" "gzip" "gawk"
+      "qemu" "python3" "nix" "nixfmt" "curl" "ndisc6" "procps" "gnutar" "gzip" "gawk" "installShellFiles"
     ]) // { python3Packages.pyflakes = "/stub/pyflakes"; };
   in pkgs;
 
@@ -58,7 +60,7 @@ let
   names = set: builtins.mapAttrs (_: v: v.name) set;
 in
 {
-  packages = builtins.mapAttrs (_: names) out.packages;
+  packages = builtins.mapAttrs (_: builtins.mapAttrs (_: p: { inherit (p) name; subPackages = p.subPackages or null; })) out.packages;
   checks = builtins.mapAttrs (_: names) out.checks;
   riscv64VmTests = names out.legacyPackages.riscv64-linux.vmTests;
   devShells = builtins.mapAttrs (_: s: s.default.name) out.devShells;
