@@ -36,7 +36,7 @@ for arch in "$@"; do
 	grep -q "GOARCH=$arch\$" <<<"$settings" || fail "$tgz: vipproxy is not built for $arch"
 	grep -q "CGO_ENABLED=0\$" <<<"$settings" || fail "$tgz: vipproxy is not static (CGO_ENABLED=0)"
 	out=$(${QEMU[$arch]:-} "$t/vipproxy" version 2>&1) || fail "$tgz: vipproxy version: $out"
-	grep -qF -- "${VERSION}" <<<"$out" || fail "$tgz: vipproxy version prints '$out', not $VERSION"
+	grep -qF -- "${VERSION#v}" <<<"$out" || fail "$tgz: vipproxy version prints '$out', not $VERSION"
 	debs=("$DIST"/vipproxy_*_"$arch".deb)
 	[ ${#debs[@]} = 1 ] && [ -f "${debs[0]}" ] || fail "not one .deb for $arch in $DIST: ${debs[*]}"
 	deb=${debs[0]}
