@@ -74,19 +74,6 @@ NEIGHBOURS = [
 # Every rule and route of both families, minus vipproxy's own link.
 STATE = "{ ip rule; ip -6 rule; ip route show table all; ip -6 route show table all; } | grep -v dummyvip0 | sort"
 
-# watch N URL: one watch stream, reconnected when it ends; /run/watchN.log
-# gets "<epoch> connect" per connection and "<epoch> end <curl exit>" per end.
-WATCH = r"""#!/bin/bash
-n=$1 url=$2
-while :; do
-    echo "$(date +%s.%N) connect" >> /run/watch$n.log
-    CURL -N --max-time 600 -o /dev/null "$url/watch" 2>/dev/null
-    echo "$(date +%s.%N) end $?" >> /run/watch$n.log
-    sleep 0.5
-done
-"""
-
-
 def state():
     return cp1.succeed(STATE)
 

@@ -46,6 +46,18 @@ while :; do
 done
 """
 
+# watch N URL: one watch stream, reconnected when it ends; /run/watchN.log
+# gets "<epoch> connect" per connection and "<epoch> end <curl exit>" per end.
+WATCH = r"""#!/bin/bash
+n=$1 url=$2
+while :; do
+    echo "$(date +%s.%N) connect" >> /run/watch$n.log
+    CURL -N --max-time 600 -o /dev/null "$url/watch" 2>/dev/null
+    echo "$(date +%s.%N) end $?" >> /run/watch$n.log
+    sleep 0.5
+done
+"""
+
 
 def write_file(node, path, text):
     node.succeed(f"mkdir -p $(dirname {path}) && rm -f {path} && cat > {path} <<'__EOF__'\n{text}\n__EOF__")

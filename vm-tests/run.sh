@@ -20,6 +20,11 @@ t_image=$((SECONDS - t0))
 mkdir -p "$WORK/$ARCH-run"
 OPT=$(mktemp "$WORK/$ARCH-run/opt.XXXXXX.ext4")
 trap 'rm -f "$OPT"' EXIT
+# Scripts that install the .deb say so (`# stage: debs`): an old and a new
+# version, for upgrades and downgrades.
+if grep -qx '# stage: debs' "$@"; then
+	export VM_STAGE_DEBS=${VM_STAGE_DEBS:-0.1.0 0.1.1}
+fi
 "$HERE/stage.sh" "$ARCH" "$OPT"
 # Each script's output is also kept in ARCH-run/NAME.out.
 rc=0 results=

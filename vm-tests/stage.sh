@@ -36,6 +36,15 @@ for pkg in ${VM_GO_TESTS:-}; do
 	mkdir -p "$DIR/tests"
 	(cd "$REPO" && CGO_ENABLED=0 GOOS=linux GOARCH=$ARCH $GO test -c -o "$DIR/tests/$(basename "$pkg").test" "$pkg")
 done
+# debs/: with VM_STAGE_DEBS="0.1.0 0.1.1" (run.sh sets it for a script
+# with a `# stage: debs` line), the .deb of each of those versions for the
+# guest, as `make release` builds it (vipproxy_VERSION-1_ARCH.deb).
+for v in ${VM_STAGE_DEBS:-}; do
+	mkdir -p "$DIR/debs"
+	make -s -C "$REPO" --no-print-directory release VERSION="$v" RELEASE_ARCHS="$ARCH" DIST="$DIR/release-$v" GO="$GO" >/dev/null
+	mv "$DIR/release-$v"/*.deb "$DIR/debs/"
+	rm -rf "$DIR/release-$v"
+done
 PREFIX=/opt/vipproxy
 if compgen -G "$REPO/systemd/*.s*" >/dev/null; then
 	cp "$REPO"/systemd/*.socket "$REPO"/systemd/*.service "$DIR/systemd/" 2>/dev/null || true
@@ -62,4 +71,5 @@ INSTALL
 chmod 755 "$DIR/install.sh"
 size=$(( $(du -sm "$DIR" | cut -f1) + 16 ))
 mkfs.ext4 -q -F -O ^has_journal -L vipproxy -d "$DIR" "$OUT" "${size}M"
+[ ! -d "$DIR/debs" ] || echo "stage.sh: $ARCH: debs: $(ls "$DIR/debs" | tr '\n' ' ')"
 echo "stage.sh: $ARCH: $(ls "$DIR/bin" | tr '\n' ' ')units: $(ls "$DIR/systemd" | tr '\n' ' ')-> $OUT (${size} MiB)"
