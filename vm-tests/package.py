@@ -10,6 +10,8 @@
 # purge leaves no VIP, drop-in, sysctl file, unit or config. Debian only
 # (NixOS has the module). The two .debs are `make release` builds of this
 # checkout (vm-tests/stage.sh, VM_STAGE_DEBS) on the staging disk.
+import os
+import re
 import shlex
 
 VIP4 = "192.168.1.100"
@@ -49,18 +51,20 @@ type = "tcp"
 
 # The quick start of README.md for the .deb, in order (the operator's
 # editor is $EDITOR).
-QUICKSTART = [
-    f"{APT} install {deb(OLD)}",
-    "${EDITOR:-editor} /etc/vipproxy/vipproxy.toml",
-    "vipproxy check --quiet",
-    "vipproxy keepalived --out /etc/keepalived/conf.d/vipproxy.conf",
-    "grep -qs 'conf.d/\\*.conf' /etc/keepalived/keepalived.conf || echo 'include /etc/keepalived/conf.d/*.conf' >>/etc/keepalived/keepalived.conf",
-    "vipproxy units write",
-    "systemctl daemon-reload",
-    "systemctl enable --now vipproxy-network.service vipproxy.socket vipproxy.service",
-    "systemctl enable keepalived.service && systemctl restart keepalived.service",
-    "vipproxy doctor",
-]
+REPO = os.environ.get("VM_REPO", os.getcwd())
+
+
+def readme_quickstart():
+    """The README's quick start (between its <!-- quickstart --> markers),
+    the lines an operator types after installing the package."""
+    text = open(os.path.join(REPO, "README.md")).read()
+    m = re.search(r"<!-- quickstart -->\s*```sh\n(.*?)```\s*<!-- end quickstart -->", text, re.S)
+    assert m, "README.md has no <!-- quickstart --> sh block"
+    return [line for line in m.group(1).splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+# The package installed, then the README's quick start verbatim.
+QUICKSTART = [f"{APT} install {deb(OLD)}"] + readme_quickstart()
 
 UNITS = "vipproxy.socket vipproxy.service vipproxy-network.service vipproxy-announce.service"
 
