@@ -25,7 +25,10 @@ install -d "$D/systemd" "$D/examples" "$D/monitoring"
 install -m755 "$BINARY" "$D/vipproxy"
 echo "$VERSION" >"$D/VERSION"
 install -m644 "$REPO"/systemd/*.service "$REPO"/systemd/*.socket "$D/systemd/"
-install -m644 "$REPO"/examples/* "$D/examples/"
+# examples/ with its folders (kubeadm/ and its patches, credentials/).
+(cd "$REPO/examples" && find . -type f | LC_ALL=C sort) | while read -r f; do
+	install -D -m644 "$REPO/examples/$f" "$D/examples/$f"
+done
 install -m644 "$REPO"/monitoring/* "$D/monitoring/"
 install -m644 "$REPO/LICENSE" "$REPO/README.md" "$D/"
 [ ! -f "$REPO/CHANGELOG.md" ] || install -m644 "$REPO/CHANGELOG.md" "$D/"

@@ -49,7 +49,10 @@ install -d "$ROOT/DEBIAN" "$ROOT/usr/bin" "$ROOT/lib/systemd/system" "$ROOT/etc/
 install -m755 "$BINARY" "$ROOT/usr/bin/vipproxy"
 install -m644 "$REPO"/systemd/*.service "$REPO"/systemd/*.socket "$ROOT/lib/systemd/system/"
 install -m644 "$REPO/examples/vipproxy.toml" "$ROOT/etc/vipproxy/vipproxy.toml"
-install -m644 "$REPO"/examples/* "$DOC/examples/"
+# examples/ with its folders (kubeadm/ and its patches, credentials/).
+(cd "$REPO/examples" && find . -type f | LC_ALL=C sort) | while read -r f; do
+	install -D -m644 "$REPO/examples/$f" "$DOC/examples/$f"
+done
 install -m644 "$REPO"/monitoring/* "$ROOT/usr/share/vipproxy/monitoring/"
 install -m644 "$REPO/README.md" "$DOC/README.md"
 install -m644 "$HERE/copyright" "$DOC/copyright"
