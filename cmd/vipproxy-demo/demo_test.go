@@ -89,7 +89,7 @@ func TestConfigIsValid(t *testing.T) {
 	if err := d.setup(); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(d.configPath())
+	cfg, err := config.Load(d.configPath(), config.AllFiles)
 	if err != nil {
 		t.Fatal(err)
 	}

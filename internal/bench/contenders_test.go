@@ -16,7 +16,7 @@ func TestVipproxyConfigIsValid(t *testing.T) {
 	if err := os.WriteFile(path, []byte(vipproxyConfig(16443, 16444, []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"})), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(path)
+	cfg, err := config.Load(path, config.AllFiles)
 	if err != nil {
 		t.Fatalf("the bench's vipproxy config: %v", err)
 	}

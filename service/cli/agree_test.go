@@ -107,7 +107,7 @@ func assertAgrees(t *testing.T, name string, data []byte) (passed bool) {
 		}
 		return false
 	}
-	cfg, err := config.Load(path)
+	cfg, err := config.Load(path, config.AllFiles)
 	if err != nil {
 		t.Fatalf("%s: check passed, Load refused: %v", name, err)
 	}
@@ -342,7 +342,7 @@ func TestWriteAgreeCases(t *testing.T) {
 		if err := os.WriteFile(path, randomConfig(r), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := config.Load(path); err != nil {
+		if _, err := config.Load(path, config.AllFiles); err != nil {
 			os.Remove(path)
 			continue
 		}

@@ -19,7 +19,7 @@ func runCheck(_ context.Context, env Env, args []string) int {
 	if code, ok := parseFlags(env, fs, args); !ok {
 		return code
 	}
-	cfg, ok := loadConfig(env, configPath)
+	cfg, ok := loadConfigNote(env, configPath, !quiet)
 	if !ok {
 		return ExitUsage
 	}

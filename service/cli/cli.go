@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"strings"
 
@@ -146,15 +147,27 @@ func subcommand(env Env, cmd string, args []string) (code int, ok bool) {
 }
 
 // loadConfig loads the config and reports an error on stderr; ok is false
-// when the caller should exit with ExitUsage.
+// when the caller should exit with ExitUsage. Outside vipproxy.service it
+// says in one line that the credentials were checked as paths only.
 func loadConfig(env Env, path string) (*config.Valid, bool) {
-	cfg, err := config.Load(path)
+	return loadConfigNote(env, path, true)
+}
+
+// loadConfigNote is loadConfig, printing the credential note only when
+// note is true (check --quiet prints nothing on success). Which files it
+// opens is config.FilesFor's rule.
+func loadConfigNote(env Env, path string, note bool) (*config.Valid, bool) {
+	files := config.FilesFor(os.Getenv)
+	cfg, err := config.Load(path, files)
 	if err != nil {
 		// One line per problem: config.Validate reports every one.
 		for _, line := range strings.Split(err.Error(), "\n") {
 			fmt.Fprintf(env.Stderr, "vipproxy: %s\n", line)
 		}
 		return nil, false
+	}
+	if line := cfg.CredentialNote(); note && files == config.OutsideService && line != "" {
+		fmt.Fprintf(env.Stderr, "vipproxy: %s\n", line)
 	}
 	return cfg, true
 }

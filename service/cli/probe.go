@@ -77,7 +77,7 @@ func (r *readyzAsker) ask(ctx context.Context, configPath string, timeout time.D
 	}
 	addr := r.addr
 	if addr == "" {
-		cfg, cfgErr := config.Load(configPath)
+		cfg, cfgErr := config.Load(configPath, config.OutsideService)
 		if cfgErr != nil {
 			return "", errors.Join(err, cfgErr)
 		}
@@ -203,7 +203,7 @@ func askDaemon(ctx context.Context, path, addr string, sockets []string, urlPath
 		controlErr = errors.Join(controlErr, err)
 	}
 	if addr == "" {
-		cfg, err := config.Load(path)
+		cfg, err := config.Load(path, config.OutsideService)
 		if err != nil {
 			return "", 0, errors.Join(controlErr, err)
 		}

@@ -71,7 +71,7 @@ func runStatus(ctx context.Context, env Env, args []string) int {
 		rep.Daemon = &st
 		rep.Ready, _, _ = st.Readiness()
 	}
-	cfg, err := config.Load(path)
+	cfg, err := config.Load(path, config.OutsideService)
 	if err == nil {
 		rep.Mode = cfg.VIP.Mode.String()
 		switch {

@@ -68,7 +68,7 @@ func TestEffectiveConfigLeavesOutRefusedTables(t *testing.T) {
 		{"../../examples/bgp.toml", "[keepalived]", "[bgp]"},
 		{"../../examples/vipproxy.toml", "[bgp]", "[keepalived]"},
 	} {
-		cfg, err := Load(tc.file)
+		cfg, err := Load(tc.file, AllFiles)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,7 +29,7 @@ func TestBadConfigs(t *testing.T) {
 	}
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".toml"), func(t *testing.T) {
-			_, err := Load(file)
+			_, err := Load(file, AllFiles)
 			if err == nil {
 				t.Fatalf("Load(%s) succeeded; want an error", file)
 			}
@@ -157,7 +157,7 @@ func lastPart(key string) string { return key[strings.LastIndex(key, ".")+1:] }
 
 // TestEncodeRoundTrip: the effective config re-parses to the same Config.
 func TestEncodeRoundTrip(t *testing.T) {
-	cfg, err := Load("../../examples/vipproxy.toml")
+	cfg, err := Load("../../examples/vipproxy.toml", AllFiles)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +371,7 @@ func TestKeepalivedWord(t *testing.T) {
 // its text.
 func loadAndRead(t *testing.T, path string) []byte {
 	t.Helper()
-	if _, err := Load(path); err != nil {
+	if _, err := Load(path, AllFiles); err != nil {
 		t.Fatal(err)
 	}
 	src, err := os.ReadFile(path)

@@ -19,7 +19,7 @@ func TestFIFORefusedWithoutBlocking(t *testing.T) {
 		t.Skipf("mkfifo: %v", err)
 	}
 	done := make(chan error, 1)
-	go func() { _, err := Load(path); done <- err }()
+	go func() { _, err := Load(path, AllFiles); done <- err }()
 	select {
 	case err := <-done:
 		var ce *Error

@@ -61,9 +61,10 @@ func oneLine(s string) string {
 // maxFileSize bounds what Load reads; a config is a few kilobytes.
 const maxFileSize = 1 << 20
 
-// Load reads, decodes and validates the file at path, then resolves the
-// backend names that could loop into our own listeners (see checkNames).
-func Load(path string) (*Valid, error) {
+// Load reads, decodes and validates the file at path, opening the files
+// it names that files says (see FilesFor), then resolves the backend names
+// that could loop into our own listeners (see checkNames).
+func Load(path string, files Files) (*Valid, error) {
 	if path == "" {
 		// Read as is, it said ": read: no such file or directory".
 		return nil, &Error{File: "(empty path)", Reason: "no config file named: give its path (the default is " + DefaultPath + ")"}
@@ -76,7 +77,7 @@ func Load(path string) (*Valid, error) {
 		}
 		return nil, &Error{File: path, Reason: "read: " + err.Error()}
 	}
-	cfg, err := Parse(path, data)
+	cfg, err := parse(path, data, files)
 	if err != nil {
 		return nil, err
 	}
@@ -118,8 +119,11 @@ func lineOrLast(line int) int {
 
 // Parse decodes data over the defaults as if read from the file name and
 // validates it. It resolves no names (see Load). The error is an *Error
-// (syntax, type) or Errors (every rule broken).
-func Parse(name string, data []byte) (*Valid, error) {
+// (syntax, type) or Errors (every rule broken). It opens every file the
+// config names (AllFiles).
+func Parse(name string, data []byte) (*Valid, error) { return parse(name, data, AllFiles) }
+
+func parse(name string, data []byte, files Files) (*Valid, error) {
 	if err := checkNesting(name, data); err != nil {
 		return nil, err
 	}
@@ -144,7 +148,7 @@ func Parse(name string, data []byte) (*Valid, error) {
 		return nil, errs
 	}
 	cfg.Path = name
-	valid, err := Validate(cfg)
+	valid, err := ValidateFiles(cfg, files)
 	if err != nil {
 		withLine(err, src)
 		return nil, err

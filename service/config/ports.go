@@ -183,9 +183,9 @@ func (v *validator) portHealth(key string, h Health) {
 	if h == v.c.Health {
 		return
 	}
-	sub := &validator{c: v.c}
+	sub := &validator{c: v.c, files: v.files}
 	sub.checkHealth(key, h)
-	top := &validator{c: v.c}
+	top := &validator{c: v.c, files: v.files}
 	top.checkHealth("health", v.c.Health)
 	seen := map[string]bool{}
 	for _, e := range top.errs {

@@ -45,10 +45,13 @@ func (e Errors) Unwrap() []error {
 // Validate is the one place that decides whether a configuration is
 // valid. It takes two visible steps on a copy of c: deriveDefaults fills
 // the defaults that depend on other keys, then every rule runs and every
-// problem is returned, as Errors.
-func Validate(c Config) (*Valid, error) {
+// problem is returned, as Errors. It opens every file c names (AllFiles).
+func Validate(c Config) (*Valid, error) { return ValidateFiles(c, AllFiles) }
+
+// ValidateFiles is Validate opening the files that files says (see FilesFor).
+func ValidateFiles(c Config, files Files) (*Valid, error) {
 	c.deriveDefaults()
-	v := &validator{c: &c}
+	v := &validator{c: &c, files: files}
 	for _, rule := range v.rules() {
 		rule()
 	}

@@ -36,8 +36,9 @@ const (
 // validator collects every problem; each rule is one short method and
 // changes nothing.
 type validator struct {
-	c    *Config
-	errs Errors
+	c     *Config
+	files Files // which files the rules open (see FilesFor)
+	errs  Errors
 }
 
 func (v *validator) bad(key, format string, args ...any) {
@@ -280,6 +281,7 @@ func (v *validator) healthToken(key string, h Health) {
 		v.bad(key+".token_file", "is sent in an HTTP request: only with type = \"https\" (this check is %q)", h.Type)
 	case h.CAFile == "":
 		v.bad(key+".token_file", "needs %s.ca_file: a bearer token is sent only to an apiserver whose certificate is verified", key)
+	case v.credential(key+".token_file", h.TokenFile):
 	default:
 		if tok, err := readSmallFile(h.TokenFile, maxPEMFile); err != nil {
 			v.bad(key+".token_file", "%v", err)
@@ -291,6 +293,9 @@ func (v *validator) healthToken(key string, h Health) {
 
 // caFile wants a readable file with at least one PEM certificate.
 func (v *validator) caFile(key, path string) {
+	if v.credential(key, path) {
+		return
+	}
 	pem, err := readSmallFile(path, maxPEMFile)
 	if err != nil {
 		v.bad(key, "%v", err)
@@ -301,6 +306,10 @@ func (v *validator) caFile(key, path string) {
 
 // clientCert wants table.cert_file and table.key_file to be a key pair.
 func (v *validator) clientCert(table, certFile, keyFile string) {
+	certCred, keyCred := v.credential(table+".cert_file", certFile), v.credential(table+".key_file", keyFile)
+	if certCred || keyCred {
+		return
+	}
 	cert, err := readSmallFile(certFile, maxPEMFile)
 	if err != nil {
 		v.bad(table+".cert_file", "%v", err)
@@ -586,7 +595,7 @@ func (v *validator) discoveryCredentials() {
 	if d.CertFile != "" {
 		v.clientCert("discovery", d.CertFile, d.KeyFile)
 	}
-	if d.TokenFile != "" {
+	if d.TokenFile != "" && !v.credential("discovery.token_file", d.TokenFile) {
 		if _, err := readSmallFile(d.TokenFile, maxPEMFile); err != nil {
 			v.bad("discovery.token_file", "%v", err)
 		}
@@ -594,7 +603,7 @@ func (v *validator) discoveryCredentials() {
 	// The kubeconfig is parsed and every file it names read as discovery
 	// reads them (again at each request: rotation), so that `check` and a
 	// reload fail on what the watcher would fail on.
-	if d.Kubeconfig != "" {
+	if d.Kubeconfig != "" && !v.credential("discovery.kubeconfig", d.Kubeconfig) {
 		if err := (discovery.Credentials{Kubeconfig: d.Kubeconfig, ServerName: d.ServerName}).Check(); err != nil {
 			v.bad("discovery.kubeconfig", "%v", err)
 		}

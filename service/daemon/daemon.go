@@ -82,7 +82,7 @@ func Run(ctx context.Context, path, version string, stderr io.Writer) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	cfg, err := config.Load(path)
+	cfg, err := config.Load(path, config.AllFiles)
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,7 @@ func (d *Daemon) reload() {
 }
 
 func loadForReload(path string) (*config.Valid, map[string]health.Prober, error) {
-	next, err := config.Load(path)
+	next, err := config.Load(path, config.AllFiles)
 	if err != nil {
 		return nil, nil, err
 	}
