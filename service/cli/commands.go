@@ -115,9 +115,11 @@ func commandTable() []*cmdSpec {
 			examples: []example{
 				{"vipproxy announce", "vipproxy-announce.service's ExecStart="},
 			}},
-		{name: "units", run: runUnits, summary: "render the socket units' drop-ins with the VIP listeners",
+		{name: "units", run: runUnits, summary: "render the socket units' drop-ins with the VIP listeners, and vipproxy.service's credentials drop-in",
 			about: "vipproxy.socket's drop-in has one ListenStream= per VIP of the first port; each other port's is " +
-				"vipproxy-port@NAME.socket's. systemd binds them only when the socket starts.",
+				"vipproxy-port@NAME.socket's. systemd binds them only when the socket starts. When the config names " +
+				"files under /run/credentials/vipproxy.service/, vipproxy.service.d/credentials.conf has the " +
+				"LoadCredential= lines that copy them there.",
 			doc: "configuration.md",
 			subs: []*cmdSpec{
 				{name: "render", summary: "print the socket units' drop-ins; write nothing",

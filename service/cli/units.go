@@ -33,6 +33,16 @@ func runUnits(_ context.Context, env Env, args []string) int {
 		return code
 	}
 	files := units.Sockets(cfg, root)
+	creds, named, err := units.Credentials(cfg, root)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "vipproxy units %s: %v\n", sub, err)
+		return ExitFailure
+	}
+	if named && (sub == "render" || units.OwnCredentials(creds.Path)) {
+		files = append(files, creds)
+	} else if named {
+		fmt.Fprintf(env.Stderr, "vipproxy units %s: left %s as it is (not written by vipproxy); what vipproxy would write:\n%s", sub, creds.Path, creds.Data)
+	}
 	stale := units.Stale(cfg, root)
 	switch {
 	case sub == "render":
