@@ -22,6 +22,7 @@ const backendFix = "check those apiservers (systemctl status, journalctl; firewa
 // [port.health], else [health]) against every backend on every port the
 // VIP serves: one result per port.
 func checkBackends(ctx context.Context, h Host, cfg *config.Valid) []Result {
+	cfg = withSources(ctx, h, cfg)
 	backends := backendsToCheck(ctx, h, cfg)
 	var out []Result
 	for _, p := range cfg.ServedPorts() {

@@ -236,7 +236,7 @@ func checkKeepalived(ctx context.Context, h Host, cfg *config.Valid) Result {
 // credentials, through the backends as the daemon does: a refused
 // certificate or missing RBAC shows here, not only in the daemon's log.
 func checkDiscovery(ctx context.Context, h Host, cfg *config.Valid) Result {
-	d := cfg.Discovery
+	d := withSources(ctx, h, cfg).Discovery
 	if !d.Enable {
 		return skip("discovery.enable is false")
 	}

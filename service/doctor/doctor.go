@@ -90,6 +90,7 @@ func checks() []check {
 		{"vip-answers", nil, checkVIPAnswers},
 		{"localnet", checkRouteLocalnet, nil},
 		{"discovery", checkDiscovery, nil},
+		{"credentials", checkCredentials, nil},
 	}
 }
 
