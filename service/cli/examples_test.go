@@ -1,23 +1,35 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
-	"github.com/vipproxy/vipproxy/internal/testpki"
+	"github.com/vipproxy/vipproxy/service/config"
 )
 
-// credentialRE is a file systemd hands vipproxy.service (LoadCredential=):
-// it exists only inside the unit, so the test puts one in its place.
-var credentialRE = regexp.MustCompile(`"/run/credentials/vipproxy\.service/([^"]+)"`)
+// runMain runs vipproxy with args as the binary would.
+func runMain(args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = Main(context.Background(), Env{Stdout: &out, Stderr: &errOut, Version: "test"}, args)
+	return code, out.String(), errOut.String()
+}
 
-// TestEveryExampleChecks: `vipproxy check` accepts every examples/*.toml,
-// the distribution recipes among them (docs/distributions.md), given the
-// credential files each names, as the unit would have them.
-func TestEveryExampleChecks(t *testing.T) {
+// TestEveryExampleAsShipped: every examples/*.toml, the distribution
+// recipes among them (docs/distributions.md), is accepted as shipped by
+// the commands that run outside vipproxy.service on a node without its
+// credential files: check, units render, network render, and doctor's
+// vip-port check (vipproxy.socket's ExecStartPre=). The credentials some
+// name under /run/credentials/vipproxy.service/ are checked as paths, and
+// said so in one line.
+func TestEveryExampleAsShipped(t *testing.T) {
+	if _, err := os.Stat(config.CredentialDir); err == nil {
+		t.Skipf("%s exists here: the test is of a node without it", config.CredentialDir)
+	}
+	t.Setenv("CREDENTIALS_DIRECTORY", "")
 	examples, err := filepath.Glob("../../examples/*.toml")
 	if err != nil {
 		t.Fatal(err)
@@ -30,56 +42,51 @@ func TestEveryExampleChecks(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("examples are %v, want %v", got, want)
 	}
-	creds := credentials(t)
 	for _, e := range examples {
 		t.Run(filepath.Base(e), func(t *testing.T) {
 			text, err := os.ReadFile(e)
 			if err != nil {
 				t.Fatal(err)
 			}
-			local := credentialRE.ReplaceAllStringFunc(string(text), func(m string) string {
-				return `"` + creds(credentialRE.FindStringSubmatch(m)[1]) + `"`
-			})
-			path := filepath.Join(t.TempDir(), filepath.Base(e))
-			if err := os.WriteFile(path, []byte(local), 0o644); err != nil {
-				t.Fatal(err)
+			// The one line, when a key names a credential; nothing else.
+			wantErr := ""
+			if strings.Contains(string(text), `= "`+config.CredentialDir+"/") {
+				wantErr = "vipproxy: note: "
 			}
-			if code, _, stderr := runCheckCmd(t, "--quiet", "--config", path); code != ExitOK {
-				t.Errorf("vipproxy check %s: exit %d\n%s", e, code, stderr)
+			for _, args := range [][]string{
+				{"check", "--config", e},
+				{"units", "render", "--config", e},
+				{"network", "render", "--config", e},
+				{"doctor", "--only", "vip-port", "--root", t.TempDir(), "--config", e},
+			} {
+				code, _, stderr := runMain(args...)
+				if code == ExitUsage || args[0] != "doctor" && code != ExitOK {
+					t.Errorf("vipproxy %s: exit %d\n%s", strings.Join(args, " "), code, stderr)
+				}
+				if args[0] == "network" {
+					continue // a node-local VIP has nothing to render, and says so
+				}
+				if strings.Count(stderr, "\n") > 1 || !strings.HasPrefix(stderr, wantErr) || wantErr == "" && stderr != "" {
+					t.Errorf("vipproxy %s: stderr %q, want %q and nothing more", strings.Join(args, " "), stderr, wantErr)
+				}
+			}
+			if code, _, stderr := runMain("check", "--quiet", "--config", e); code != ExitOK || stderr != "" {
+				t.Errorf("vipproxy check --quiet %s: exit %d, stderr %q", e, code, stderr)
 			}
 		})
 	}
 }
 
-// credentials returns where the test keeps the credential NAME: a CA for
-// names with "ca", else a client certificate with its key in one PEM file
-// (as the kubelet's kubelet-client-current.pem is).
-func credentials(t *testing.T) func(name string) string {
-	dir := t.TempDir()
-	pki, err := testpki.Write(filepath.Join(dir, "pki"), nil)
-	if err != nil {
-		t.Fatal(err)
+// TestCheckInsideTheServiceOpensCredentials: as vipproxy.service's
+// ExecStartPre= ($CREDENTIALS_DIRECTORY set), check opens the credentials,
+// so one missing from the unit fails the start with its key.
+func TestCheckInsideTheServiceOpensCredentials(t *testing.T) {
+	if _, err := os.Stat(config.CredentialDir); err == nil {
+		t.Skipf("%s exists here: the test is of a node without it", config.CredentialDir)
 	}
-	return func(name string) string {
-		var data []byte
-		if strings.Contains(name, "ca") {
-			data = readFile(t, pki.CA)
-		} else {
-			data = append(readFile(t, pki.ClientCert), readFile(t, pki.ClientKey)...)
-		}
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
+	t.Setenv("CREDENTIALS_DIRECTORY", config.CredentialDir)
+	code, _, stderr := runMain("check", "--quiet", "--config", "../../examples/node-local.toml")
+	if code != ExitUsage || !strings.Contains(stderr, "discovery.ca_file: open "+config.CredentialDir+"/ca.crt") {
+		t.Errorf("check inside vipproxy.service without its credentials: exit %d, stderr %q; want 2 naming discovery.ca_file", code, stderr)
 	}
-}
-
-func readFile(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
