@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/vipproxy/vipproxy/service/atomicfile"
@@ -87,5 +88,8 @@ func writeUnits(env Env, cfg *config.Valid, root string, files []atomicfile.File
 		fmt.Fprintf(env.Stdout, "removed %s (stop its socket: systemctl stop %s)\n", f, strings.TrimSuffix(filepath.Base(filepath.Dir(f)), ".d"))
 	}
 	fmt.Fprintf(env.Stdout, "now run: %s (the socket binds the VIP only when it starts; restarting vipproxy.service is not enough)\n", RestartSocketHint)
+	if slices.ContainsFunc(changed, func(f string) bool { return strings.HasSuffix(f, units.CredentialsDropIn) }) {
+		fmt.Fprintln(env.Stdout, "and: systemctl restart vipproxy (its credentials are copied when it starts)")
+	}
 	return ExitOK
 }
