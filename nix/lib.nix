@@ -212,7 +212,7 @@ rec {
   serviceConfig = sandbox // {
     Type = "notify";
     NotifyAccess = "main";
-    WatchdogSec = "10s";
+    WatchdogSec = "1min"; # as systemd/vipproxy.service: docs/operations.md#watchdog
     Restart = "on-failure";
     RestartSec = "1s";
     TimeoutStopSec = "45s";
