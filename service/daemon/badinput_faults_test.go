@@ -36,7 +36,7 @@ func TestBadReloadsUnderLoad(t *testing.T) {
 		{"no backends", noBackends.toml(), "backend"},
 		// The admin endpoint on the VIP listener's address and port.
 		{"admin on the VIP port", strings.Replace(good, fmt.Sprintf("listen = %q", s.Admin), fmt.Sprintf("listen = \"127.0.0.1:%d\"", s.Port), 1), "admin.listen"},
-		{"wrong type", strings.Replace(good, fmt.Sprintf("interval = %q", testutil.CheckPeriod(200*time.Millisecond)), "interval = 200", 1), "health.interval"},
+		{"wrong type", strings.Replace(good, fmt.Sprintf("interval = %q", testutil.CheckPeriod(checkInterval)), "interval = 200", 1), "health.interval"},
 		{"empty file", "", ""},
 		{"file removed", "", ""},
 		{"over 1 MiB", good + "\n#" + strings.Repeat("x", 1<<20) + "\n", ""},

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -469,7 +470,14 @@ func TestReloadToManyNewBackends(t *testing.T) {
 	p.rewrite(many.toml())
 	reloadAt := time.Now()
 	p.signal(syscall.SIGHUP)
-	p.waitFor(func() bool { return len(p.status().Backends) == fresh+1 }, "the reload applied")
+	// The log line, not /status: the answer listing 2,001 backends took
+	// over a client's timeout on a loaded 2-core machine.
+	applied := fmt.Sprintf(" backends=%d ", fresh+1)
+	p.waitFor(func() bool {
+		return slices.ContainsFunc(strings.Split(p.log.String(), "\n"), func(l string) bool {
+			return strings.Contains(l, "msg=reloaded ") && strings.Contains(l, applied)
+		})
+	}, "the reload applied (its log line)")
 	time.Sleep(time.Second)
 	got := count(l.finish(), reloadAt)
 	m, _ := p.metricValues(`vipproxy_connections_rejected_total{port="api",reason="no_backend"}`, `vipproxy_dial_retries_total{port="api"}`)

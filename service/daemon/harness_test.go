@@ -110,7 +110,7 @@ type settings struct {
 	Check    string // tcp (default), tls or https
 	// Anonymous: a tls or https check without a client certificate.
 	Anonymous bool
-	Interval  string // default 200ms (longer under qemu-user: testutil.CheckPeriod)
+	Interval  string // default checkInterval (longer under qemu-user: testutil.CheckPeriod)
 	// DrainIdle is timeouts.drain_idle; default the config's default.
 	DrainIdle string
 	// Dial is timeouts.dial; default 1s.
@@ -130,7 +130,7 @@ func (s settings) toml() string {
 	}
 	interval := s.Interval
 	if interval == "" {
-		interval = testutil.CheckPeriod(200 * time.Millisecond)
+		interval = testutil.CheckPeriod(checkInterval)
 	}
 	fmt.Fprintf(&b, "[vip]\naddresses = [\"127.0.0.1\"]\nport = %d\n", s.Port)
 	if s.Mode != "" {
@@ -285,7 +285,9 @@ func (p *proc) waitExit(what string) {
 // when emulated).
 func (p *proc) waitFor(cond func() bool, what string) {
 	p.t.Helper()
-	for deadline := time.Now().Add(testutil.Scaled(15 * time.Second)); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	// Generous: it fails only on a hang, never on a loaded machine (a race
+	// build starting beside background jobs on 2 cores took over 15 s).
+	for deadline := time.Now().Add(testutil.Scaled(90 * time.Second)); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		select {
 		case <-p.exited:
 			p.t.Fatalf("vipproxy exited (%v) while waiting for %s", p.err, what)
@@ -307,10 +309,12 @@ func (p *proc) waitLog(want string) {
 }
 
 // get fetches an admin path and returns the body; non-200 is an error.
-// Its 2 s timeout is Slowdown times longer when emulated: /metrics under
-// a flood in a TCG guest took longer (vm-tests/flood.py, 2026-12-01).
+// Its 30 s timeout (Slowdown times longer when emulated) fails only a
+// hang: /status of 2,001 backends on a loaded 2-core machine, and
+// /metrics under a flood in a TCG guest (vm-tests/flood.py, 2026-12-01),
+// took over the 2 s it was.
 func (p *proc) get(path string) (string, error) {
-	return p.getWith(&http.Client{Timeout: testutil.Scaled(2 * time.Second)}, path)
+	return p.getWith(&http.Client{Timeout: testutil.Scaled(30 * time.Second)}, path)
 }
 
 // getWith is get through the client c.
@@ -412,7 +416,9 @@ func mtlsClient(t testing.TB, withCert bool) *http.Client {
 	if !withCert {
 		conf.Certificates = nil
 	}
-	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: conf, DisableKeepAlives: true}}
+	// 30 s fails only a hang: 60 clients waiting in the backlog while a race
+	// build started on a loaded 2-core machine waited over 5 s.
+	return &http.Client{Timeout: testutil.Scaled(30 * time.Second), Transport: &http.Transport{TLSClientConfig: conf, DisableKeepAlives: true}}
 }
 
 // name asks the backend behind addr for its name over a new connection.
