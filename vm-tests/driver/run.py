@@ -32,6 +32,17 @@ def nodes_of(script):
     raise SystemExit(f"{script}: no '# nodes: ...' header line")
 
 
+def reboots_of(script):
+    """The nodes the script reboots (`# reboots: cp1`): each gets a disk of
+    its own that keeps what the guest wrote across reboots, as a NixOS test
+    VM's does; the others boot from the shared image, snapshot=on."""
+    for line in open(script):
+        m = re.match(r"#\s*reboots:\s*(.+)", line)
+        if m:
+            return m.group(1).split()
+    return []
+
+
 def reexec_in_netns():
     env = dict(os.environ, **{INSIDE: str(os.getpid())})
     argv = ["unshare", "--net", "--fork", "--kill-child", "--", sys.executable, *sys.argv]
@@ -62,7 +73,7 @@ def main():
 
     driver = vmtest.Driver(vmtest.Arch(a.arch, os.path.abspath(a.image)), os.path.abspath(a.run_dir),
                            nodes_of(a.script), opt_image=a.opt and os.path.abspath(a.opt),
-                           memory_mib=a.memory, smp=a.smp)
+                           memory_mib=a.memory, smp=a.smp, reboots=reboots_of(a.script))
     ok, error = False, "interrupted"
     try:
         ok, error = vmtest.run_script(driver, a.script)

@@ -81,8 +81,15 @@ class Arch:
 class Machine:
     """One VM and its backdoor shell."""
 
-    def __init__(self, driver, name, number, nodes):
+    def __init__(self, driver, name, number, nodes, own_disk=False):
         self.driver = driver
+        # A disk of its own (a sparse copy of the image, made at the first
+        # start) keeps what the guest wrote across reboot(); None: the
+        # shared image with snapshot=on, fresh at every start.
+        self.own_disk = os.path.join(driver.run_dir, f"{name}.rootfs.ext4") if own_disk else None
+        if self.own_disk is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self.own_disk)  # an older run's: every run starts from the image
         self.name = name
         self.number = number
         self.nodes = nodes
@@ -131,7 +138,7 @@ class Machine:
             "-append", append,
             "-chardev", f"file,id=con,path={os.path.join(d.run_dir, self.name + '.console.log')}",
             "-serial", "chardev:con",
-            "-drive", f"file={os.path.join(img, 'rootfs.ext4')},format=raw,if=none,id=root,snapshot=on",
+            "-drive", self._root_drive(img),
             "-device", "virtio-blk-pci,drive=root",
             "-device", "virtio-serial-pci",
             "-chardev", f"socket,id=bd,path={sock}",
@@ -153,6 +160,31 @@ class Machine:
         self.boot_error = None
         self.boot_thread = threading.Thread(target=self._wait_for_shell, daemon=True)
         self.boot_thread.start()
+
+    def _root_drive(self, img):
+        shared = os.path.join(img, "rootfs.ext4")
+        if self.own_disk is None:
+            return f"file={shared},format=raw,if=none,id=root,snapshot=on"
+        if not os.path.exists(self.own_disk):
+            subprocess.run(["cp", "--sparse=always", shared, self.own_disk], check=True)
+        return f"file={self.own_disk},format=raw,if=none,id=root"
+
+    def reboot(self):
+        """Reboot the guest (systemctl reboot) and boot it again on the same
+        disk, as NixOS's machine.reboot(): only for a node named in the
+        script's `# reboots:` header, whose disk keeps what was written."""
+        if self.own_disk is None:
+            raise TestFailure(f"{self.name}: reboot() needs '# reboots: {self.name}' in the script's header (a disk of its own)")
+        self.driver.log(f"{self.name}: reboot")
+        self._connect()
+        with contextlib.suppress(OSError):
+            self.conn.sendall(b"systemctl reboot\n")
+        try:
+            self.proc.wait(300)  # -no-reboot: qemu exits when the guest resets
+        except subprocess.TimeoutExpired:
+            raise TestFailure(f"{self.name}: still running 300 s after systemctl reboot") from None
+        self._stop(graceful=False)
+        self.start()
 
     def _wait_for_shell(self, timeout=600):
         try:
@@ -352,7 +384,7 @@ def _probe_port(addr, port):
 class Driver:
     """Owns the VMs, the bridge, the log and the summary of one run."""
 
-    def __init__(self, arch, run_dir, nodes, opt_image=None, memory_mib=384, smp=1):
+    def __init__(self, arch, run_dir, nodes, opt_image=None, memory_mib=384, smp=1, reboots=()):
         self.arch = arch
         self.run_dir = run_dir
         self.opt_image = opt_image
@@ -368,7 +400,7 @@ class Driver:
                 os.remove(stale)  # collected on failure: none may be left from an older run
         self.bridge_up()
         names = sorted(nodes)
-        self.machines = [Machine(self, n, i + 1, names) for i, n in enumerate(names)]
+        self.machines = [Machine(self, n, i + 1, names, own_disk=n in reboots) for i, n in enumerate(names)]
 
     # --- network (inside the private netns that run.py made) -------------
 
