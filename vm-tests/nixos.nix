@@ -84,6 +84,9 @@ let
     # bgp.py is Debian only too: Debian's bird2 (its bird.conf including
     # the file `vipproxy bird` writes); NixOS' BIRD comes from the module
     # (services.bird, checked by make test-nix).
+    # credentials.py is Debian only: it installs the units and the
+    # credentials drop-in under /etc/systemd/system as the quick start
+    # does; on NixOS the module sets LoadCredential.
     && !(lib.elem name [
       "nixos-module.py"
       "lint.py"
@@ -93,6 +96,7 @@ let
       "bgp.py"
       # package.py installs the .deb on a Debian node; NixOS has the module.
       "package.py"
+      "credentials.py"
     ])
   ) (builtins.readDir ./.);
 
