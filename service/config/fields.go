@@ -284,8 +284,10 @@ func (v *validator) scriptLine() {
 	if probeCommandProblem(v.c.Keepalived.ProbeCommand) != "" {
 		return
 	}
-	if n := len((&Valid{*v.c}).ScriptLine()); n > maxScriptLine {
-		v.bad("keepalived.probe_command", "makes keepalived's script line %d bytes long, with the config path; keepalived reads at most %d (MAXBUF) and would drop the script: shorten it", n, maxScriptLine)
+	// The line holds the config's absolute path, so its length depends
+	// on where the file is: the message names the limit, not the length.
+	if len((&Valid{*v.c}).ScriptLine()) > maxScriptLine {
+		v.bad("keepalived.probe_command", "with the config path, makes keepalived's script line longer than the %d bytes keepalived reads (MAXBUF): it would drop the script; shorten it", maxScriptLine)
 	}
 }
 
