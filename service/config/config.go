@@ -179,6 +179,12 @@ type Network struct {
 	SysctlFile string `toml:"sysctl_file"`
 	// SocketDropIn is the vipproxy.socket.d drop-in with the ListenStream lines.
 	SocketDropIn string `toml:"socket_dropin"`
+	// AllowForeignCleanup accepts that the operator's systemd-networkd,
+	// with ManageForeignRoutingPolicyRules= or ManageForeignRoutes= at
+	// yes, deletes the rules and routes it did not make when `network
+	// apply` reloads it. false (the default): apply refuses and names the
+	// networkd.conf setting that spares them.
+	AllowForeignCleanup bool `toml:"allow_foreign_cleanup"`
 }
 
 // Keepalived feeds `vipproxy keepalived`, which renders the VRRP instance.

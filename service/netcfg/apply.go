@@ -56,7 +56,7 @@ func (h Host) Apply(ctx context.Context, cfg *config.Valid, opts Options) (Resul
 	if err := h.preflight(ctx, cfg, opts); err != nil {
 		return res, err
 	}
-	conf, note, err := neighbourFiles(cfg, opts)
+	conf, note, err := neighbourFiles(h.Netlink, cfg, opts)
 	if err != nil {
 		return res, err
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/vipproxy/vipproxy/service/atomicfile"
 	"github.com/vipproxy/vipproxy/service/config"
 )
@@ -78,21 +80,48 @@ func OtherNetworks(cfg *config.Valid, root string) ([]string, error) {
 
 // neighbourFiles returns the networkd.conf drop-in to write with the other
 // files when networkd runs for vipproxy alone, or a note saying why not.
-func neighbourFiles(cfg *config.Valid, opts Options) ([]atomicfile.File, string, error) {
+// Where the operator's networkd would delete rules or routes that exist
+// now, it refuses (ErrForeign) unless network.allow_foreign_cleanup
+// accepts that: before any file is written or networkd reloaded.
+func neighbourFiles(nl *netlink.Handle, cfg *config.Valid, opts Options) ([]atomicfile.File, string, error) {
 	if opts.Netlink {
 		return nil, "", nil // networkd plays no part
 	}
 	others, err := OtherNetworks(cfg, opts.Root)
-	if err != nil || len(others) > 0 {
-		note := ""
-		if len(others) > 0 {
-			note = fmt.Sprintf("systemd-networkd also manages this node's own links (%s): its networkd.conf stays yours;"+
-				" with a CNI or a routing daemon set %s in a networkd.conf.d drop-in, or networkd deletes their rules and routes",
-				strings.Join(others, ", "), foreignSettingsText())
-		}
-		return nil, note, err
+	if err != nil {
+		return nil, "", err
 	}
-	return []atomicfile.File{NetworkdConf(cfg, opts.Root)}, "", nil
+	if len(others) == 0 {
+		return []atomicfile.File{NetworkdConf(cfg, opts.Root)}, "", nil
+	}
+	f, err := FindForeign(nl, cfg, opts.Root)
+	if err != nil {
+		return nil, "", fmt.Errorf("look for the rules and routes networkd would delete: %w", err)
+	}
+	mine := fmt.Sprintf("systemd-networkd also manages this node's own links (%s): its networkd.conf stays yours", strings.Join(others, ", "))
+	switch risk := f.AtRisk(); {
+	case len(risk) > 0 && !cfg.Network.AllowForeignCleanup:
+		return nil, "", &ForeignError{File: cfg.Path, Networks: others, AtRisk: risk}
+	case len(risk) > 0:
+		return nil, fmt.Sprintf("%s; network.allow_foreign_cleanup = true: networkd deletes %s", mine, strings.Join(risk, "; ")), nil
+	case f.Policy.Rules || f.Policy.Routes:
+		return nil, fmt.Sprintf("%s; with a CNI or a routing daemon set %s in a networkd.conf.d drop-in, or networkd deletes their rules and routes", mine, foreignSettingsText()), nil
+	}
+	return nil, "", nil
+}
+
+// ForeignError is apply's refusal: the operator's networkd would delete
+// these rules and routes at the reload.
+type ForeignError struct {
+	File     string   // the config
+	Networks []string // the operator's .network files
+	AtRisk   []string
+}
+
+func (e *ForeignError) Error() string {
+	return fmt.Sprintf("not reloading systemd-networkd: it manages this node's own links (%s) with ManageForeignRoutingPolicyRules=/ManageForeignRoutes= at yes "+
+		"and would delete %d rule(s) and route(s) it did not make: %s. Fix: %s (%s: network.allow_foreign_cleanup)",
+		strings.Join(e.Networks, ", "), len(e.AtRisk), strings.Join(e.AtRisk, "; "), ForeignFix, e.File)
 }
 
 func foreignSettingsText() string {
