@@ -83,6 +83,8 @@ func checks() []check {
 		{"vip-link", checkVIPLink, nil},
 		{"arp", checkARP, nil},
 		{"drop-ins", checkDropIns, nil},
+		{"listeners", nil, checkListeners},
+		{"networkd-foreign", checkNetworkdForeign, nil},
 		{"keepalived", checkKeepalived, nil},
 		{"bgp", checkBGP, nil},
 		{"daemon", checkDaemon, nil},

@@ -46,6 +46,7 @@ func TestDoctorBrokenHostThenFixed(t *testing.T) {
 		"net.ipv4.conf.all.arp_ignore is 1, want 0",
 		"breaks pod -> VIP hairpin",
 		"FAIL drop-ins",
+		"FAIL listeners  nothing listens on 10.9.0.100:6443 (port api): vipproxy.socket is not running",
 		"FAIL keepalived " + kconf + " is missing or empty",
 		"FAIL daemon     the daemon does not answer",
 		"PASS backends   port api (6443): all 1 backends pass the tcp (connect) check",
@@ -55,8 +56,8 @@ func TestDoctorBrokenHostThenFixed(t *testing.T) {
 			t.Errorf("doctor on a broken host lacks %q", want)
 		}
 	}
-	if code != 1 || strings.Count(out, "fix: ") != 7 {
-		t.Errorf("doctor on a broken host: exit %d, want 1 with 7 fixes:\n%s", code, out)
+	if code != 1 || strings.Count(out, "fix: ") != 8 {
+		t.Errorf("doctor on a broken host: exit %d, want 1 with 8 fixes:\n%s", code, out)
 	}
 
 	wild.Close()
@@ -79,8 +80,8 @@ func TestDoctorBrokenHostThenFixed(t *testing.T) {
 	startProxy(t, n, bin, cfg, "10.9.0.100:6443", "apiserver")
 	master.ip(t, "addr", "add", "10.9.0.100/32", "dev", "eth0")
 	out, code = exitCode(n, bin, args...)
-	if code != 0 || strings.Contains(out, "FAIL") || strings.Count(out, "PASS") != 8 {
-		t.Errorf("doctor on the fixed host: exit %d, want 0 and 8 PASS:\n%s", code, out)
+	if code != 0 || strings.Contains(out, "FAIL") || strings.Count(out, "PASS") != 10 {
+		t.Errorf("doctor on the fixed host: exit %d, want 0 and 10 PASS:\n%s", code, out)
 	}
 	t.Logf("fixed host:\n%s", out)
 	for _, want := range []string{
