@@ -124,7 +124,7 @@ func commandTable() []*cmdSpec {
 			subs: []*cmdSpec{
 				{name: "render", summary: "print the socket units' drop-ins; write nothing",
 					examples: []example{{"vipproxy units render", "the drop-ins with their paths"}}},
-				{name: "write", summary: "write the socket units' drop-ins (under --root) and remove those of ports the config no longer has; --diff: print what would change, write nothing",
+				{name: "write", summary: "write the socket units' drop-ins (under --root), remove those of ports the config no longer has and, with more than one port, install the vipproxy-port@.socket template where systemd has none; --diff: print what would change, write nothing",
 					examples: []example{
 						{"vipproxy units write && systemctl daemon-reload && systemctl restart vipproxy.socket", "after changing the VIPs or ports"},
 						{"vipproxy units write --diff", "what writing them would change"},

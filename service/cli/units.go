@@ -45,10 +45,16 @@ func runUnits(_ context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "vipproxy units %s: left %s as it is (not written by vipproxy); what vipproxy would write:\n%s", sub, creds.Path, creds.Data)
 	}
 	stale := units.Stale(cfg, root)
-	switch {
-	case sub == "render":
+	if sub == "render" {
 		printFiles(env.Stdout, files)
 		return ExitOK
+	}
+	// The ports after the first need the template unit: installed where
+	// systemd finds none.
+	if tmpl, ok := units.PortTemplate(cfg, root); ok {
+		files = append(files, tmpl)
+	}
+	switch {
 	case diff:
 		n := printDiffs(env.Stdout, files)
 		for _, f := range stale {

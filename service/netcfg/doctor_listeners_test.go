@@ -23,8 +23,9 @@ required = false
 type = "tcp"
 `
 
-// `vipproxy doctor` checks what listens on each configured VIP and port,
-// not only the drop-ins: with the drop-ins written and nothing listening,
+// `vipproxy units write` installs the vipproxy-port@.socket template where
+// systemd has none, and `vipproxy doctor` checks what listens on each
+// configured VIP and port, not only the drop-ins: with the drop-ins written and nothing listening,
 // drop-ins passes and listeners fails for each port, naming its socket
 // unit and the fix; another program on a VIP port fails naming it; with
 // the daemon listening both ports pass.
@@ -43,6 +44,15 @@ func TestDoctorListenersHeld(t *testing.T) {
 	}
 	doctor := func(only string) (string, int) {
 		return exitCode(n, bin, "doctor", "--config", cfg, "--root", root, "--control", "", "--only", only)
+	}
+	// No template where systemd looks (a tarball install): units write
+	// installed the shipped one.
+	shipped, err := os.ReadFile("../../systemd/vipproxy-port@.socket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(root, "etc/systemd/system/vipproxy-port@.socket")); err != nil || string(got) != string(shipped) {
+		t.Errorf("units write with two ports did not install the shipped vipproxy-port@.socket: %v", err)
 	}
 
 	out, code := doctor("drop-ins,listeners")
