@@ -139,15 +139,17 @@ with subtest("2. the fix: the drop-in and a networkd restart; then start, reload
     assert "PASS networkd-foreign" in out and FIX in out, out
 
 with subtest("3. control: accepted by network.allow_foreign_cleanup, networkd deletes them"):
-    cp1.succeed(f"rm {FIX}", "systemctl restart systemd-networkd.service")
+    cp1.succeed(f"vipproxy network remove --config {CONF}", "systemctl stop vipproxy-network.service", f"rm {FIX}")
+    cp1.succeed("systemctl restart systemd-networkd.service")
     cp1.wait_until_succeeds("networkctl list --no-legend eth1 | grep -q configured", timeout=60)
-    for cmd in NEIGHBOURS:  # networkd's start at yes may already have taken some
+    for cmd in NEIGHBOURS:  # networkd's start at yes may have taken some already
         cp1.execute(cmd)
     before = state()
     write_file(cp1, CONF, CONFIG.replace('uplinks = ["eth1"]', 'uplinks = ["eth1"]\nallow_foreign_cleanup = true'))
-    cp1.succeed("vipproxy network remove --config /etc/vipproxy/vipproxy.toml", "systemctl stop vipproxy-network.service")
     cp1.succeed("systemctl start vipproxy-network.service", timeout=120)
-    cp1.sleep(3)
+    cp1.wait_until_succeeds("networkctl list --no-legend dummyvip0 | grep -q configured", timeout=60)
+    journal = cp1.succeed("journalctl -u vipproxy-network.service --no-pager -o cat | tail -n 5")
+    assert "network.allow_foreign_cleanup = true: networkd deletes" in journal, journal
     gone = lost(before)
     print(f"RESULT networkd-foreign control (allow_foreign_cleanup = true, no drop-in): {len(gone)} of {len(before.splitlines())} rules and routes lost {gone}")
     assert gone, "with ManageForeign* at yes networkd deleted nothing: the test would prove nothing"
