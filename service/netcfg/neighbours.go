@@ -81,7 +81,7 @@ func OtherNetworks(cfg *config.Valid, root string) ([]string, error) {
 // neighbourFiles returns the networkd.conf drop-in to write with the other
 // files when networkd runs for vipproxy alone, or a note saying why not.
 // Where the operator's networkd would delete rules or routes that exist
-// now, it refuses (ErrForeign) unless network.allow_foreign_cleanup
+// now, it refuses (ForeignError) unless network.allow_foreign_cleanup
 // accepts that: before any file is written or networkd reloaded.
 func neighbourFiles(nl *netlink.Handle, cfg *config.Valid, opts Options) ([]atomicfile.File, string, error) {
 	if opts.Netlink {
