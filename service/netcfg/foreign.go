@@ -49,9 +49,14 @@ const ForeignFixFile = "/etc/systemd/networkd.conf.d/60-foreign.conf"
 
 // ForeignFix is how the operator spares those rules and routes, or
 // accepts their deletion.
-var ForeignFix = fmt.Sprintf("printf '[Network]\\n%s\\n' > %s; systemctl restart systemd-networkd "+
-	"(networkd reads networkd.conf at start only; a stopping networkd leaves links and routes as they are); "+
-	"or, to let networkd delete them, set network.allow_foreign_cleanup = true in the config",
+// networkd reads networkd.conf at start only, and its restart on a
+// netplan-style node, even with the drop-in, dropped the routes via the
+// uplink it manages once (measured in vm-tests/networkd-foreign.py,
+// networkd 252: the rules and a blackhole stayed): the fix says so.
+var ForeignFix = fmt.Sprintf("printf '[Network]\\n%s\\n' > %s; then systemctl restart systemd-networkd, or reboot "+
+	"(networkd reads networkd.conf at start only; its restart drops the routes via the links it manages once: "+
+	"restart the routing daemon or CNI that adds them after it); "+
+	"or, to let networkd delete them at each reconfiguration, set network.allow_foreign_cleanup = true in the config",
 	strings.Join(foreignSettingLines(), "\\n"), ForeignFixFile)
 
 func foreignSettingLines() []string {
