@@ -270,6 +270,7 @@ func TestApplyNetlinkCreatesDummy(t *testing.T) {
 // networkd.conf to them (a note says what to set), with a plain reload.
 // remove deletes the drop-in with the other files.
 func TestApplyKeepsNeighboursRules(t *testing.T) {
+	needRuleDump(t)
 	cfg := testConfig(t)
 	_, h, fake := hostIn(t, cfg)
 	root := t.TempDir()

@@ -95,6 +95,7 @@ func TestDoctorListenersHeld(t *testing.T) {
 // and BIRD's route and the fix; with the fix's drop-in it passes; with
 // nothing foreign left it warns that a later CNI's rules would go.
 func TestDoctorNetworkdForeign(t *testing.T) {
+	needRuleDump(t)
 	n, bin := newTestNS(t), vipproxyBin(t)
 	n.veth(t, "up0", "up0-peer")
 	cfg := writeConfig(t, testutil.NodeConfig([]string{"10.9.0.100"}, "127.0.0.1:16443", []string{"up0"}, ""))

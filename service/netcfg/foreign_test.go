@@ -59,6 +59,7 @@ var atRisk = []string{
 // reloads nothing; with the fix's drop-in, or with
 // network.allow_foreign_cleanup, it applies.
 func TestApplyRefusesWhereNetworkdWouldDeleteNeighbours(t *testing.T) {
+	needRuleDump(t)
 	cfg := testConfig(t)
 	n, h, fake := hostIn(t, cfg)
 	neighbours(t, n)
@@ -109,6 +110,7 @@ func TestApplyRefusesWhereNetworkdWouldDeleteNeighbours(t *testing.T) {
 // links no .network file matches (a CNI's bridge), on an unmanaged link
 // and on vipproxy's link are not at risk; each of the others is.
 func TestFindForeignSparesWhatIsNotForeign(t *testing.T) {
+	needRuleDump(t)
 	cfg := testConfig(t)
 	n, h, _ := hostIn(t, cfg)
 	neighbours(t, n)
