@@ -11,7 +11,6 @@
 # (NixOS has the module). The two .debs are `make release` builds of this
 # checkout (vm-tests/stage.sh, VM_STAGE_DEBS) on the staging disk.
 import os
-import re
 import shlex
 
 VIP4 = "192.168.1.100"
@@ -54,17 +53,8 @@ type = "tcp"
 REPO = os.environ.get("VM_REPO", os.getcwd())
 
 
-def readme_quickstart():
-    """The README's quick start (between its <!-- quickstart --> markers),
-    the lines an operator types after installing the package."""
-    text = open(os.path.join(REPO, "README.md")).read()
-    m = re.search(r"<!-- quickstart -->\s*```sh\n(.*?)```\s*<!-- end quickstart -->", text, re.S)
-    assert m, "README.md has no <!-- quickstart --> sh block"
-    return [line for line in m.group(1).splitlines() if line.strip() and not line.lstrip().startswith("#")]
-
-
 # The package installed, then the README's quick start verbatim.
-QUICKSTART = [f"{APT} install {deb(OLD)}"] + readme_quickstart()
+QUICKSTART = [f"{APT} install {deb(OLD)}"] + readme_quickstart(REPO)
 
 UNITS = "vipproxy.socket vipproxy.service vipproxy-network.service vipproxy-announce.service"
 

@@ -105,3 +105,14 @@ def netns_requests(node, netns, url, count):
     names = [l.strip() for l in out.splitlines() if l.strip()]
     assert len(names) == count, f"{node.name}/{netns}: {len(names)} of {count} requests answered: {names}"
     return names
+
+
+def readme_quickstart(repo):
+    """The README's quick start: the commands between its <!-- quickstart -->
+    markers, comment lines left out (Debian scripts; repo is the checkout)."""
+    import os
+    import re
+    text = open(os.path.join(repo, "README.md")).read()
+    m = re.search(r"<!-- quickstart -->\s*```sh\n(.*?)```\s*<!-- end quickstart -->", text, re.S)
+    assert m, "README.md has no <!-- quickstart --> sh block"
+    return [line for line in m.group(1).splitlines() if line.strip() and not line.lstrip().startswith("#")]

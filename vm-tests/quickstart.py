@@ -10,7 +10,6 @@
 # node is set up by the module (vm-tests/nixos-module.py).
 import base64
 import os
-import re
 import shlex
 
 VIP4 = "192.168.1.100"
@@ -36,13 +35,6 @@ uplinks = ["eth1"]
 [health]
 type = "tcp"
 """
-
-
-def quickstart_commands():
-    text = open(os.path.join(REPO, "README.md")).read()
-    m = re.search(r"<!-- quickstart -->\s*```sh\n(.*?)```\s*<!-- end quickstart -->", text, re.S)
-    assert m, "README.md has no <!-- quickstart --> sh block"
-    return [line for line in m.group(1).splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
 def put(path, data, mode="0644"):
@@ -84,7 +76,7 @@ with subtest("the package's files, as the quick start assumes them"):
     cp1.succeed("systemctl unmask keepalived.service")
 
 with subtest("the README's quick start, verbatim"):
-    commands = quickstart_commands()
+    commands = readme_quickstart(REPO)
     assert any("keepalived" in c for c in commands), commands
     for command in commands:
         print(f"quickstart$ {command}")
