@@ -33,7 +33,8 @@ buildGo126Module {
       # vipproxy.toml(5) is made from the configuration reference.
       (lib.fileset.maybeMissing ../docs/configuration.md)
       (lib.fileset.maybeMissing ../examples)
-      (lib.fileset.maybeMissing ../systemd)
+      # The unit files, embedded in the binary by the systemd package.
+      ../systemd
       # Read by service/daemon's TestMonitoringUsesExportedMetrics.
       (lib.fileset.maybeMissing ../monitoring)
     ];
@@ -42,7 +43,7 @@ buildGo126Module {
   # NAR hash of `go mod vendor` for this source. Recompute with
   # `make nix-vendor-hash` after changing go.mod, go.sum or the imports;
   # `make test-nix` fails while it is stale.
-  vendorHash = "sha256-ZRI3En/Q+yMjgR+w+JexA5COTSVUmBQZgPC2ucyLUuQ=";
+  vendorHash = "sha256-RMzwzvNrKtjAl5FSklYvrGBZWa1QbMgSsN0GmJx+Mt4=";
 
   # Only the product: vipproxy-apiserver, -bench and -demo are test tooling.
   subPackages = [

@@ -292,13 +292,22 @@ sys.exit(1 if problems else 0)'
 vendor_hash() {
 	local src="$scratch/src"
 	mkdir -p "$src"
-	# The work tree (tracked and new files): the source once committed.
-	local f
-	git ls-files --cached --others --exclude-standard -- go.mod go.sum cmd service internal | while IFS= read -r f; do
+	# The work tree (tracked and new files) within nix/package.nix's src
+	# fileset: the source once committed, as the Nix build sees it.
+	local f paths
+	paths=$(fileset_paths)
+	# shellcheck disable=SC2086 # one argument per path
+	git ls-files --cached --others --exclude-standard -- $paths | while IFS= read -r f; do
 		if [ -f "$f" ]; then cp --parents -t "$src" -- "$f"; fi
 	done
 	(cd "$src" && env -u GOFLAGS GO111MODULE=on go mod vendor)
 	nix hash path --type sha256 "$src/vendor"
+}
+
+# The paths in nix/package.nix's src fileset (`../x` and
+# `(lib.fileset.maybeMissing ../x)`), relative to the repository.
+fileset_paths() {
+	sed -n '/fileset = lib.fileset.unions \[/,/\];/s|^ *(\{0,1\}\(lib.fileset.maybeMissing \)\{0,1\}\.\./\([^)]*\))\{0,1\}$|\2|p' nix/package.nix
 }
 
 # Every top-level directory the packaged commands import is in the source
