@@ -51,7 +51,10 @@ func healthConfig(kind config.CheckKind) config.Health {
 	cfg := config.Default().Health
 	cfg.Type = kind
 	cfg.Interval = config.Duration{Duration: 20 * time.Millisecond}
-	cfg.Timeout = config.Duration{Duration: 2 * time.Second}
+	// A bound for a hang, not a figure: under qemu-user on a loaded
+	// 2-core host one TLS handshake with /readyz took over 2 s (make
+	// test-multiarch). Tests about the timeout set their own.
+	cfg.Timeout = config.Duration{Duration: 30 * time.Second}
 	return cfg
 }
 
