@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -22,6 +23,8 @@ type FDStore struct {
 	Path string
 	Max  int // $FDSTORE for the service, the store's size
 
+	conn *net.UnixConn
+
 	mu      sync.Mutex
 	names   []string       // in the order stored
 	files   map[string]int // raw: an os.File's Fd would make a socket blocking
@@ -33,17 +36,31 @@ type FDStore struct {
 // holds is closed when the test ends.
 func NewFDStore(t testing.TB, max int) *FDStore {
 	t.Helper()
-	s := &FDStore{Path: filepath.Join(t.TempDir(), "notify.sock"), Max: max, files: map[string]int{}}
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: s.Path, Net: "unixgram"})
+	s, err := ListenFDStore(filepath.Join(t.TempDir(), "notify.sock"), max)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		conn.Close()
-		s.Flush()
-	})
-	go s.serve(conn)
+	t.Cleanup(s.Close)
 	return s
+}
+
+// ListenFDStore is NewFDStore outside a test (the bench's stand-in for
+// systemd): it listens on path, which must not exist, until Close.
+func ListenFDStore(path string, max int) (*FDStore, error) {
+	s := &FDStore{Path: path, Max: max, files: map[string]int{}}
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		return nil, fmt.Errorf("listen on the file descriptor store's socket: %w", err)
+	}
+	s.conn = conn
+	go s.serve(conn)
+	return s, nil
+}
+
+// Close stops listening and closes everything the store holds.
+func (s *FDStore) Close() {
+	s.conn.Close()
+	s.Flush()
 }
 
 // Env is what points a service at the store: NOTIFY_SOCKET and FDSTORE.
