@@ -2,16 +2,19 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/vipproxy/vipproxy/internal/activation"
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // contender is one way of getting from the client to the three backends.
@@ -142,7 +145,7 @@ func (r *runner) startContender(ctx context.Context, name string, port int) (*co
 	var err error
 	switch name {
 	case "haproxy":
-		err = r.startHAProxy(c, listen)
+		err = r.startHAProxy(c, listen, false)
 	case "nginx":
 		err = r.startNginx(c, listen)
 	case "vipproxy":
@@ -178,12 +181,19 @@ func (r *runner) logTail(name string) string {
 	return s
 }
 
-func (r *runner) startHAProxy(c *contender, listen string) error {
+// startHAProxy starts HAProxy in the foreground, or in master-worker mode
+// as Debian's haproxy.service does (-W; -Ws there, for sd_notify): its
+// master, still in the foreground, reloads on SIGUSR2.
+func (r *runner) startHAProxy(c *contender, listen string, masterWorker bool) error {
 	cfg := filepath.Join(r.dir, "haproxy.cfg")
 	if err := os.WriteFile(cfg, []byte(haproxyConfig(listen, r.backends)), 0o644); err != nil {
 		return err
 	}
-	c.cmd = r.pinned(r.proxyCPU, "haproxy", "-db", "-f", cfg)
+	mode := "-db"
+	if masterWorker {
+		mode = "-W"
+	}
+	c.cmd = r.pinned(r.proxyCPU, "haproxy", mode, "-f", cfg)
 	return r.procs.start(c.cmd, filepath.Join(r.dir, "haproxy.log"))
 }
 
@@ -207,19 +217,13 @@ func (r *runner) startVipproxy(ctx context.Context, c *contender, port int, bin 
 	if err := os.WriteFile(cfg, []byte(vipproxyConfig(port, ports[0], r.backends)), 0o644); err != nil {
 		return 0, err
 	}
-	sockPath := filepath.Join(r.dir, fmt.Sprintf("notify-%d.sock", port))
-	os.Remove(sockPath) // a restarted instance's predecessor left it
-	notify, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sockPath, Net: "unixgram"})
-	if err != nil {
-		return 0, fmt.Errorf("listen on notify socket: %w", err)
-	}
-	defer notify.Close()
 	c.admin = fmt.Sprintf("127.0.0.1:%d", ports[0])
 	c.cmd = r.pinned(r.proxyCPU, bin, "serve", "--config", cfg)
-	c.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sockPath)
-	if r.activation != nil {
-		activation.Pass(c.cmd, r.activation, listenName)
+	env, err := r.systemdFor(c.cmd, port)
+	if err != nil {
+		return 0, err
 	}
+	defer env.close()
 	if r.opt.CPUProfileDir != "" {
 		prof := filepath.Join(r.opt.CPUProfileDir, fmt.Sprintf("%s-%d.cpu.pprof", c.name, port))
 		c.cmd.Env = append(c.cmd.Env, "VIPPROXY_CPUPROFILE="+prof)
@@ -230,6 +234,7 @@ func (r *runner) startVipproxy(ctx context.Context, c *contender, port int, bin 
 	if err := r.procs.start(c.cmd, filepath.Join(r.dir, c.name+".log")); err != nil {
 		return 0, err
 	}
+	env.started()
 	exited := make(chan struct{})
 	go func() {
 		// a daemon that exits (e.g. `serve` not implemented) must not make us wait
@@ -241,10 +246,78 @@ func (r *runner) startVipproxy(ctx context.Context, c *contender, port int, bin 
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
-	if err := waitReady(notify, start.Add(10*time.Second), exited); err != nil {
+	if err := env.waitReady(start.Add(10*time.Second), exited); err != nil {
 		return 0, fmt.Errorf("%w (log: %s)", err, r.logTail(c.name))
 	}
 	return time.Since(start), nil
+}
+
+// launchEnv is what systemd gives one start of vipproxy.service: the
+// sockets passed (the bench's copies, closed once it started) and where
+// READY=1 comes.
+type launchEnv struct {
+	passed []*os.File
+	notify *net.UnixConn // nil: READY=1 comes to the file descriptor store
+	store  *testutil.FDStore
+	from   int // the store's messages before this start
+}
+
+// systemdFor sets cmd up as systemd starts vipproxy.service: with a
+// notify socket, the activation socket if the bench holds one, and, if
+// the bench has a file descriptor store, what it holds after that (the
+// store is then the notify socket, as systemd's is).
+func (r *runner) systemdFor(cmd *exec.Cmd, port int) (*launchEnv, error) {
+	cmd.Env = os.Environ()
+	if r.store != nil {
+		return r.fromStore(cmd), nil
+	}
+	sockPath := filepath.Join(r.dir, fmt.Sprintf("notify-%d.sock", port))
+	os.Remove(sockPath) // a restarted instance's predecessor left it
+	notify, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sockPath, Net: "unixgram"})
+	if err != nil {
+		return nil, fmt.Errorf("listen on notify socket: %w", err)
+	}
+	cmd.Env = append(cmd.Env, "NOTIFY_SOCKET="+sockPath)
+	if r.activation != nil {
+		activation.Pass(cmd, r.activation, listenName)
+	}
+	return &launchEnv{notify: notify}, nil
+}
+
+// started closes the bench's copies of the sockets passed: the process
+// has its own.
+func (e *launchEnv) started() {
+	for _, f := range e.passed {
+		f.Close()
+	}
+	e.passed = nil
+}
+
+func (e *launchEnv) close() {
+	e.started()
+	if e.notify != nil {
+		e.notify.Close()
+	}
+}
+
+// waitReady waits for READY=1 until the deadline or until exited closes.
+func (e *launchEnv) waitReady(deadline time.Time, exited <-chan struct{}) error {
+	if e.notify != nil {
+		return readNotify(e.notify, deadline, exited)
+	}
+	for time.Now().Before(deadline) {
+		for _, m := range e.store.Messages()[e.from:] {
+			if slices.Contains(strings.Split(m, "\n"), "READY=1") {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			return errors.New("process exited before READY=1")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return errors.New("no READY=1 within 10s")
 }
 
 // stopContender ends a proxy: SIGTERM first when it must write a profile

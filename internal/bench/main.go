@@ -61,6 +61,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&storms, "storms", strings.Join(stormScenarios, ","), "storm scenarios to run")
 	var alt string
 	fs.StringVar(&alt, "alt", "", "other vipproxy builds as extra contenders: label=path,... (then list the labels in --contenders)")
+	fs.StringVar(&opt.UpgradeFrom, "upgrade-from", "", "the upgrade storm's vipproxy runs this build first (a path or an --alt label) and is restarted into its own: a binary upgrade; default: the same build")
 	fs.StringVar(&opt.PerfDir, "perf-dir", "", "record with perf here: vipproxy, one file per figure group, and every proxy during a backend-SIGKILL storm (give an unstripped --vipproxy)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -73,6 +74,9 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		opt.Alt[label] = path
+	}
+	if p, ok := opt.Alt[opt.UpgradeFrom]; ok {
+		opt.UpgradeFrom = p
 	}
 	opt.Contenders = splitList(contenders)
 	opt.Figures = splitList(figures)
@@ -202,12 +206,14 @@ func watchClientMain(ctx context.Context, args []string, stdin io.Reader, stdout
 	fs.DurationVar(&spec.Period, "period", 2*time.Second, "the backends' time between events")
 	fs.BoolVar(&spec.AtOnce, "at-once", false, "start every watch at once and report when all work (no stdin commands)")
 	fs.DurationVar(&spec.Wait, "wait", 90*time.Second, "how long to wait for every watch to work again")
+	fs.DurationVar(&spec.ProbeEvery, "probe-every", 0, "from the mark, open a new connection this often and report their delays (0: none)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	spec.Targets = splitList(*targets)
-	if len(spec.Targets) == 0 || spec.Clients < 1 || spec.Period <= 0 || spec.Wait <= 0 || spec.Wait > 10*time.Minute || spec.Sources < 1 || spec.Sources > 250 {
-		fmt.Fprintln(stderr, "vipproxy-bench watch: --target, --clients >= 1, --period > 0, --wait up to 10m, --sources 1..250")
+	if len(spec.Targets) == 0 || spec.Clients < 1 || spec.Period <= 0 || spec.Wait <= 0 || spec.Wait > 10*time.Minute || spec.Sources < 1 || spec.Sources > 250 ||
+		(spec.ProbeEvery != 0 && spec.ProbeEvery < time.Millisecond) {
+		fmt.Fprintln(stderr, "vipproxy-bench watch: --target, --clients >= 1, --period > 0, --wait up to 10m, --sources 1..250, --probe-every 0 or at least 1ms")
 		return 2
 	}
 	cfg, err := testpki.Load(*pkiDir).ClientTLS()

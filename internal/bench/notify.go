@@ -14,9 +14,9 @@ func alive(pid int) bool {
 	return err == nil && f[0] != "Z"
 }
 
-// waitReady reads sd_notify datagrams until one carries READY=1, the
+// readNotify reads sd_notify datagrams until one carries READY=1, the
 // deadline passes or exited closes.
-func waitReady(sock *net.UnixConn, deadline time.Time, exited <-chan struct{}) error {
+func readNotify(sock *net.UnixConn, deadline time.Time, exited <-chan struct{}) error {
 	buf := make([]byte, 4096)
 	for time.Now().Before(deadline) {
 		select {

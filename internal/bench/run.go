@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // options configure one bench run.
@@ -38,6 +40,7 @@ type options struct {
 	StormClients  int               // watches held through the proxy in the storms
 	StormReps     int               // repetitions of each storm
 	Storms        []string          // storm scenarios to run (stormScenarios)
+	UpgradeFrom   string            // the build the upgrade storm's vipproxy starts as ("": its own)
 }
 
 type runner struct {
@@ -54,7 +57,11 @@ type runner struct {
 	// activation, when set, is the listening socket vipproxy is started
 	// with (socket activation; the storm figures).
 	activation *os.File
-	epoch      time.Time // the storm backends' event clock
+	// store, when set, is the file descriptor store vipproxy is started
+	// with (NOTIFY_SOCKET, FDSTORE) and whose descriptors are passed after
+	// the activation socket, as systemd does (the upgrade storm).
+	store *testutil.FDStore
+	epoch time.Time // the storm backends' event clock
 }
 
 // pinLayout returns the cores for the proxy and for the load (client and
@@ -111,8 +118,9 @@ func run(ctx context.Context, opt options, stdout, stderr io.Writer) error {
 		r.stopContender(c)
 	}
 	// r.opt, not opt: the storms may have sized themselves to the host.
-	fmt.Fprint(stderr, r.res.spread(r.names(contenders), r.opt))
-	table := r.res.render(r.names(contenders), r.opt)
+	names := r.res.withStormColumns(r.names(contenders))
+	fmt.Fprint(stderr, r.res.spread(names, r.opt))
+	table := r.res.render(names, r.opt)
 	machine := fmt.Sprintf("machine: %s; loadavg before %s, after %s; pinning: %s, nice %d; %s; ratios are medians of per-repetition ratios",
 		machineLine(), loadBefore, loadavg(), pinText(opt.Pin), opt.Nice, repsText(opt))
 	out := table + "\n" + machine + "\n"

@@ -32,14 +32,17 @@ import (
 //     bench and passed to each start, as systemd's socket activation does
 //     (vipproxy only: connections wait in the backlog meanwhile);
 //   - at-once: every watch connects at the same moment to a running proxy
-//     (the VIP just moved to this node).
-var stormScenarios = []string{"kill-backend", "restart", "restart-activated", "at-once"}
+//     (the VIP just moved to this node);
+//   - upgrade: the proxy restarted as an upgrade does, every watch held
+//     and new connections opened meanwhile (upgrade.go).
+var stormScenarios = []string{"kill-backend", "restart", "restart-activated", "at-once", upgradeStorm}
 
 var stormTitles = map[string]string{
 	"kill-backend":      "storm: 1 of 3 backends SIGKILLed",
 	"restart":           "storm: proxy SIGKILLed and restarted",
 	"restart-activated": "storm: proxy SIGKILLed and restarted, socket-activated",
 	"at-once":           "storm: all watches connect at once",
+	upgradeStorm:        "storm: upgrade",
 }
 
 // watchPeriod is the backends' time between events.
@@ -50,15 +53,18 @@ const watchPeriod = 2 * time.Second
 // the backends themselves: the handshakes' own time on this host) and
 // floor (a bare event loop: the least CPU a proxy's relaying of the storm
 // can cost here). floor has no health checks, so a killed backend would
-// keep getting its share, and its restart shows nothing new.
+// keep getting its share, and its restart shows nothing new. The upgrade
+// storm compares vipproxy with HAProxy's reload and restart.
 func stormContender(name, scenario string) bool {
 	switch name {
 	case "direct", "floor":
 		return scenario == "at-once"
 	case "naive":
 		return false
-	case "haproxy", "nginx":
+	case "haproxy":
 		return scenario != "restart-activated"
+	case "nginx":
+		return scenario != "restart-activated" && scenario != upgradeStorm
 	}
 	return true // vipproxy and --alt builds
 }
@@ -86,16 +92,15 @@ func (r *runner) storms(ctx context.Context, cs []*contender) error {
 		}
 		for range r.opt.StormReps {
 			for _, c := range cs {
-				if !stormContender(c.name, scenario) {
-					continue
-				}
-				if err := st.storm(ctx, scenario, c.name); err != nil {
-					if ctx.Err() != nil {
-						return err
+				for _, name := range stormRuns(c.name, scenario) {
+					if err := st.storm(ctx, scenario, name); err != nil {
+						if ctx.Err() != nil {
+							return err
+						}
+						msg := fmt.Sprintf("%s, %s: %v", name, scenario, err)
+						fmt.Fprintf(r.log, "bench:   FAILED %s\n", msg)
+						r.res.note(firstLine(msg))
 					}
-					msg := fmt.Sprintf("%s, %s: %v", c.name, scenario, err)
-					fmt.Fprintf(r.log, "bench:   FAILED %s\n", msg)
-					r.res.note(firstLine(msg))
 				}
 			}
 		}
@@ -165,6 +170,12 @@ type stormProxy struct {
 	name string
 	port int
 	cur  atomic.Pointer[contender]
+	// from is the binary of vipproxy's first start ("": its own).
+	from string
+	// masterWorker starts HAProxy as Debian's unit does, to reload it.
+	masterWorker bool
+	// retired is the CPU of the process an upgrade stopped.
+	retired time.Duration
 }
 
 func (p *stormProxy) pid() int {
@@ -187,14 +198,17 @@ func (r *runner) launch(ctx context.Context, p *stormProxy, wait bool) error {
 		c.targets = r.backends
 		p.cur.Store(c)
 		return nil
-	case "haproxy":
-		err = r.startHAProxy(c, listen)
+	case "haproxy", haproxyRestart:
+		err = r.startHAProxy(c, listen, p.masterWorker)
 	case "nginx":
 		err = r.startNginx(c, listen)
 	default:
 		bin := r.opt.Vipproxy
 		if alt, ok := r.opt.Alt[p.name]; ok {
 			bin = alt
+		}
+		if p.from != "" {
+			bin, p.from = p.from, ""
 		}
 		_, err = r.startVipproxy(ctx, c, p.port, bin)
 	}
@@ -268,7 +282,7 @@ func (r *runner) directAtOnce(ctx context.Context, clients int) (time.Duration, 
 	if err := r.launch(ctx, p, false); err != nil {
 		return 0, err
 	}
-	wc, err := r.startWatchClient(ctx, p, true, clients)
+	wc, err := r.startWatchClient(ctx, p, true, clients, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -292,13 +306,23 @@ func (r *runner) storm(ctx context.Context, scenario, name string) error {
 	}
 	p := &stormProxy{name: name, port: ports[0]}
 	sr := *r
-	if scenario == "restart-activated" {
+	switch {
+	case scenario == "restart-activated":
 		f, err := activation.Socket(ctx, p.port)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
 		sr.activation = f
+	case scenario == upgradeStorm && isVipproxy(name):
+		closeHost, err := sr.upgradeHost(ctx, p.port)
+		if err != nil {
+			return err
+		}
+		defer closeHost()
+		p.from = r.opt.UpgradeFrom
+	case scenario == upgradeStorm:
+		p.masterWorker = true
 	}
 	if err := sr.launch(ctx, p, true); err != nil {
 		return err
@@ -312,7 +336,11 @@ func (r *runner) storm(ctx context.Context, scenario, name string) error {
 		}
 		start = r.waitQuietPoint(ctx)
 	}
-	wc, err := r.startWatchClient(ctx, p, scenario == "at-once", r.opt.StormClients)
+	var probe time.Duration
+	if scenario == upgradeStorm {
+		probe = probeEvery
+	}
+	wc, err := r.startWatchClient(ctx, p, scenario == "at-once", r.opt.StormClients, probe)
 	if err != nil {
 		return err
 	}
@@ -321,7 +349,7 @@ func (r *runner) storm(ctx context.Context, scenario, name string) error {
 	if err != nil {
 		return err
 	}
-	if m.res.Disrupted == 0 {
+	if m.res.Disrupted == 0 && scenario != upgradeStorm {
 		// e.g. the proxy sent no watch to backend 1 (its first check
 		// failed): the storm measured nothing.
 		return fmt.Errorf("no watch was cut (watches per backend %s)", shares(m.res.Shares))
@@ -342,7 +370,11 @@ func (r *runner) storm(ctx context.Context, scenario, name string) error {
 // this host (backend SIGKILL 2.6–3.3 s, the others 8.5–11.2 s); when one
 // is not, the window stretches to the period in which it was (said in
 // the log and the table's notes).
-var stormWindowPeriods = map[string]int{"kill-backend": 3, "restart": 8, "restart-activated": 8, "at-once": 8}
+//
+// The upgrade storm's window is shorter, 8 s: long enough for a watch
+// that a handover broke silently to be found stalled (3 periods and a
+// second after its last event) and counted as cut.
+var stormWindowPeriods = map[string]int{"kill-backend": 3, "restart": 8, "restart-activated": 8, "at-once": 8, upgradeStorm: 4}
 
 // waitQuietPoint waits until half a period after the backends' next event
 // burst (the start of a storm's window) and returns that moment.
@@ -377,7 +409,7 @@ func sleepUntil(ctx context.Context, at time.Time) {
 // every contender alike so that their profiles compare. perf takes a
 // moment to attach, so the storm waits for it.
 func (r *runner) perfStorm(scenario string, p *stormProxy) func() {
-	if strings.HasPrefix(scenario, "restart") {
+	if strings.HasPrefix(scenario, "restart") || scenario == upgradeStorm {
 		return nil
 	}
 	stop := r.perfRecordTree(p.name+"-storm-"+scenario, p.pid())
@@ -400,6 +432,7 @@ type stormMeasure struct {
 // storm's window, and measures the proxy.
 func (r *runner) unleash(ctx context.Context, scenario string, p *stormProxy, wc *watchClient, start time.Time) (stormMeasure, error) {
 	var before procSample
+	var beforePID int
 	if scenario != "at-once" {
 		if err := wc.established(); err != nil {
 			return stormMeasure{}, err
@@ -408,7 +441,8 @@ func (r *runner) unleash(ctx context.Context, scenario string, p *stormProxy, wc
 			defer stop()
 		}
 		start = r.waitQuietPoint(ctx)
-		before, _ = sampleTree(p.pid())
+		beforePID = p.pid()
+		before, _ = sampleTree(beforePID)
 		if err := wc.mark(); err != nil {
 			return stormMeasure{}, err
 		}
@@ -423,21 +457,36 @@ func (r *runner) unleash(ctx context.Context, scenario string, p *stormProxy, wc
 		wc.send("wait backend 1")
 	case "restart", "restart-activated":
 		wc.send("wait all")
+	case upgradeStorm:
+		// The request loop runs the same time for everyone.
+		sleepUntil(ctx, start.Add(stormBaseWindow(scenario)))
+		wc.send(upgradeWait(p.name))
 	}
 	res, err := wc.result()
 	if err != nil {
 		peak()
 		return stormMeasure{res: res}, err
 	}
-	window := r.waitWindowEnd(ctx, scenario, start)
+	elapsed := time.Since(start)
+	if scenario == upgradeStorm {
+		// The result comes once the request loop's window is over: only
+		// a cut watch back late stretches it.
+		elapsed = time.Duration(res.MaxMs * float64(time.Millisecond))
+	}
+	window := r.waitWindowEnd(ctx, scenario, start, elapsed)
 	m := stormMeasure{res: res, window: window, peakKB: peak()}
 	if p.pid() != 0 { // direct: no proxy to measure
 		after, err := sampleTree(p.pid())
 		if err != nil {
 			return m, err
 		}
-		if strings.HasPrefix(scenario, "restart") {
+		switch {
+		case strings.HasPrefix(scenario, "restart"):
 			before = procSample{} // a new process: all its CPU is the storm's
+		case p.pid() != beforePID:
+			// An upgrade's new process: all its CPU, and the old one's
+			// from the mark to its exit.
+			before.CPU -= p.retired
 		}
 		m.cpu = after.CPU - before.CPU
 	}
@@ -451,9 +500,9 @@ func (r *runner) unleash(ctx context.Context, scenario string, p *stormProxy, wc
 }
 
 // waitWindowEnd waits for the end of the storm's window that began at
-// start and returns the window's length.
-func (r *runner) waitWindowEnd(ctx context.Context, scenario string, start time.Time) time.Duration {
-	window := stormWindow(scenario, time.Since(start))
+// start and lasted elapsed, and returns the window's length.
+func (r *runner) waitWindowEnd(ctx context.Context, scenario string, start time.Time, elapsed time.Duration) time.Duration {
+	window := stormWindow(scenario, elapsed)
 	sleepUntil(ctx, start.Add(window))
 	return window
 }
@@ -481,6 +530,8 @@ func (r *runner) disrupt(ctx context.Context, scenario string, p *stormProxy) er
 	case "restart", "restart-activated":
 		r.procs.kill(p.cur.Load().cmd)
 		return r.launch(ctx, p, false)
+	case upgradeStorm:
+		return r.upgrade(ctx, p)
 	}
 	return nil
 }
@@ -522,10 +573,10 @@ type watchClient struct {
 	wait  time.Duration
 }
 
-func (r *runner) startWatchClient(ctx context.Context, p *stormProxy, atOnce bool, clients int) (*watchClient, error) {
+func (r *runner) startWatchClient(ctx context.Context, p *stormProxy, atOnce bool, clients int, probe time.Duration) (*watchClient, error) {
 	wait := 90 * time.Second
 	args := []string{"watch", "--target", strings.Join(p.cur.Load().targets, ","), "--clients", strconv.Itoa(clients),
-		"--pki", filepath.Join(r.dir, "pki"), "--period", watchPeriod.String(), "--wait", wait.String()}
+		"--pki", filepath.Join(r.dir, "pki"), "--period", watchPeriod.String(), "--wait", wait.String(), "--probe-every", probe.String()}
 	if atOnce {
 		args = append(args, "--at-once")
 	}
@@ -631,9 +682,11 @@ func nofileLimit() string {
 func (r *runner) recordStorm(scenario, name string, m stormMeasure, load string) {
 	k, res := "st-"+scenario+"-", m.res
 	add := func(m string, v float64) { r.res.add(k+m, name, v) }
-	add("p50", res.P50ms)
-	add("p99", res.P99ms)
-	add("max", res.MaxMs)
+	if scenario != upgradeStorm || res.Disrupted > 0 {
+		add("p50", res.P50ms)
+		add("p99", res.P99ms)
+		add("max", res.MaxMs)
+	}
 	add("failed", float64(res.Failed))
 	add("lost", float64(res.Lost))
 	if name != "direct" {
@@ -643,6 +696,9 @@ func (r *runner) recordStorm(scenario, name string, m stormMeasure, load string)
 	r.res.text(k+"back", name, fmt.Sprintf("%d/%d", res.Recovered, res.Disrupted))
 	r.res.text(k+"share", name, shares(res.Shares))
 	r.res.text(k+"load", name, load)
+	if scenario == upgradeStorm {
+		r.recordUpgrade(name, res)
+	}
 	stretched := ""
 	if want := stormBaseWindow(scenario); m.window > want {
 		stretched = fmt.Sprintf(" (window stretched from %s: CPU not comparable)", want)
@@ -682,6 +738,10 @@ func shares(n []int) string {
 func stormSpecs(opt options) []figureSpec {
 	var fs []figureSpec
 	for _, sc := range stormScenarios {
+		if sc == upgradeStorm {
+			fs = append(fs, upgradeSpecs(opt)...)
+			continue
+		}
 		t, k := stormTitles[sc], "st-"+sc+"-"
 		failGoal := &goal{text: "≤ HAProxy's", vsHAProxy: true}
 		var backGoal, cpuGoal *goal

@@ -29,6 +29,10 @@ type watchSpec struct {
 	Period  time.Duration // the backends' event period (stall detection)
 	AtOnce  bool          // storm (c): the mark is the start, every watch connects at once
 	Wait    time.Duration // how long "wait" waits for every watch to work again
+	// ProbeEvery, if set, opens a new connection this often from the
+	// mark until "wait": a request loop (connect, TLS handshake, WATCH,
+	// ACK, close) whose delays the upgrade storm reports.
+	ProbeEvery time.Duration
 }
 
 // The reconnection policy of a client-go reflector: a watch that ends is
@@ -66,6 +70,15 @@ type watchResult struct {
 	// refused", "TLS handshake reset"...): refused before a listener
 	// exists, reset in a dying one's queue, cut by the proxy.
 	FailedBy map[string]int64 `json:"failed_by,omitempty"`
+	// The new connections of the request loop (ProbeEvery), from the
+	// mark: how many were tried, how many failed, and the delay until
+	// the ACK of those that worked.
+	Probes          int64   `json:"probes,omitempty"`
+	ProbeFailed     int64   `json:"probe_failed,omitempty"`
+	ProbeFirstError string  `json:"probe_first_error,omitempty"`
+	ProbeP50ms      float64 `json:"probe_p50_ms,omitempty"`
+	ProbeP99ms      float64 `json:"probe_p99_ms,omitempty"`
+	ProbeMaxMs      float64 `json:"probe_max_ms,omitempty"`
 }
 
 // watcher is one watch client.
@@ -96,6 +109,7 @@ type stormClient struct {
 	stalled  atomic.Int64
 	first    string
 	failedBy map[string]int64 // under mu
+	probes   *prober          // under mu: the request loop since the mark
 }
 
 // markedLine is the client's answer to "mark".
@@ -105,9 +119,10 @@ const markedLine = `{"marked":true}`
 // {"established":N} once all work (AtOnce: the result), then obeys stdin lines
 // "mark" (the storm starts now: it prints {"marked":true} once the mark is
 // set, and the storm must not start before, or watches it cuts first are
-// not counted) and "wait all" or "wait backend 1" (which watches the storm
-// cuts: print the result once each of those has ended and every watch works
-// again); EOF on stdin ends it.
+// not counted; the request loop, if any, starts) and "wait all", "wait
+// backend 1" or "wait none" (which watches the storm cuts: print the result
+// once the request loop's last connection is done, each of those watches
+// has ended and every watch works again); EOF on stdin ends it.
 func runWatchClient(ctx context.Context, spec watchSpec, tlsCfg *tls.Config, stdin io.Reader, stdout io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -146,8 +161,11 @@ func runWatchClient(ctx context.Context, spec watchSpec, tlsCfg *tls.Config, std
 		switch sc.Text() {
 		case "mark":
 			s.setMark()
+			if spec.ProbeEvery > 0 {
+				s.startProbes(ctx)
+			}
 			io.WriteString(stdout, markedLine+"\n")
-		case "wait all", "wait backend 1":
+		case "wait all", "wait backend 1", "wait none":
 			s.expectCut(sc.Text())
 			if err := s.waitAndReport(ctx, enc); err != nil {
 				return err
@@ -174,12 +192,12 @@ func (s *stormClient) setMark() {
 	s.failedBy = map[string]int64{}
 }
 
-// expectCut marks the watches the storm cuts: all, or those that were
-// on backend 1 at the mark.
+// expectCut marks the watches the storm cuts: all, those that were on
+// backend 1 at the mark, or none.
 func (s *stormClient) expectCut(what string) {
 	for _, w := range s.watchers {
 		w.mu.Lock()
-		w.cut = what == "wait all" || w.markBackend == 1
+		w.cut = what == "wait all" || (what == "wait backend 1" && w.markBackend == 1)
 		w.mu.Unlock()
 	}
 }
@@ -266,33 +284,52 @@ func (s *stormClient) run(ctx context.Context, w *watcher, i int) {
 // events until the watch ends. It returns an error only for an attempt
 // that never got a working watch.
 func (s *stormClient) watchOnce(ctx context.Context, w *watcher) error {
-	conn, err := s.dial(ctx)
+	c, r, backend, last, err := s.open(ctx)
 	if err != nil {
-		return fmt.Errorf("connect: %w", err)
+		return err
 	}
-	defer conn.Close()
-	c := tls.Client(conn, s.tls)
-	c.SetDeadline(time.Now().Add(attemptTimeout))
-	if err := c.HandshakeContext(ctx); err != nil {
-		return fmt.Errorf("TLS handshake: %w", err)
-	}
-	if _, err := fmt.Fprintf(c, "WATCH %d\n", s.next.Load()); err != nil {
-		return fmt.Errorf("send watch: %w", err)
-	}
-	r := bufio.NewReaderSize(c, 512)
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return fmt.Errorf("read ACK: %w", err)
-	}
-	kind, backend, last, err := parseWatchLine(line)
-	if err != nil || kind != watchAck {
-		return fmt.Errorf("read ACK: got %.40q", line)
-	}
+	defer c.Close()
 	s.seen(w, last, true)
-	s.watching(w, int(backend))
+	s.watching(w, backend)
 	defer s.ended(w)
 	s.events(c, r, w)
 	return nil
+}
+
+// open connects, handshakes, sends WATCH and reads the ACK: a working
+// watch, its reader, the backend serving it and the latest event sent
+// before it started. Its error names the step that failed.
+func (s *stormClient) open(ctx context.Context) (c *tls.Conn, r *bufio.Reader, backend int, last int64, err error) {
+	conn, err := s.dial(ctx)
+	if err != nil {
+		return nil, nil, 0, 0, fmt.Errorf("connect: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			conn.Close()
+		}
+	}()
+	c = tls.Client(conn, s.tls)
+	c.SetDeadline(time.Now().Add(attemptTimeout))
+	if err = c.HandshakeContext(ctx); err != nil {
+		return nil, nil, 0, 0, fmt.Errorf("TLS handshake: %w", err)
+	}
+	if _, err = fmt.Fprintf(c, "WATCH %d\n", s.next.Load()); err != nil {
+		return nil, nil, 0, 0, fmt.Errorf("send watch: %w", err)
+	}
+	r = bufio.NewReaderSize(c, 512)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return nil, nil, 0, 0, fmt.Errorf("read ACK: %w", err)
+	}
+	kind, b, last, err := parseWatchLine(line)
+	if err == nil && kind != watchAck {
+		err = errors.New("not an ACK")
+	}
+	if err != nil {
+		return nil, nil, 0, 0, fmt.Errorf("read ACK: got %.40q: %w", line, err)
+	}
+	return c, r, int(b), last, nil
 }
 
 func (s *stormClient) dial(ctx context.Context) (net.Conn, error) {
@@ -379,6 +416,7 @@ func (s *stormClient) waitAllUp(ctx context.Context, deadline time.Time) bool {
 // waitAndReport waits until every watch works again (bounded by
 // spec.Wait) and prints the result.
 func (s *stormClient) waitAndReport(ctx context.Context, enc *json.Encoder) error {
+	s.stopProbes()
 	deadline := time.Now().Add(s.spec.Wait)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		if s.up.Load() == int64(s.spec.Clients) && s.allCutEnded() {
@@ -389,7 +427,9 @@ func (s *stormClient) waitAndReport(ctx context.Context, enc *json.Encoder) erro
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return enc.Encode(s.result())
+	res := s.result()
+	s.probeResult(&res)
+	return enc.Encode(res)
 }
 
 // allCutEnded says whether every watch the storm cuts has seen it.
