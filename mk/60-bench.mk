@@ -16,7 +16,11 @@ bench: bench-deps build bench-size bench-go
 # e.g. STORM_FLAGS='--storm-clients 5000' to fix it), one backend SIGKILLed,
 # the proxy restarted (also socket-activated), all connecting at once
 # (also with no proxy at all: direct, the host's own time; and through
-# floor, a bare event loop: the least a proxy costs there). The proxy on
+# floor, a bare event loop: the least a proxy costs there), and the
+# upgrade: vipproxy restarted through the file descriptor store (the bench
+# stands in for systemd) beside HAProxy's master-worker reload and its
+# restart, new connections timed meanwhile (STORM_FLAGS='--storms upgrade
+# --upgrade-from /path/to/older/vipproxy': a binary upgrade). The proxy on
 # cpu 1, clients and backends on cpu 0.
 STORM_FLAGS ?=
 bench-storm: bench-deps build

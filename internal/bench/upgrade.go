@@ -171,12 +171,12 @@ func upgradeSpecs(opt options) []figureSpec {
 	t, k := stormTitles[upgradeStorm], "st-"+upgradeStorm+"-"
 	zero := &goal{text: "0", limit: 0}
 	return []figureSpec{
-		{key: k + "cut", count: true, label: fmt.Sprintf("%s: watches cut (of %d held; vipproxy restarted with the fd store, haproxy reloaded, %s stopped and started)", t, opt.StormClients, haproxyRestart), goal: zero},
+		{key: k + "cut", count: true, sum: true, label: fmt.Sprintf("%s: watches cut, total of all reps (%d held; vipproxy restarted with the fd store, haproxy reloaded, %s stopped and started)", t, opt.StormClients, haproxyRestart), goal: zero},
 		{key: k + "max", label: t + ": every cut watch working again, ms"},
 		{key: k + "failed", count: true, label: t + ": failed attempts of the cut watches"},
 		{key: k + "lost", count: true, label: t + ": events missed"},
 		{key: k + "tried", count: true, label: fmt.Sprintf("%s: new connections tried (one every %s)", t, probeEvery)},
-		{key: k + "newfailed", count: true, label: t + ": failed new connections", goal: zero},
+		{key: k + "newfailed", count: true, sum: true, label: t + ": failed new connections, total of all reps", goal: zero},
 		{key: k + "new50", label: t + ": new connection, connect to ACK p50 ms"},
 		{key: k + "new99", label: t + ": new connection, connect to ACK p99 ms", goal: atMost(200, "ms")},
 		{key: k + "newmax", label: t + ": new connection, connect to ACK max ms"},
