@@ -321,6 +321,9 @@ func (r *runner) storm(ctx context.Context, scenario, name string) error {
 		}
 		defer closeHost()
 		p.from = r.opt.UpgradeFrom
+		if p.from != "" {
+			fmt.Fprintf(r.log, "bench:   %s starts as %s and is upgraded to its own build\n", name, p.from)
+		}
 	case scenario == upgradeStorm:
 		p.masterWorker = true
 	}
