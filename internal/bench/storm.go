@@ -306,27 +306,11 @@ func (r *runner) storm(ctx context.Context, scenario, name string) error {
 	}
 	p := &stormProxy{name: name, port: ports[0]}
 	sr := *r
-	switch {
-	case scenario == "restart-activated":
-		f, err := activation.Socket(ctx, p.port)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		sr.activation = f
-	case scenario == upgradeStorm && isVipproxy(name):
-		closeHost, err := sr.upgradeHost(ctx, p.port)
-		if err != nil {
-			return err
-		}
-		defer closeHost()
-		p.from = r.opt.UpgradeFrom
-		if p.from != "" {
-			fmt.Fprintf(r.log, "bench:   %s starts as %s and is upgraded to its own build\n", name, p.from)
-		}
-	case scenario == upgradeStorm:
-		p.masterWorker = true
+	closeHost, err := sr.stormHost(ctx, scenario, p)
+	if err != nil {
+		return err
 	}
+	defer closeHost()
 	if err := sr.launch(ctx, p, true); err != nil {
 		return err
 	}
@@ -430,6 +414,31 @@ type stormMeasure struct {
 	peakKB int64         // the proxy's peak RSS
 }
 
+// stormHost sets up what holds the proxy's sockets across the storm's
+// restart, as systemd does, and returns how to close it once the proxy
+// has stopped: the listener for a socket-activated restart; the
+// listener and the file descriptor store for vipproxy's upgrade.
+func (r *runner) stormHost(ctx context.Context, scenario string, p *stormProxy) (func(), error) {
+	switch {
+	case scenario == "restart-activated":
+		f, err := activation.Socket(ctx, p.port)
+		if err != nil {
+			return nil, err
+		}
+		r.activation = f
+		return func() { f.Close() }, nil
+	case scenario == upgradeStorm && isVipproxy(p.name):
+		p.from = r.opt.UpgradeFrom
+		if p.from != "" {
+			fmt.Fprintf(r.log, "bench:   %s starts as %s and is upgraded to its own build\n", p.name, p.from)
+		}
+		return r.upgradeHost(ctx, p.port)
+	case scenario == upgradeStorm:
+		p.masterWorker = true
+	}
+	return func() {}, nil
+}
+
 // unleash marks the start (at-once: the watch client started at start),
 // disrupts, waits for every watch to work again and for the end of the
 // storm's window, and measures the proxy.
@@ -455,16 +464,7 @@ func (r *runner) unleash(ctx context.Context, scenario string, p *stormProxy, wc
 		peak()
 		return stormMeasure{}, err
 	}
-	switch scenario {
-	case "kill-backend":
-		wc.send("wait backend 1")
-	case "restart", "restart-activated":
-		wc.send("wait all")
-	case upgradeStorm:
-		// The request loop runs the same time for everyone.
-		sleepUntil(ctx, start.Add(stormBaseWindow(scenario)))
-		wc.send(upgradeWait(p.name))
-	}
+	tellCut(ctx, scenario, p, wc, start)
 	res, err := wc.result()
 	if err != nil {
 		peak()
@@ -479,19 +479,9 @@ func (r *runner) unleash(ctx context.Context, scenario string, p *stormProxy, wc
 	window := r.waitWindowEnd(ctx, scenario, start, elapsed)
 	m := stormMeasure{res: res, window: window, peakKB: peak()}
 	if p.pid() != 0 { // direct: no proxy to measure
-		after, err := sampleTree(p.pid())
-		if err != nil {
+		if m.cpu, err = stormCPU(scenario, p, before, beforePID); err != nil {
 			return m, err
 		}
-		switch {
-		case strings.HasPrefix(scenario, "restart"):
-			before = procSample{} // a new process: all its CPU is the storm's
-		case p.pid() != beforePID:
-			// An upgrade's new process: all its CPU, and the old one's
-			// from the mark to its exit.
-			before.CPU -= p.retired
-		}
-		m.cpu = after.CPU - before.CPU
 	}
 	if scenario == "kill-backend" {
 		// Back for the next storm, once this one is measured.
@@ -500,6 +490,39 @@ func (r *runner) unleash(ctx context.Context, scenario string, p *stormProxy, wc
 		}
 	}
 	return m, nil
+}
+
+// tellCut tells the watch client which watches the disruption cuts, so
+// that it reports once they are back; in the upgrade storm, once the
+// request loop has run the same time for every proxy.
+func tellCut(ctx context.Context, scenario string, p *stormProxy, wc *watchClient, start time.Time) {
+	switch scenario {
+	case "kill-backend":
+		wc.send("wait backend 1")
+	case "restart", "restart-activated":
+		wc.send("wait all")
+	case upgradeStorm:
+		sleepUntil(ctx, start.Add(stormBaseWindow(scenario)))
+		wc.send(upgradeWait(p.name))
+	}
+}
+
+// stormCPU is the proxy's CPU in the storm: its process tree's now less
+// before (sampled at the mark, from the process beforePID); all of a
+// restarted proxy's; all of an upgraded one's with the old process's
+// from the mark to its exit.
+func stormCPU(scenario string, p *stormProxy, before procSample, beforePID int) (time.Duration, error) {
+	after, err := sampleTree(p.pid())
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case strings.HasPrefix(scenario, "restart"):
+		return after.CPU, nil
+	case p.pid() != beforePID:
+		return after.CPU + p.retired - before.CPU, nil
+	}
+	return after.CPU - before.CPU, nil
 }
 
 // waitWindowEnd waits for the end of the storm's window that began at
