@@ -1,7 +1,10 @@
 package bench
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -118,5 +121,66 @@ func TestUpgradeStormHAProxyReloadAndRestart(t *testing.T) {
 	}
 	if got := cell(t, rows, "watches cut", haproxyRestart); got != "20" {
 		t.Errorf("haproxy restart cut %s watches, want all 20", got)
+	}
+}
+
+// The upgrade storm's request loop: from the mark, a new connection every
+// ProbeEvery, each timed to its ACK, and counted as failed when the proxy
+// is gone (refused).
+func TestRequestLoopTimesAndCountsNewConnections(t *testing.T) {
+	ctx, cli, backends := twoWatchBackends(t)
+	front := listenLoopback(t)
+	addr := front.Addr().String()
+	front.Close() // runFloor binds it itself
+	fctx, stopFloor := context.WithCancel(ctx)
+	floorDone := make(chan error, 1)
+	go func() { floorDone <- runFloor(fctx, addr, backends) }()
+	defer stopFloor()
+	if err := waitListening(ctx, addr, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	stdinR, stdin := io.Pipe()
+	stdoutR, stdout := io.Pipe()
+	spec := watchSpec{Targets: []string{addr}, Clients: 4, Sources: 1, Period: watchTestPeriod, Wait: 3 * time.Second, ProbeEvery: 10 * time.Millisecond}
+	done := make(chan error, 1)
+	go func() { done <- runWatchClient(ctx, spec, cli, stdinR, stdout) }()
+	defer func() {
+		stdin.Close()
+		if err := <-done; err != nil {
+			t.Errorf("watch client: %v", err)
+		}
+	}()
+	lines := bufio.NewScanner(stdoutR)
+	next := func(cmds ...string) watchResult {
+		t.Helper()
+		for _, c := range cmds {
+			io.WriteString(stdin, c+"\n")
+			if c == "mark" && (!lines.Scan() || lines.Text() != markedLine) {
+				t.Fatalf("want %s after mark, got %q", markedLine, lines.Text())
+			}
+			if c == "mark" {
+				time.Sleep(300 * time.Millisecond) // the loop runs
+			}
+		}
+		var res watchResult
+		if !lines.Scan() || json.Unmarshal(lines.Bytes(), &res) != nil {
+			t.Fatalf("no result: %q", lines.Text())
+		}
+		return res
+	}
+	if !lines.Scan() || lines.Text() != `{"established":4}` {
+		t.Fatalf("want 4 watches established, got %q", lines.Text())
+	}
+	res := next("mark", "wait none")
+	if res.Probes < 1 || res.ProbeFailed != 0 || res.ProbeP50ms <= 0 || res.ProbeMaxMs < res.ProbeP99ms || res.Disrupted != 0 {
+		t.Errorf("through a running proxy: %+v, want new connections tried, none failed, their delays, no watch cut", res)
+	}
+	stopFloor()
+	if err := <-floorDone; err != nil {
+		t.Fatalf("floor proxy: %v", err)
+	}
+	res = next("mark", "wait all")
+	if res.Probes < 1 || res.ProbeFailed != res.Probes || res.ProbeFirstError == "" {
+		t.Errorf("with no proxy: %+v, want every new connection failed", res)
 	}
 }
