@@ -80,6 +80,10 @@ func (r *runner) storms(ctx context.Context, cs []*contender) error {
 		if err != nil {
 			return fmt.Errorf("size the storms to this host: %w", err)
 		}
+		if most, _, err := storeWatches(); err == nil && slices.Contains(r.opt.Storms, upgradeStorm) && n > most {
+			n = most
+			why += fmt.Sprintf("; %d, what the upgrade storm's stand-in for systemd holds under this process's descriptor limit", n)
+		}
 		r.opt.StormClients, st.opt.StormClients = n, n
 		fmt.Fprintf(r.log, "bench:   %s\n", why)
 		r.res.note(why)

@@ -110,15 +110,25 @@ const storeReserve = 200
 // of each, passed to the new daemon (systemd, with its own limit, does
 // the same).
 func (r *runner) fitsStore() error {
-	var lim unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
-		return fmt.Errorf("read the descriptor limit: %w", err)
+	most, limit, err := storeWatches()
+	if err != nil {
+		return err
 	}
-	if need := uint64(4*r.opt.StormClients + storeReserve); need > lim.Cur {
+	if r.opt.StormClients > most {
 		return fmt.Errorf("the stand-in for systemd holds 4 descriptors per watch at the restart (the store's 2 and their copies passed on): %d watches need %d, over this process's limit of %d (--storm-clients %d at most)",
-			r.opt.StormClients, need, lim.Cur, (int(lim.Cur)-storeReserve)/4)
+			r.opt.StormClients, 4*r.opt.StormClients+storeReserve, limit, most)
 	}
 	return nil
+}
+
+// storeWatches is how many watches the stand-in for systemd can hold
+// through an upgrade storm under this process's descriptor limit.
+func storeWatches() (most int, limit uint64, err error) {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, 0, fmt.Errorf("read the descriptor limit: %w", err)
+	}
+	return max(int(lim.Cur)-storeReserve, 0) / 4, lim.Cur, nil
 }
 
 // fromStore sets cmd up as systemd starts a service that has a file
