@@ -100,31 +100,29 @@ func (a *acceptOne) try(lfd uintptr) bool {
 // options, set before the connect so that the SYN carries them), waiting
 // at most timeout (0: no limit but the kernel's), in pk's epoll (nil:
 // in Go's poller). Its system calls do not block, so they skip the
-// scheduler's entersyscall/exitsyscall.
+// scheduler's entersyscall/exitsyscall. On an error it may return the
+// socket too, for the caller to close (closeBackend: the one closer).
 func dialAddr(addr netip.AddrPort, opts []sockOpt, timeout time.Duration, pk *parker) (*fileConn, error) {
 	sa, family := rawSockaddr(addr)
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, dialError(addr, "socket", err)
 	}
+	c := newFileConn(fd, addr)
 	for _, o := range opts {
 		if err := rawSetsockoptInt(fd, o); err != nil {
-			unix.Close(fd)
-			return nil, &setupError{dialError(addr, "setsockopt", err)}
+			return c, &setupError{dialError(addr, "setsockopt", err)}
 		}
 	}
 	err = rawConnect(fd, &sa)
 	if err != nil && err != unix.EINPROGRESS && err != unix.EINTR {
-		unix.Close(fd)
-		return nil, dialError(addr, "connect", err)
+		return c, dialError(addr, "connect", err)
 	}
-	c := newFileConn(fd, addr)
 	if err == nil {
 		return c, nil
 	}
 	if err := c.awaitConnect(&sa, timeout, pk); err != nil {
-		c.Close()
-		return nil, dialError(addr, "connect", err)
+		return c, dialError(addr, "connect", err)
 	}
 	return c, nil
 }

@@ -160,8 +160,9 @@ func (p *Pair) Files() (client, backend *os.File, err error) {
 // it.
 func (p *Pair) Release() {
 	conn, _ := p.s.current()
-	p.s.client.Close()
-	conn.Close()
+	// Frozen: neither direction runs or parks.
+	closeClient(p.s.client, nil)
+	closeBackend(conn, nil)
 	p.s.end()
 }
 
@@ -171,7 +172,7 @@ func (p *Pair) Thaw() { p.s.thaw() }
 // Close ends a pair that is not handed over, as a drain's timeout does.
 func (p *Pair) Close() {
 	p.s.thaw()
-	p.s.Close()
+	p.s.closeSockets()
 }
 
 // Unfrozen is a connection that reached no quiet point in time.
@@ -183,7 +184,7 @@ type Unfrozen struct {
 // Close ends the connection, as a drain's timeout does.
 func (u *Unfrozen) Close() {
 	u.s.thaw() // a direction frozen alone must run to see the close
-	u.s.Close()
+	u.s.closeSockets()
 }
 
 // Freeze stops every connection of backends (this proxy's) at a quiet
@@ -251,55 +252,52 @@ func dupSocket(c socket, what string) (*os.File, error) {
 // and relays them as any connection, counted on b. It takes the files
 // in any case (closed on error).
 func (p *Proxy) Resume(client, backend *os.File, b *balance.Backend) error {
-	cfd, cpeer, cerr := takeSocket(client)
-	bfd, bpeer, berr := takeSocket(backend)
-	if err := errors.Join(cerr, berr); err != nil {
-		closeFDs(cfd, bfd)
+	cc, cerr := takeSocket(client)
+	bc, berr := takeSocket(backend)
+	err := errors.Join(cerr, berr)
+	if want, ok := b.IPAddress(); ok && err == nil && netip.AddrPortFrom(want.Addr().Unmap(), want.Port()) != bc.peer {
+		err = fmt.Errorf("the backend socket is connected to %s, not to %s's %s", bc.peer, b.Name, want)
+	}
+	if err != nil {
+		if cc != nil {
+			closeClient(cc, nil)
+		}
+		if bc != nil {
+			closeBackend(bc, nil)
+		}
 		return err
 	}
-	if want, ok := b.IPAddress(); ok && netip.AddrPortFrom(want.Addr().Unmap(), want.Port()) != bpeer {
-		closeFDs(cfd, bfd)
-		return fmt.Errorf("the backend socket is connected to %s, not to %s's %s", bpeer, b.Name, want)
-	}
 	p.opened()
-	conn := newFileConn(bfd, bpeer)
-	s := p.newSession(p.opts.Load(), newFileConn(cfd, cpeer), b, conn)
+	s := p.newSession(p.opts.Load(), cc, b, bc)
 	s.answered.Store(true) // nothing was kept to replay
-	p.relay.start(s, conn.rawConn())
+	p.relay.start(s, bc.rawConn())
 	return nil
-}
-
-func closeFDs(fds ...int) {
-	for _, fd := range fds {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
-	}
 }
 
 // takeSocket takes f's socket as a descriptor of the proxy's own
 // (non-blocking, close-on-exec; f is closed) once it is a TCP socket
 // whose connection still carries bytes one way at least: established,
-// or half closed by either side. It returns -1 with the error otherwise.
-func takeSocket(f *os.File) (int, netip.AddrPort, error) {
+// or half closed by either side. On an error it may return the socket
+// too, for the caller to close (closeClient, closeBackend).
+func takeSocket(f *os.File) (*fileConn, error) {
 	defer f.Close()
 	raw, err := f.SyscallConn()
 	if err != nil {
-		return -1, netip.AddrPort{}, fmt.Errorf("%s: %w", f.Name(), err)
+		return nil, fmt.Errorf("%s: %w", f.Name(), err)
 	}
 	fd := -1
 	if err := raw.Control(func(cfd uintptr) { fd, err = unix.FcntlInt(cfd, unix.F_DUPFD_CLOEXEC, 0) }); err != nil || fd < 0 {
-		return -1, netip.AddrPort{}, fmt.Errorf("%s: duplicate: %w", f.Name(), err)
+		return nil, fmt.Errorf("%s: duplicate: %w", f.Name(), err)
 	}
-	peer, err := connectedTCP(fd)
+	c := newFileConn(fd, netip.AddrPort{})
+	c.peer, err = connectedTCP(fd)
 	if err == nil {
 		err = unix.SetNonblock(fd, true)
 	}
 	if err != nil {
-		unix.Close(fd)
-		return -1, netip.AddrPort{}, fmt.Errorf("%s: %w", f.Name(), err)
+		return c, fmt.Errorf("%s: %w", f.Name(), err)
 	}
-	return fd, peer, nil
+	return c, nil
 }
 
 // connectedTCP checks that fd is a TCP socket in a state that still

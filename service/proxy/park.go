@@ -43,7 +43,8 @@ var errParked = errors.New("direction parked")
 // has one parker per processor, a session's two directions on the same.
 //
 // Closing a socket silently takes it out of an epoll, so a socket some
-// direction reads is closed through closeConn (session.go), which first
+// direction reads is closed through closeClient or closeBackend
+// (session.go), which first
 // stops that direction's parking: it resumes on a goroutine, whose next
 // use of the socket sees the close (fileConn).
 type parker struct {

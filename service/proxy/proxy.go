@@ -11,13 +11,15 @@
 //
 // Who owns what. The accept loop owns a client connection until it hands
 // it to a setup worker (HandleConn); the worker owns it and the backend
-// connection it dials until it makes a session, and closes them itself if
-// it cannot (refuse, dial). From then on the session owns both sockets
-// (session.go): they are closed through closeConn, which first stops the
-// reading direction's parking (closeSockets for both; Evacuate for the
-// backend's alone, so that its reader replays elsewhere), except for a
-// backend socket that failover replaces, which the direction reading it
-// closes itself. Each direction (relay.go) starts parked: the parker
+// connection it dials until it makes a session, and closes them if it
+// cannot (refuse, dial). From then on the session owns both sockets
+// (session.go). Whoever closes, a client socket is closed by closeClient
+// and a backend socket by closeBackend, the only code that closes either
+// (TestOnlyTheClosersCloseSockets): each first stops the parking of the
+// direction that reads the socket, if any (closeSockets for both;
+// Evacuate for the backend's alone, so that its reader replays
+// elsewhere; failover, for the backend socket it replaces, is that
+// reader itself). Each direction (relay.go) starts parked: the parker
 // (park.go) then owns its copy state, under the direction's pk.mu, and
 // passes small messages and the end of the stream on itself. A direction
 // whose bytes must wait, or that carries bulk, or must replay, runs on one
@@ -313,7 +315,7 @@ func (p *Proxy) debug() bool {
 // counting it as open (it was counted at accept).
 func (p *Proxy) refuse(c net.Conn) {
 	p.closed()
-	c.Close()
+	closeClient(c, nil)
 }
 
 // dial connects to a backend, trying up to DialAttempts different ones
@@ -385,6 +387,9 @@ func (p *Proxy) dialBackend(opts *Options, b *balance.Backend) (socket, syscall.
 		}
 		c, err := dialAddr(addr, opts.connectOpts, opts.DialTimeout, p.relay.pickParker())
 		if err != nil {
+			if c != nil {
+				closeBackend(c, nil)
+			}
 			return nil, nil, err
 		}
 		return c, c.rawConn(), nil
@@ -395,12 +400,12 @@ func (p *Proxy) dialBackend(opts *Options, b *balance.Backend) (socket, syscall.
 	}
 	conn := c.(*net.TCPConn)
 	if ra, ok := conn.RemoteAddr().(*net.TCPAddr); ok && p.ownListener(ra.AddrPort()) {
-		conn.Close()
+		closeBackend(conn, nil)
 		return nil, nil, errOwnListener
 	}
 	raw, err := conn.SyscallConn()
 	if err != nil {
-		conn.Close()
+		closeBackend(conn, nil)
 		return nil, nil, &setupError{fmt.Errorf("a connection to %s: %w", b.Address, err)}
 	}
 	return conn, raw, nil

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"io"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -90,8 +91,8 @@ func (s *session) closeSockets() {
 	s.closed = true
 	conn, dirs := s.conn, s.dirs
 	s.mu.Unlock()
-	closeConn(s.client, dirs[0])
-	closeConn(conn, dirs[1])
+	closeClient(s.client, dirs[0])
+	closeBackend(conn, dirs[1])
 }
 
 // abortSockets closes both sockets with a reset (RST) instead of a FIN:
@@ -124,11 +125,26 @@ func (s *session) isClosed() bool {
 	return s.closed
 }
 
-// closeConn is how a socket the session owns is closed: the direction
-// that reads it (nil before the relay starts) stops parking first, since
-// closing a socket silently drops it from the parker's epoll and a parked
-// reader would never learn of it. Call it without s.mu (lock order).
-func closeConn(c socket, reader *direction) {
+// closeClient and closeBackend are the only code that closes a client or
+// a backend socket, from its accept or dial to its end: a refusal, a
+// failed dial, a failover, an evacuation, a drain, the end of the relay
+// and a handover all close through them (TestOnlyTheClosersCloseSockets
+// holds that). A closer that bypassed them could drop a parked socket
+// from the parker's epoll unseen, or close a descriptor whose number a
+// new connection then takes.
+//
+// reader is the direction that reads c (nil before the relay starts, or
+// when the caller is that direction itself, running, or it is frozen):
+// it stops parking first, since closing a socket silently drops it from
+// the parker's epoll and a parked reader would never learn of it. With a
+// reader, call them without s.mu (stopParking takes pk.mu: lock order).
+func closeClient(c io.Closer, reader *direction) {
+	reader.stopParking()
+	c.Close()
+}
+
+// closeBackend closes a backend socket; closeClient says how.
+func closeBackend(c io.Closer, reader *direction) {
 	reader.stopParking()
 	c.Close()
 }
@@ -247,7 +263,7 @@ func (s *session) failover() socket {
 	if s.answered.Load() || s.closed {
 		// More kept meanwhile than a replay takes (keep), or the
 		// connection was closed meanwhile.
-		conn.Close()
+		closeBackend(conn, nil)
 		return nil
 	}
 	if s.p.debug() {
@@ -256,7 +272,7 @@ func (s *session) failover() socket {
 	}
 	if len(s.replay) > 0 {
 		if _, err := conn.Write(s.replay); err != nil {
-			conn.Close()
+			closeBackend(conn, nil)
 			return nil
 		}
 	}
@@ -268,8 +284,8 @@ func (s *session) failover() socket {
 	old := s.conn
 	s.bind(b, conn)
 	// Its reader is our caller, running: nothing parked to stop, and
-	// closeConn's stopParking would take pk.mu under s.mu.
-	old.Close()
+	// stopParking would take pk.mu under s.mu.
+	closeBackend(old, nil)
 	return conn
 }
 
@@ -317,11 +333,11 @@ func (s *session) Evacuate() {
 		if s.p.debug() {
 			s.p.log.Debug("evacuating: the backend went down before answering; replaying elsewhere", "client", s.client.RemoteAddr(), "backend", s.backend.Name)
 		}
-		closeConn(conn, reader) // the reader must see the close to replay
+		closeBackend(conn, reader) // the reader must see the close to replay
 		return
 	}
 	if s.p.debug() {
 		s.p.log.Debug("closing: the backend went down; the client reconnects", "client", s.client.RemoteAddr(), "backend", s.backend.Name)
 	}
-	s.Close()
+	s.closeSockets()
 }
