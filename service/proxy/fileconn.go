@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -53,7 +52,7 @@ type fileConn struct {
 	refs fdRefs
 	peer netip.AddrPort
 
-	mu      sync.Mutex
+	mu      rankedMutex[fileLock]
 	closing bool            // Close was called: no more promotion
 	waiter  *os.File        // the duplicate in Go's poller while promoted
 	waitRaw syscall.RawConn // waiter's

@@ -1,9 +1,6 @@
 package proxy
 
-import (
-	"sync"
-	"time"
-)
+import "time"
 
 // keepLater gives a connection's backend socket its keepalive and user
 // timeout (session.keepBackendAlive) once the connection has outlived an
@@ -14,7 +11,7 @@ import (
 // during a period is served at the end of the next, so between one and
 // two periods after it began, as a direction's own idle check would.
 type keepLater struct {
-	mu      sync.Mutex
+	mu      rankedMutex[keepLock]
 	waiting []*session // queued since the last tick
 	due     []*session // queued before it: served at the next
 	armed   bool       // a tick is scheduled

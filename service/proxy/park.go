@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -51,7 +50,7 @@ type parker struct {
 	epfd int
 	file *os.File // owns epfd
 
-	mu     sync.Mutex
+	mu     rankedMutex[parkerLock]
 	parked map[int32]*direction // by source socket descriptor
 	// connecting are the dials whose connect is in progress, by socket
 	// descriptor, each told once on its channel when it ended (waitConnect).
@@ -331,7 +330,7 @@ func (p *parker) count() int {
 // may move a message and so touch the direction's n, out, buf and
 // useSplice; otherwise only the direction's goroutine does.
 type parkState struct {
-	mu      sync.Mutex
+	mu      rankedMutex[parkLock]
 	parker  *parker // the session's; nil: never parks
 	parked  bool    // in the parker, no goroutine
 	parks   uint32  // times parked or relayed in place: a drain tells idle from busy (session.IdleMark)

@@ -333,8 +333,8 @@ func TestParkedEndWithLastMessage(t *testing.T) {
 // callback bound once per direction). With a closure each, every message
 // cost five heap allocations: ten per round trip here.
 func TestParkerRelaysWithoutAllocating(t *testing.T) {
-	if raceOn {
-		t.Skip("the race detector allocates")
+	if raceOn || lockRankChecked {
+		t.Skip("the race detector and the lock order check allocate")
 	}
 	p, _, addr := startParking(t, echoBackend(t))
 	c := openParked(t, p, addr, 1)[0]

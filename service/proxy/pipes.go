@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -16,7 +15,7 @@ type pipe struct{ r, w int }
 // pipe: Go's own splice keeps one per direction for a connection's whole
 // life (4 extra descriptors per proxied connection).
 type pipePool struct {
-	mu   sync.Mutex
+	mu   rankedMutex[pipesLock]
 	free []pipe
 	max  int          // idle pipes kept; the rest are closed
 	lent atomic.Int64 // pipes out with connections right now

@@ -29,8 +29,19 @@
 // EPIPE, a timeout) aborts both sockets, so that the peer on the other
 // side gets a reset too, never a FIN that would make a cut stream look
 // complete (abortSockets). The last direction to end closes both sockets
-// and ends the session (finish). Lock order: a direction's pk.mu before
-// its session's mu, never the reverse.
+// and ends the session (finish).
+//
+// Lock order. Every mutex of the package is a rankedMutex whose type
+// names its rank (lockorder.go), and a goroutine that holds one takes
+// only locks of a higher rank, in this order: parkState.mu (a direction's
+// pk.mu: the parker passes a message on under it, keeping the client's
+// bytes in the session and binding the backend), session.mu (failover
+// writes the replay and closes the socket it replaces under it),
+// parker.mu, fileConn.mu, pipePool.mu, keepLater.mu; no two locks of one
+// rank are held at once. Built with the race detector (or -tags
+// vipproxy_lockrank), each Lock checks that order and panics on a
+// breach, so every test run under -race holds it
+// (TestLockOrderIsChecked, TestEveryLockIsRanked).
 package proxy
 
 import (

@@ -684,8 +684,8 @@ func pingHeldBy(c net.Conn, b *balance.Backend) *balance.Backend {
 // buffer and started a goroutine for every connection (6.9 KB in all);
 // net's accept and dial cost 2.9 KB, the proxy's own (fileConn) 1.6 KB.
 func TestConnectionSetupAllocatesLittle(t *testing.T) {
-	if testing.Short() || raceOn {
-		t.Skip("runs two short benchmarks; the race detector's allocations would count")
+	if testing.Short() || raceOn || lockRankChecked {
+		t.Skip("runs two short benchmarks; the race detector's (and the lock order check's) allocations would count")
 	}
 	backend := echoBackend(t)
 	_, _, addr := startProxy(t, backend)

@@ -3,7 +3,6 @@ package proxy
 import (
 	"errors"
 	"io"
-	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -30,7 +29,7 @@ type session struct {
 
 	answered atomic.Bool // the backend sent a byte (or replay is impossible)
 
-	mu         sync.Mutex
+	mu         rankedMutex[sessionLock]
 	backend    *balance.Backend
 	conn       socket
 	untrack    func()

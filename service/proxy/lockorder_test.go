@@ -1,0 +1,90 @@
+package proxy
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestEveryLockIsRanked: every mutex in the package's code is a
+// rankedMutex (so that the race tests check its order), and the package
+// doc names every rank in the order of their ranks.
+func TestEveryLockIsRanked(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") || name == "lockrank_check.go" || name == "lockorder.go" {
+			continue // the tracker's own lock, and the one inside rankedMutex
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == "sync" && strings.Contains(sel.Sel.Name, "Mutex") {
+				t.Errorf("%s: a sync.%s; the package's locks are rankedMutex, with a rank in the lock order (lockorder.go, the package doc)", fset.Position(sel.Pos()), sel.Sel.Name)
+			}
+			return true
+		})
+	}
+	src, err := os.ReadFile("proxy.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(src)
+	doc = doc[strings.Index(doc, "// Lock order."):strings.Index(doc, "package proxy")]
+	doc = strings.ReplaceAll(doc, "\n// ", " ")
+	last := -1
+	for r := rankPark; r <= rankKeep; r++ {
+		at := strings.Index(doc, r.String())
+		if at < 0 {
+			t.Errorf("the package doc's lock order does not name %v", r)
+			continue
+		}
+		if at < last {
+			t.Errorf("the package doc names %v before the lock ranked below it", r)
+		}
+		last = at
+	}
+}
+
+// TestLockOrderIsChecked: in the race detector's builds, taking a lock
+// of a lower rank than one held (a direction's pk.mu under its session's
+// mu) panics, naming both.
+func TestLockOrderIsChecked(t *testing.T) {
+	if !lockRankChecked {
+		t.Skip("the lock order is checked under -race or -tags vipproxy_lockrank")
+	}
+	var s session
+	var d direction
+	got := func() (msg any) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		defer func() { msg = recover() }()
+		d.pk.mu.Lock()
+		d.pk.mu.Unlock()
+		return nil
+	}()
+	want := "lock order: parkState.mu taken while holding session.mu"
+	if m, _ := got.(string); !strings.HasPrefix(m, want) {
+		t.Fatalf("pk.mu under s.mu: got %v, want a panic %q", got, want)
+	}
+	// The right order passes, and nothing is left held.
+	d.pk.mu.Lock()
+	s.mu.Lock()
+	s.mu.Unlock()
+	d.pk.mu.Unlock()
+	s.mu.Lock()
+	s.mu.Unlock()
+}
