@@ -73,60 +73,66 @@ func exchange(t *testing.T, addr string, payload []byte) ([]byte, error) {
 // unkept; the next backend got the 16 KiB and then the client's later
 // bytes.
 func TestReplayKeepsTheStreamWhole(t *testing.T) {
-	for _, size := range []int{16000, 20000, 100000} {
-		t.Run(fmt.Sprint(size), func(t *testing.T) {
-			for round := range 5 {
-				a, b, accepted := firstDies(t, resetAfter(size))
-				_, _, addr := startProxy(t, a, b)
-				payload := make([]byte, size)
-				rand.Read(payload)
-				got, err := exchange(t, addr, payload)
-				whole := err == nil && bytes.Equal(got, payload)
-				aborted := errors.Is(err, syscall.ECONNRESET) && bytes.Equal(got, payload[:min(len(got), size)])
-				if !whole && !aborted {
-					t.Fatalf("round %d: %d of %d bytes back, then %v; want all of them or a reset", round, len(got), size, err)
+	eachEngine(t, func(t *testing.T, plain bool) {
+		for _, size := range []int{16000, 20000, 100000} {
+			t.Run(fmt.Sprint(size), func(t *testing.T) {
+				for round := range 5 {
+					a, b, accepted := firstDies(t, resetAfter(size))
+					_, _, addr := startProxyOn(t, plain, a, b)
+					payload := make([]byte, size)
+					rand.Read(payload)
+					got, err := exchange(t, addr, payload)
+					whole := err == nil && bytes.Equal(got, payload)
+					aborted := errors.Is(err, syscall.ECONNRESET) && bytes.Equal(got, payload[:min(len(got), size)])
+					if !whole && !aborted {
+						t.Fatalf("round %d: %d of %d bytes back, then %v; want all of them or a reset", round, len(got), size, err)
+					}
+					if size <= maxReplay && (!whole || accepted.Load() != 2) {
+						t.Fatalf("round %d: %d bytes back (%v) over %d backend connections; want the request replayed once, whole", round, len(got), err, accepted.Load())
+					}
 				}
-				if size <= maxReplay && (!whole || accepted.Load() != 2) {
-					t.Fatalf("round %d: %d bytes back (%v) over %d backend connections; want the request replayed once, whole", round, len(got), err, accepted.Load())
-				}
-			}
-		})
-	}
+			})
+		}
+	})
 }
 
 // A client that sent its request and half-closed is replayed like any
 // other when its backend dies before answering: all its bytes were kept,
 // and its FIN follows them.
 func TestHalfClosedClientIsReplayed(t *testing.T) {
-	for round := range 10 {
-		a, b, accepted := firstDies(t, resetAfter(-1))
-		_, _, addr := startProxy(t, a, b)
-		c := dial(t, addr)
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		c.Write([]byte("ping"))
-		c.(*net.TCPConn).CloseWrite()
-		got, err := io.ReadAll(c)
-		if string(got) != "ping" || err != nil || accepted.Load() != 2 {
-			t.Fatalf("round %d: %q, %v over %d backend connections; want the request replayed and answered", round, got, err, accepted.Load())
+	eachEngine(t, func(t *testing.T, plain bool) {
+		for round := range 10 {
+			a, b, accepted := firstDies(t, resetAfter(-1))
+			_, _, addr := startProxyOn(t, plain, a, b)
+			c := dial(t, addr)
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			c.Write([]byte("ping"))
+			c.(*net.TCPConn).CloseWrite()
+			got, err := io.ReadAll(c)
+			if string(got) != "ping" || err != nil || accepted.Load() != 2 {
+				t.Fatalf("round %d: %q, %v over %d backend connections; want the request replayed and answered", round, got, err, accepted.Load())
+			}
 		}
-	}
+	})
 }
 
 // A backend's reset reaches the client as a reset, after what the
 // backend sent before it: a plain-TCP client must not take a cut stream
 // for a complete one (it got a FIN before).
 func TestBackendResetReachesClientAsReset(t *testing.T) {
-	_, _, addr := startProxy(t, resettingBackend(t, "partial"))
-	for i := range 20 {
-		c := dial(t, addr)
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		c.Write([]byte("ping"))
-		got, err := io.ReadAll(c)
-		c.Close()
-		if string(got) != "partial" || !errors.Is(err, syscall.ECONNRESET) {
-			t.Fatalf("connection %d: %q, then %v; want %q, then a reset", i, got, err, "partial")
+	eachEngine(t, func(t *testing.T, plain bool) {
+		_, _, addr := startProxyOn(t, plain, resettingBackend(t, "partial"))
+		for i := range 20 {
+			c := dial(t, addr)
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			c.Write([]byte("ping"))
+			got, err := io.ReadAll(c)
+			c.Close()
+			if string(got) != "partial" || !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("connection %d: %q, then %v; want %q, then a reset", i, got, err, "partial")
+			}
 		}
-	}
+	})
 }
 
 // endingBackend echoes if answer, else only reads, and sends how its
@@ -154,32 +160,34 @@ func endingBackend(t *testing.T, answer bool) (string, <-chan error) {
 // A client's reset reaches the backend as a reset, whether the backend
 // answered already or not.
 func TestClientResetReachesBackendAsReset(t *testing.T) {
-	for _, answered := range []bool{true, false} {
-		t.Run(fmt.Sprintf("answered %v", answered), func(t *testing.T) {
-			backend, ends := endingBackend(t, answered)
-			_, _, addr := startProxy(t, backend)
-			for i := range 20 {
-				c := dial(t, addr)
-				c.SetDeadline(time.Now().Add(10 * time.Second))
-				c.Write([]byte("ping"))
-				if answered {
-					io.ReadFull(c, make([]byte, 4))
-				} else {
-					time.Sleep(10 * time.Millisecond) // the bytes reach the backend first (either way a reset)
-				}
-				c.(*net.TCPConn).SetLinger(0)
-				c.Close()
-				select {
-				case err := <-ends:
-					if !errors.Is(err, syscall.ECONNRESET) {
-						t.Fatalf("connection %d: the backend's read ended with %v; want a reset", i, err)
+	eachEngine(t, func(t *testing.T, plain bool) {
+		for _, answered := range []bool{true, false} {
+			t.Run(fmt.Sprintf("answered %v", answered), func(t *testing.T) {
+				backend, ends := endingBackend(t, answered)
+				_, _, addr := startProxyOn(t, plain, backend)
+				for i := range 20 {
+					c := dial(t, addr)
+					c.SetDeadline(time.Now().Add(10 * time.Second))
+					c.Write([]byte("ping"))
+					if answered {
+						io.ReadFull(c, make([]byte, 4))
+					} else {
+						time.Sleep(10 * time.Millisecond) // the bytes reach the backend first (either way a reset)
 					}
-				case <-time.After(15 * time.Second):
-					t.Fatalf("connection %d: the backend's connection did not end", i)
+					c.(*net.TCPConn).SetLinger(0)
+					c.Close()
+					select {
+					case err := <-ends:
+						if !errors.Is(err, syscall.ECONNRESET) {
+							t.Fatalf("connection %d: the backend's read ended with %v; want a reset", i, err)
+						}
+					case <-time.After(15 * time.Second):
+						t.Fatalf("connection %d: the backend's connection did not end", i)
+					}
 				}
-			}
-		})
-	}
+			})
+		}
+	})
 }
 
 // A side that half-closed and then resets ends the connection, though
@@ -188,48 +196,50 @@ func TestClientResetReachesBackendAsReset(t *testing.T) {
 // A client that sends a megabyte before its FIN has it read on a
 // goroutine (splice) rather than in the parker: both ways are watched.
 func TestResetAfterHalfCloseEndsTheConnection(t *testing.T) {
-	for _, resetter := range []string{"client", "client after bulk", "backend"} {
-		t.Run(resetter, func(t *testing.T) {
-			held := make(chan net.Conn, 8)
-			backend := testutil.ServeAddr(t, func(c net.Conn) {
-				io.ReadFull(c, make([]byte, 4))
-				c.Write([]byte("pong"))
-				if resetter == "backend" {
-					c.(*net.TCPConn).CloseWrite()
-				}
-				held <- c
-			})
-			p, _, addr := startProxy(t, backend)
-			for i := range 5 {
-				c := dial(t, addr)
-				c.SetDeadline(time.Now().Add(10 * time.Second))
-				c.Write([]byte("ping"))
-				io.ReadFull(c, make([]byte, 4))
-				b := <-held
-				t.Cleanup(func() { b.Close() })
-				resetting, other := b, c
-				if resetter != "backend" {
-					if resetter == "client after bulk" {
-						c.Write(make([]byte, 1<<20))
+	eachEngine(t, func(t *testing.T, plain bool) {
+		for _, resetter := range []string{"client", "client after bulk", "backend"} {
+			t.Run(resetter, func(t *testing.T) {
+				held := make(chan net.Conn, 8)
+				backend := testutil.ServeAddr(t, func(c net.Conn) {
+					io.ReadFull(c, make([]byte, 4))
+					c.Write([]byte("pong"))
+					if resetter == "backend" {
+						c.(*net.TCPConn).CloseWrite()
 					}
-					c.(*net.TCPConn).CloseWrite()
-					b.SetReadDeadline(time.Now().Add(10 * time.Second))
-					io.ReadAll(b) // the FIN reached the backend
-					resetting, other = c, b
-				} else {
-					io.ReadAll(c)
+					held <- c
+				})
+				p, _, addr := startProxyOn(t, plain, backend)
+				for i := range 5 {
+					c := dial(t, addr)
+					c.SetDeadline(time.Now().Add(10 * time.Second))
+					c.Write([]byte("ping"))
+					io.ReadFull(c, make([]byte, 4))
+					b := <-held
+					t.Cleanup(func() { b.Close() })
+					resetting, other := b, c
+					if resetter != "backend" {
+						if resetter == "client after bulk" {
+							c.Write(make([]byte, 1<<20))
+						}
+						c.(*net.TCPConn).CloseWrite()
+						b.SetReadDeadline(time.Now().Add(10 * time.Second))
+						io.ReadAll(b) // the FIN reached the backend
+						resetting, other = c, b
+					} else {
+						io.ReadAll(c)
+					}
+					resetting.(*net.TCPConn).SetLinger(0)
+					resetting.Close()
+					if !waitFor(func() bool { return p.Open() == 0 }) {
+						t.Fatalf("connection %d: still open after the %s's reset", i, resetter)
+					}
+					if err := writeUntilFailure(other); !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
+						t.Fatalf("connection %d: the other side's writes end with %v; want a reset", i, err)
+					}
 				}
-				resetting.(*net.TCPConn).SetLinger(0)
-				resetting.Close()
-				if !waitFor(func() bool { return p.Open() == 0 }) {
-					t.Fatalf("connection %d: still open after the %s's reset", i, resetter)
-				}
-				if err := writeUntilFailure(other); !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
-					t.Fatalf("connection %d: the other side's writes end with %v; want a reset", i, err)
-				}
-			}
-		})
-	}
+			})
+		}
+	})
 }
 
 // writeUntilFailure writes to c until a write fails (at most 100 times,
@@ -250,33 +260,35 @@ func writeUntilFailure(c net.Conn) error {
 // stays up. Before, each such probe made its backend suspect and opened
 // a second, empty connection to another one.
 func TestEmptyClosedClientIsNotReplayed(t *testing.T) {
-	accepted := new(atomic.Int32)
-	closeOnEOF := func(c net.Conn) {
-		accepted.Add(1)
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		io.Copy(io.Discard, c)
-	}
-	_, pool, addr := startProxy(t, testutil.ServeAddr(t, closeOnEOF), testutil.ServeAddr(t, closeOnEOF))
-	for _, b := range pool.Backends() {
-		pool.Observe(b, balance.CheckRise)
-	}
-	for i := range 10 {
-		c := dial(t, addr)
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		c.(*net.TCPConn).CloseWrite()
-		got, err := io.ReadAll(c)
-		c.Close()
-		if len(got) != 0 || err != nil {
-			t.Fatalf("probe %d: %q, then %v; want the backend's close", i, got, err)
+	eachEngine(t, func(t *testing.T, plain bool) {
+		accepted := new(atomic.Int32)
+		closeOnEOF := func(c net.Conn) {
+			accepted.Add(1)
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			io.Copy(io.Discard, c)
 		}
-	}
-	if n := accepted.Load(); n != 10 {
-		t.Errorf("10 probes opened %d backend connections, want 10 (no replay)", n)
-	}
-	for _, b := range pool.Backends() {
-		if b.State() != balance.Up {
-			t.Errorf("backend %s is %s after the probes, want up", b.Name, b.State())
+		_, pool, addr := startProxyOn(t, plain, testutil.ServeAddr(t, closeOnEOF), testutil.ServeAddr(t, closeOnEOF))
+		for _, b := range pool.Backends() {
+			pool.Observe(b, balance.CheckRise)
 		}
-	}
+		for i := range 10 {
+			c := dial(t, addr)
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			c.(*net.TCPConn).CloseWrite()
+			got, err := io.ReadAll(c)
+			c.Close()
+			if len(got) != 0 || err != nil {
+				t.Fatalf("probe %d: %q, then %v; want the backend's close", i, got, err)
+			}
+		}
+		if n := accepted.Load(); n != 10 {
+			t.Errorf("10 probes opened %d backend connections, want 10 (no replay)", n)
+		}
+		for _, b := range pool.Backends() {
+			if b.State() != balance.Up {
+				t.Errorf("backend %s is %s after the probes, want up", b.Name, b.State())
+			}
+		}
+	})
 }

@@ -66,11 +66,17 @@ func newFileConn(fd int, peer netip.AddrPort) *fileConn {
 	return c
 }
 
+// Read reads what is there, waiting for it as long as needed; a reset
+// is an error (ECONNRESET), only the peer's FIN is io.EOF.
 func (c *fileConn) Read(p []byte) (n int, err error) {
+	var rerr error
 	err = c.rawConn().Read(func(fd uintptr) bool {
-		n, err = readNow(int(fd), p)
-		return err != unix.EAGAIN
+		n, rerr = readNow(int(fd), p)
+		return rerr != unix.EAGAIN
 	})
+	if err == nil && rerr != nil {
+		err = os.NewSyscallError("read", rerr)
+	}
 	if err == nil && n == 0 && len(p) > 0 {
 		err = io.EOF
 	}

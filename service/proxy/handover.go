@@ -270,7 +270,7 @@ func (p *Proxy) Resume(client, backend *os.File, b *balance.Backend) error {
 	p.opened()
 	s := p.newSession(p.opts.Load(), cc, b, bc)
 	s.answered.Store(true) // nothing was kept to replay
-	p.relay.start(s, bc.rawConn())
+	p.engine.start(s, bc.rawConn())
 	return nil
 }
 

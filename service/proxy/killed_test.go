@@ -26,41 +26,43 @@ const killedBackendEnv = "VIPPROXY_TEST_KILLED_BACKEND"
 // with a FIN if it had read them all, which reaches the client as the
 // clean end it is on the wire (docs/how-it-works.md, Data path).
 func TestSIGKILLedBackend(t *testing.T) {
-	if mode := os.Getenv(killedBackendEnv); mode != "" {
-		serveUntilKilled(mode)
-		return
-	}
-	for _, mode := range []string{"unread", "read"} {
-		t.Run(mode, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestSIGKILLedBackend$")
-			cmd.Env = append(os.Environ(), killedBackendEnv+"="+mode)
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-			lines := bufio.NewScanner(out)
-			if !lines.Scan() {
-				t.Fatal("the backend process said nothing")
-			}
-			_, _, addr := startProxy(t, lines.Text())
-			c := dial(t, addr)
-			c.SetDeadline(time.Now().Add(10 * time.Second))
-			c.Write([]byte("ping"))
-			if !lines.Scan() { // it answered, and read or holds "ping"
-				t.Fatal("the backend process did not get the client's bytes")
-			}
-			cmd.Process.Signal(syscall.SIGKILL)
-			got, err := io.ReadAll(c)
-			reset := errors.Is(err, syscall.ECONNRESET)
-			if string(got) != "partial" || reset != (mode == "unread") || (!reset && err != nil) {
-				t.Fatalf("client got %q, then %v; want %q, then a reset if the backend left bytes unread, else the end", got, err, "partial")
-			}
-		})
-	}
+	eachEngine(t, func(t *testing.T, plain bool) {
+		if mode := os.Getenv(killedBackendEnv); mode != "" {
+			serveUntilKilled(mode)
+			return
+		}
+		for _, mode := range []string{"unread", "read"} {
+			t.Run(mode, func(t *testing.T) {
+				cmd := exec.Command(os.Args[0], "-test.run=^TestSIGKILLedBackend$")
+				cmd.Env = append(os.Environ(), killedBackendEnv+"="+mode)
+				out, err := cmd.StdoutPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+				lines := bufio.NewScanner(out)
+				if !lines.Scan() {
+					t.Fatal("the backend process said nothing")
+				}
+				_, _, addr := startProxyOn(t, plain, lines.Text())
+				c := dial(t, addr)
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				c.Write([]byte("ping"))
+				if !lines.Scan() { // it answered, and read or holds "ping"
+					t.Fatal("the backend process did not get the client's bytes")
+				}
+				cmd.Process.Signal(syscall.SIGKILL)
+				got, err := io.ReadAll(c)
+				reset := errors.Is(err, syscall.ECONNRESET)
+				if string(got) != "partial" || reset != (mode == "unread") || (!reset && err != nil) {
+					t.Fatalf("client got %q, then %v; want %q, then a reset if the backend left bytes unread, else the end", got, err, "partial")
+				}
+			})
+		}
+	})
 }
 
 // serveUntilKilled accepts one connection on loopback (its address the

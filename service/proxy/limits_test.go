@@ -33,59 +33,61 @@ func TestDerivedMaxConnections(t *testing.T) {
 // Past MaxConnections a client is closed in the accept loop; the open
 // ones carry on, and a slot freed is taken again.
 func TestMaxConnectionsRefusesAtAccept(t *testing.T) {
-	p, _, addr := startProxy(t, echoBackend(t))
-	o := *p.opts.Load()
-	o.MaxConnections = 2
-	p.SetOptions(o)
-	echo := func(c net.Conn) error {
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		if _, err := c.Write([]byte("ping")); err != nil {
+	eachEngine(t, func(t *testing.T, plain bool) {
+		p, _, addr := startProxyOn(t, plain, echoBackend(t))
+		o := *p.opts.Load()
+		o.MaxConnections = 2
+		p.SetOptions(o)
+		echo := func(c net.Conn) error {
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := c.Write([]byte("ping")); err != nil {
+				return err
+			}
+			buf := make([]byte, 4)
+			_, err := io.ReadFull(c, buf)
 			return err
 		}
-		buf := make([]byte, 4)
-		_, err := io.ReadFull(c, buf)
-		return err
-	}
-	var held []net.Conn
-	defer func() {
-		for _, c := range held {
-			c.Close()
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for range 2 {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, c)
+			if err := echo(c); err != nil {
+				t.Fatalf("within the cap: %v", err)
+			}
 		}
-	}()
-	for range 2 {
 		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := echo(c); err == nil {
+			t.Error("a third connection was served with max_connections = 2")
+		}
+		c.Close()
+		if p.Open() != 2 {
+			t.Errorf("%d open after the refusal, want 2", p.Open())
+		}
+		held[0].Close()
+		held = held[1:]
+		for p.Open() > 1 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		c, err = net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		held = append(held, c)
 		if err := echo(c); err != nil {
-			t.Fatalf("within the cap: %v", err)
+			t.Errorf("a slot freed, the next client: %v", err)
 		}
-	}
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := echo(c); err == nil {
-		t.Error("a third connection was served with max_connections = 2")
-	}
-	c.Close()
-	if p.Open() != 2 {
-		t.Errorf("%d open after the refusal, want 2", p.Open())
-	}
-	held[0].Close()
-	held = held[1:]
-	for p.Open() > 1 {
-		time.Sleep(5 * time.Millisecond)
-	}
-	c, err = net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	held = append(held, c)
-	if err := echo(c); err != nil {
-		t.Errorf("a slot freed, the next client: %v", err)
-	}
+	})
 }
 
 // TestSharedCapCountsEveryPort: proxies sharing a counter (one daemon's

@@ -96,11 +96,15 @@ type Counters struct {
 
 // Proxy accepts on the VIP listeners and balances over a pool.
 type Proxy struct {
-	pool      *balance.Pool
-	log       *slog.Logger
-	counters  Counters
-	opts      atomic.Pointer[Options]
-	relay     *relayer
+	pool     *balance.Pool
+	log      *slog.Logger
+	counters Counters
+	opts     atomic.Pointer[Options]
+	relay    *relayer
+	// engine relays each session's two sockets: relay, the parked
+	// relay (relay.go, park.go); tests run the session code against a
+	// plain one too (plainengine_test.go).
+	engine    engine
 	open      atomic.Int64
 	listeners []net.Listener // as wrapped by Start
 	stopped   chan struct{}  // closed when an accept loop ends
@@ -147,6 +151,7 @@ const workerIdle = 10 * time.Second
 // New returns a proxy over pool. Start it with Start.
 func New(pool *balance.Pool, opts Options, counters Counters, log *slog.Logger) *Proxy {
 	p := &Proxy{pool: pool, log: log, counters: counters, relay: newRelayer(log), stopped: make(chan struct{}), handoff: make(chan net.Conn)}
+	p.engine = p.relay
 	p.SetOptions(opts)
 	return p
 }
@@ -312,7 +317,7 @@ func (p *Proxy) setup(c net.Conn) {
 	s := p.newSession(opts, client, b, backend)
 	// Relay on goroutines of the session's own: this worker goes back to
 	// setting up connections.
-	p.relay.start(s, backendRaw)
+	p.engine.start(s, backendRaw)
 }
 
 // debug reports whether debug lines are wanted. Every Debug call on the

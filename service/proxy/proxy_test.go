@@ -58,6 +58,19 @@ func startProxy(t testing.TB, addrs ...string) (*Proxy, *balance.Pool, string) {
 // startProxyLog is startProxy logging to log.
 func startProxyLog(t testing.TB, log *slog.Logger, addrs ...string) (*Proxy, *balance.Pool, string) {
 	t.Helper()
+	return startProxyLogOn(t, false, log, addrs...)
+}
+
+// startProxyOn is startProxy relaying with the plain engine if plain
+// (eachEngine).
+func startProxyOn(t testing.TB, plain bool, addrs ...string) (*Proxy, *balance.Pool, string) {
+	t.Helper()
+	return startProxyLogOn(t, plain, slog.New(slog.DiscardHandler), addrs...)
+}
+
+// startProxyLogOn is startProxyOn logging to log.
+func startProxyLogOn(t testing.TB, plain bool, log *slog.Logger, addrs ...string) (*Proxy, *balance.Pool, string) {
+	t.Helper()
 	var bs []config.Backend
 	for _, a := range addrs {
 		bs = append(bs, config.Backend{Name: a, Address: a})
@@ -68,7 +81,7 @@ func startProxyLog(t testing.TB, log *slog.Logger, addrs ...string) (*Proxy, *ba
 	}
 	p := New(pool, Options{DialTimeout: time.Second, DialAttempts: 3, KeepAlive: 15 * time.Second,
 		UserTimeout: 10 * time.Second, AcceptBackoffMax: 100 * time.Millisecond}, testCounters(), log)
-	return p, pool, serveOnLoopback(t, p)
+	return p, pool, serveOnLoopback(t, usePlain(p, plain))
 }
 
 // serveOnLoopback starts p on a new loopback listener until the test
@@ -87,63 +100,69 @@ func serveOnLoopback(t testing.TB, p *Proxy) string {
 }
 
 func TestBulkBothWaysIntact(t *testing.T) {
-	_, _, addr := startProxy(t, echoBackend(t))
-	payload := make([]byte, 8<<20)
-	rand.Read(payload)
-	c := dial(t, addr)
-	testutil.EchoIntact(t, c, payload)
+	eachEngine(t, func(t *testing.T, plain bool) {
+		_, _, addr := startProxyOn(t, plain, echoBackend(t))
+		payload := make([]byte, 8<<20)
+		rand.Read(payload)
+		c := dial(t, addr)
+		testutil.EchoIntact(t, c, payload)
+	})
 }
 
 func TestSmallMessagesPingPong(t *testing.T) {
-	_, _, addr := startProxy(t, echoBackend(t))
-	c := dial(t, addr)
-	msg := bytes.Repeat([]byte("x"), 64)
-	buf := make([]byte, 64)
-	for i := 0; i < 200; i++ {
-		msg[0] = byte(i)
-		if _, err := c.Write(msg); err != nil {
-			t.Fatal(err)
+	eachEngine(t, func(t *testing.T, plain bool) {
+		_, _, addr := startProxyOn(t, plain, echoBackend(t))
+		c := dial(t, addr)
+		msg := bytes.Repeat([]byte("x"), 64)
+		buf := make([]byte, 64)
+		for i := 0; i < 200; i++ {
+			msg[0] = byte(i)
+			if _, err := c.Write(msg); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(c, buf); err != nil || !bytes.Equal(buf, msg) {
+				t.Fatalf("round trip %d: %v", i, err)
+			}
 		}
-		if _, err := io.ReadFull(c, buf); err != nil || !bytes.Equal(buf, msg) {
-			t.Fatalf("round trip %d: %v", i, err)
-		}
-	}
+	})
 }
 
 // TestBytesAreCounted: every byte moved, by the first exchange (kept for
 // replay), by later small messages (relayed without a read that says
 // EAGAIN) and by a bulk transfer (splice), counts once per direction.
 func TestBytesAreCounted(t *testing.T) {
-	p, pool, addr := startProxy(t, echoBackend(t))
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.SetDeadline(time.Now().Add(20 * time.Second))
-	var sent int
-	exchange := func(msg []byte) {
-		t.Helper()
-		if _, err := c.Write(msg); err != nil {
+	eachEngine(t, func(t *testing.T, plain bool) {
+		p, pool, addr := startProxyOn(t, plain, echoBackend(t))
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
 			t.Fatal(err)
 		}
-		got := make([]byte, len(msg))
-		if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, msg) {
-			t.Fatalf("echo of %d bytes: %v", len(msg), err)
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		var sent int
+		exchange := func(msg []byte) {
+			t.Helper()
+			if _, err := c.Write(msg); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, len(msg))
+			if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, msg) {
+				t.Fatalf("echo of %d bytes: %v", len(msg), err)
+			}
+			sent += len(msg)
 		}
-		sent += len(msg)
-	}
-	for i := range 50 {
-		exchange(bytes.Repeat([]byte{byte(i)}, 64))
-	}
-	exchange(bytes.Repeat([]byte("bulk"), 256<<10))
-	c.Close()
-	for i := 0; p.Open() > 0 && i < 1000; i++ { // bounded: 10 s
-		time.Sleep(10 * time.Millisecond)
-	}
-	stats := pool.Backends()[0].Stats
-	if up, down := counterValue(t, stats.BytesToBackend), counterValue(t, stats.BytesToClient); up != float64(sent) || down != float64(sent) {
-		t.Errorf("counted %v bytes to the backend and %v to the client, want %d each", up, down, sent)
-	}
+		for i := range 50 {
+			exchange(bytes.Repeat([]byte{byte(i)}, 64))
+		}
+		exchange(bytes.Repeat([]byte("bulk"), 256<<10))
+		c.Close()
+		for i := 0; p.Open() > 0 && i < 1000; i++ { // bounded: 10 s
+			time.Sleep(10 * time.Millisecond)
+		}
+		stats := pool.Backends()[0].Stats
+		if up, down := counterValue(t, stats.BytesToBackend), counterValue(t, stats.BytesToClient); up != float64(sent) || down != float64(sent) {
+			t.Errorf("counted %v bytes to the backend and %v to the client, want %d each", up, down, sent)
+		}
+	})
 }
 
 func counterValue(t *testing.T, c *metrics.Counter) float64 {
@@ -235,59 +254,65 @@ func TestFirstBytesPassWithoutAnEmptyRead(t *testing.T) {
 
 // TestBackendByDNSName: a backend given by name is resolved and reached.
 func TestBackendByDNSName(t *testing.T) {
-	_, port, err := net.SplitHostPort(echoBackend(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, addr := startProxy(t, net.JoinHostPort("localhost", port))
-	c := dial(t, addr)
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.Write([]byte("ping")); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 4)
-	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
-		t.Fatalf("echo through localhost backend: %q, %v", buf, err)
-	}
+	eachEngine(t, func(t *testing.T, plain bool) {
+		_, port, err := net.SplitHostPort(echoBackend(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, addr := startProxyOn(t, plain, net.JoinHostPort("localhost", port))
+		c := dial(t, addr)
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 4)
+		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+			t.Fatalf("echo through localhost backend: %q, %v", buf, err)
+		}
+	})
 }
 
 // TestHalfCloseIsPassedThrough: the backend sends a reply after the client
 // has half-closed; the client must still get it.
 func TestHalfCloseIsPassedThrough(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
+	eachEngine(t, func(t *testing.T, plain bool) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return
+			t.Fatal(err)
 		}
-		defer c.Close()
-		req, _ := io.ReadAll(c) // until the client's FIN
-		c.Write(append([]byte("got:"), req...))
-	}()
-	_, _, addr := startProxy(t, ln.Addr().String())
-	c := dial(t, addr)
-	c.Write([]byte("hello"))
-	c.(*net.TCPConn).CloseWrite()
-	reply, err := io.ReadAll(c)
-	if err != nil || string(reply) != "got:hello" {
-		t.Fatalf("reply after half-close = %q, %v; want \"got:hello\"", reply, err)
-	}
+		defer ln.Close()
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			req, _ := io.ReadAll(c) // until the client's FIN
+			c.Write(append([]byte("got:"), req...))
+		}()
+		_, _, addr := startProxyOn(t, plain, ln.Addr().String())
+		c := dial(t, addr)
+		c.Write([]byte("hello"))
+		c.(*net.TCPConn).CloseWrite()
+		reply, err := io.ReadAll(c)
+		if err != nil || string(reply) != "got:hello" {
+			t.Fatalf("reply after half-close = %q, %v; want \"got:hello\"", reply, err)
+		}
+	})
 }
 
 func TestDeadBackendIsRetriedTransparently(t *testing.T) {
-	dead := testutil.DeadAddress(t)
-	_, pool, addr := startProxy(t, dead, echoBackend(t), dead2(t))
-	for _, b := range pool.Backends() {
-		pool.Observe(b, balance.CheckPassed) // as if the checks passed a moment ago
-	}
-	pingThrough(t, addr, 30)
-	if pool.Lookup(dead).State() != balance.Suspect {
-		t.Error("dead backend not marked suspect after a failed dial")
-	}
+	eachEngine(t, func(t *testing.T, plain bool) {
+		dead := testutil.DeadAddress(t)
+		_, pool, addr := startProxyOn(t, plain, dead, echoBackend(t), dead2(t))
+		for _, b := range pool.Backends() {
+			pool.Observe(b, balance.CheckPassed) // as if the checks passed a moment ago
+		}
+		pingThrough(t, addr, 30)
+		if pool.Lookup(dead).State() != balance.Suspect {
+			t.Error("dead backend not marked suspect after a failed dial")
+		}
+	})
 }
 
 func dead2(t testing.TB) string { return testutil.DeadAddress(t) }
@@ -312,29 +337,33 @@ func pingThrough(t *testing.T, addr string, n int) {
 }
 
 func TestAllBackendsDownClosesAtOnce(t *testing.T) {
-	_, pool, addr := startProxy(t, testutil.DeadAddress(t), testutil.DeadAddress(t))
-	for _, b := range pool.Backends() {
-		pool.Observe(b, balance.CheckFailed)
-	}
-	c := dial(t, addr)
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if n, err := c.Read(make([]byte, 1)); err != io.EOF {
-		t.Fatalf("read = %d, %v; want a clean close (EOF) with no backend up", n, err)
-	}
+	eachEngine(t, func(t *testing.T, plain bool) {
+		_, pool, addr := startProxyOn(t, plain, testutil.DeadAddress(t), testutil.DeadAddress(t))
+		for _, b := range pool.Backends() {
+			pool.Observe(b, balance.CheckFailed)
+		}
+		c := dial(t, addr)
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if n, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("read = %d, %v; want a clean close (EOF) with no backend up", n, err)
+		}
+	})
 }
 
 func TestCloseAllEndsOpenConnections(t *testing.T) {
-	_, pool, addr := startProxy(t, echoBackend(t))
-	c := dial(t, addr)
-	c.Write([]byte("x"))
-	io.ReadFull(c, make([]byte, 1))
-	if n := pool.Backends()[0].CloseAll(); n != 1 {
-		t.Fatalf("CloseAll closed %d connections, want 1", n)
-	}
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.Read(make([]byte, 1)); err == nil {
-		t.Fatal("client connection still open after its backend's connections were closed")
-	}
+	eachEngine(t, func(t *testing.T, plain bool) {
+		_, pool, addr := startProxyOn(t, plain, echoBackend(t))
+		c := dial(t, addr)
+		c.Write([]byte("x"))
+		io.ReadFull(c, make([]byte, 1))
+		if n := pool.Backends()[0].CloseAll(); n != 1 {
+			t.Fatalf("CloseAll closed %d connections, want 1", n)
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil {
+			t.Fatal("client connection still open after its backend's connections were closed")
+		}
+	})
 }
 
 // TestIdleConnectionsHoldNoPipes: after bulk traffic (which goes through
@@ -410,28 +439,30 @@ func countPipes(t testing.TB) int {
 }
 
 func TestDrainWaitsForOpenConnections(t *testing.T) {
-	p, _, addr := startProxy(t, echoBackend(t))
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Write([]byte("x"))
-	io.ReadFull(c, make([]byte, 1))
-	p.StopAccepting()
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	if p.Drain(ctx) {
-		t.Fatal("Drain reported done while a connection is open")
-	}
-	c.Close()
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel2()
-	if !p.Drain(ctx2) {
-		t.Fatal("Drain did not finish after the last connection closed")
-	}
-	if _, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-		t.Error("new connection accepted after StopAccepting")
-	}
+	eachEngine(t, func(t *testing.T, plain bool) {
+		p, _, addr := startProxyOn(t, plain, echoBackend(t))
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte("x"))
+		io.ReadFull(c, make([]byte, 1))
+		p.StopAccepting()
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if p.Drain(ctx) {
+			t.Fatal("Drain reported done while a connection is open")
+		}
+		c.Close()
+		ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel2()
+		if !p.Drain(ctx2) {
+			t.Fatal("Drain did not finish after the last connection closed")
+		}
+		if _, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			t.Error("new connection accepted after StopAccepting")
+		}
+	})
 }
 
 func BenchmarkConnectionSetup(b *testing.B) {
@@ -518,33 +549,37 @@ func resettingBackend(t testing.TB, answer string) string {
 }
 
 func TestBackendDyingBeforeAnswerIsReplayed(t *testing.T) {
-	_, pool, addr := startProxy(t, resettingBackend(t, ""), echoBackend(t))
-	for i := 0; i < 30; i++ {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
+	eachEngine(t, func(t *testing.T, plain bool) {
+		_, pool, addr := startProxyOn(t, plain, resettingBackend(t, ""), echoBackend(t))
+		for i := 0; i < 30; i++ {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			c.Write([]byte("ping"))
+			buf := make([]byte, 4)
+			_, err = io.ReadFull(c, buf)
+			c.Close()
+			if err != nil || string(buf) != "ping" {
+				t.Fatalf("connection %d: %q, %v: a backend that reset before answering reached the client", i, buf, err)
+			}
+			pool.Observe(pool.Backends()[0], balance.CheckPassed) // keep sending connections to the resetter
 		}
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		c.Write([]byte("ping"))
-		buf := make([]byte, 4)
-		_, err = io.ReadFull(c, buf)
-		c.Close()
-		if err != nil || string(buf) != "ping" {
-			t.Fatalf("connection %d: %q, %v: a backend that reset before answering reached the client", i, buf, err)
-		}
-		pool.Observe(pool.Backends()[0], balance.CheckPassed) // keep sending connections to the resetter
-	}
+	})
 }
 
 func TestResetAfterAnswerReachesClient(t *testing.T) {
-	_, _, addr := startProxy(t, resettingBackend(t, "partial"), echoBackend(t))
-	c := dial(t, addr)
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	c.Write([]byte("ping"))
-	got, _ := io.ReadAll(c)
-	if string(got) != "partial" {
-		t.Fatalf("client got %q, want the backend's partial answer and then the failure (no replay once answered)", got)
-	}
+	eachEngine(t, func(t *testing.T, plain bool) {
+		_, _, addr := startProxyOn(t, plain, resettingBackend(t, "partial"), echoBackend(t))
+		c := dial(t, addr)
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.Write([]byte("ping"))
+		got, _ := io.ReadAll(c)
+		if string(got) != "partial" {
+			t.Fatalf("client got %q, want the backend's partial answer and then the failure (no replay once answered)", got)
+		}
+	})
 }
 
 // silentBackend accepts and never answers (a wedged apiserver).
@@ -557,67 +592,71 @@ func silentBackend(t testing.TB) string {
 // never answers moves to another backend when that one is marked down;
 // an answered connection is closed instead.
 func TestEvacuateReplaysUnanswered(t *testing.T) {
-	silent := silentBackend(t)
-	_, pool, addr := startProxy(t, silent, echoBackend(t))
-	c, err := net.Dial("tcp", addr) // round-robin: the silent one first
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	b := pingHeldBy(c, pool.Lookup(silent))
-	pool.Observe(b, balance.CheckFailed)
-	if n := b.EvacuateAll(); n != 1 {
-		t.Fatalf("evacuated %d connections from the silent backend, want 1", n)
-	}
-	buf := make([]byte, 4)
-	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
-		t.Fatalf("after evacuation: %q, %v; want the echo from the other backend", buf, err)
-	}
-	echo := pool.Backends()[1]
-	if n := echo.EvacuateAll(); n != 1 {
-		t.Fatalf("evacuated %d answered connections, want 1", n)
-	}
-	if _, err := c.Read(buf); err == nil {
-		t.Error("an answered connection survived the evacuation of its backend")
-	}
+	eachEngine(t, func(t *testing.T, plain bool) {
+		silent := silentBackend(t)
+		_, pool, addr := startProxyOn(t, plain, silent, echoBackend(t))
+		c, err := net.Dial("tcp", addr) // round-robin: the silent one first
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		b := pingHeldBy(c, pool.Lookup(silent))
+		pool.Observe(b, balance.CheckFailed)
+		if n := b.EvacuateAll(); n != 1 {
+			t.Fatalf("evacuated %d connections from the silent backend, want 1", n)
+		}
+		buf := make([]byte, 4)
+		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+			t.Fatalf("after evacuation: %q, %v; want the echo from the other backend", buf, err)
+		}
+		echo := pool.Backends()[1]
+		if n := echo.EvacuateAll(); n != 1 {
+			t.Fatalf("evacuated %d answered connections, want 1", n)
+		}
+		if _, err := c.Read(buf); err == nil {
+			t.Error("an answered connection survived the evacuation of its backend")
+		}
+	})
 }
 
 // At log.level = debug each connection's decisions are logged: the
 // backend picked, the evacuation and replay when it goes down before
 // answering, the close when it goes down after. At info, none of them.
 func TestDebugLogsEachDecision(t *testing.T) {
-	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
-		var logged testutil.Buffer
-		log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: level}))
-		silent := silentBackend(t)
-		_, pool, addr := startProxyLog(t, log, silent, echoBackend(t))
-		c, err := net.Dial("tcp", addr) // round-robin: the silent one first
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := pingHeldBy(c, pool.Lookup(silent))
-		pool.Observe(b, balance.CheckFailed)
-		b.EvacuateAll()
-		buf := make([]byte, 4)
-		if _, err := io.ReadFull(c, buf); err != nil {
-			t.Fatalf("after evacuation: %v", err)
-		}
-		echo := pool.Backends()[1]
-		echo.EvacuateAll()
-		c.Read(buf) // returns once the proxy closed it: the line is written
-		c.Close()
-		want := []string{
-			"msg=connection client=" + c.LocalAddr().String() + " backend=" + silent,
-			"msg=\"evacuating: the backend went down before answering; replaying elsewhere\" client=" + c.LocalAddr().String() + " backend=" + silent,
-			"from=" + silent + " backend=" + echo.Name + " bytes=", // 4, or 0 if the evacuation came first
-			"msg=\"closing: the backend went down; the client reconnects\" client=" + c.LocalAddr().String() + " backend=" + echo.Name,
-		}
-		for _, w := range want {
-			if got := strings.Contains(logged.String(), w); got != (level == slog.LevelDebug) {
-				t.Errorf("level %v: %q logged: %v\n%s", level, w, got, logged.String())
+	eachEngine(t, func(t *testing.T, plain bool) {
+		for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
+			var logged testutil.Buffer
+			log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: level}))
+			silent := silentBackend(t)
+			_, pool, addr := startProxyLogOn(t, plain, log, silent, echoBackend(t))
+			c, err := net.Dial("tcp", addr) // round-robin: the silent one first
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := pingHeldBy(c, pool.Lookup(silent))
+			pool.Observe(b, balance.CheckFailed)
+			b.EvacuateAll()
+			buf := make([]byte, 4)
+			if _, err := io.ReadFull(c, buf); err != nil {
+				t.Fatalf("after evacuation: %v", err)
+			}
+			echo := pool.Backends()[1]
+			echo.EvacuateAll()
+			c.Read(buf) // returns once the proxy closed it: the line is written
+			c.Close()
+			want := []string{
+				"msg=connection client=" + c.LocalAddr().String() + " backend=" + silent,
+				"msg=\"evacuating: the backend went down before answering; replaying elsewhere\" client=" + c.LocalAddr().String() + " backend=" + silent,
+				"from=" + silent + " backend=" + echo.Name + " bytes=", // 4, or 0 if the evacuation came first
+				"msg=\"closing: the backend went down; the client reconnects\" client=" + c.LocalAddr().String() + " backend=" + echo.Name,
+			}
+			for _, w := range want {
+				if got := strings.Contains(logged.String(), w); got != (level == slog.LevelDebug) {
+					t.Errorf("level %v: %q logged: %v\n%s", level, w, got, logged.String())
+				}
 			}
 		}
-	}
+	})
 }
 
 // TestBackendThatIsOurListenerIsRefused: a backend whose address reaches

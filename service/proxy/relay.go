@@ -115,6 +115,19 @@ func (r *relayer) sumParkers(count func(*parker) uint64) (n uint64) {
 	return n
 }
 
+// engine is the seam between the session (session.go: pick, dial,
+// replay, failover, evacuation, and the only closers of its sockets) and
+// the I/O that moves its bytes. start relays the session's two sockets,
+// both ways, until both directions end, taking the client's bytes
+// through the session until the backend answers (keep, markAnswered,
+// failover), and ends the session: a direction that reads its end
+// half-closes the other socket (CloseWrite), one that fails aborts both
+// (abortSockets), and the last one closes both (closeSockets) and calls
+// end. It never closes a socket itself.
+type engine interface {
+	start(s *session, backendRaw syscall.RawConn)
+}
+
 // start relays client→backend and backend→client, each direction on its
 // own goroutine (or parked while idle), until both end; the last one to
 // end closes both sockets and ends the session.

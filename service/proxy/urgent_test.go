@@ -37,40 +37,42 @@ func sendWithUrgent(c net.Conn) error {
 // socket is drained; measured on 2026-12-05, 6 of 10 connections
 // received "abc" and then nothing until their peer sent again.
 func TestBytesAfterUrgentDataPassOn(t *testing.T) {
-	const conns = 20
-	const want = "abcXdef"
-	for _, sender := range []string{"client", "backend"} {
-		t.Run(sender, func(t *testing.T) {
-			got := make(chan string, conns)
-			backend := testutil.ServeAddr(t, func(c net.Conn) {
-				defer c.Close()
-				if sender == "backend" {
-					if err := sendWithUrgent(c); err != nil {
-						t.Error(err)
+	eachEngine(t, func(t *testing.T, plain bool) {
+		const conns = 20
+		const want = "abcXdef"
+		for _, sender := range []string{"client", "backend"} {
+			t.Run(sender, func(t *testing.T) {
+				got := make(chan string, conns)
+				backend := testutil.ServeAddr(t, func(c net.Conn) {
+					defer c.Close()
+					if sender == "backend" {
+						if err := sendWithUrgent(c); err != nil {
+							t.Error(err)
+						}
+						io.Copy(io.Discard, c)
+						return
 					}
-					io.Copy(io.Discard, c)
-					return
+					got <- readWithin(c, len(want))
+				})
+				_, _, addr := startProxyOn(t, plain, backend)
+				for range conns {
+					c := dial(t, addr)
+					if sender == "client" {
+						if err := sendWithUrgent(c); err != nil {
+							t.Fatal(err)
+						}
+					} else {
+						go func() { got <- readWithin(c, len(want)) }()
+					}
 				}
-				got <- readWithin(c, len(want))
+				for i := range conns {
+					if s := <-got; s != want {
+						t.Errorf("connection %d: %q arrived; want %q", i, s, want)
+					}
+				}
 			})
-			_, _, addr := startProxy(t, backend)
-			for range conns {
-				c := dial(t, addr)
-				if sender == "client" {
-					if err := sendWithUrgent(c); err != nil {
-						t.Fatal(err)
-					}
-				} else {
-					go func() { got <- readWithin(c, len(want)) }()
-				}
-			}
-			for i := range conns {
-				if s := <-got; s != want {
-					t.Errorf("connection %d: %q arrived; want %q", i, s, want)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // readWithin reads n bytes, or what came within 10 s.
@@ -86,27 +88,29 @@ func readWithin(c net.Conn, n int) string {
 // reports no urgent data, so the rest passes on at the direction's next
 // idle checks (it parks, and the parker reads on), not never.
 func TestUrgentDataAfterBulkPassesOn(t *testing.T) {
-	const conns = 5
-	const bulk = 1 << 20
-	const want = "abcXdef"
-	got := make(chan string, conns)
-	backend := testutil.ServeAddr(t, func(c net.Conn) {
-		defer c.Close()
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		io.CopyN(io.Discard, c, bulk)
-		got <- readWithin(c, len(want))
+	eachEngine(t, func(t *testing.T, plain bool) {
+		const conns = 5
+		const bulk = 1 << 20
+		const want = "abcXdef"
+		got := make(chan string, conns)
+		backend := testutil.ServeAddr(t, func(c net.Conn) {
+			defer c.Close()
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			io.CopyN(io.Discard, c, bulk)
+			got <- readWithin(c, len(want))
+		})
+		_, _, addr := startProxyOn(t, plain, backend)
+		for range conns {
+			c := dial(t, addr)
+			c.Write(make([]byte, bulk))
+			if err := sendWithUrgent(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range conns {
+			if s := <-got; s != want {
+				t.Errorf("connection %d: %q arrived after the bulk; want %q", i, s, want)
+			}
+		}
 	})
-	_, _, addr := startProxy(t, backend)
-	for range conns {
-		c := dial(t, addr)
-		c.Write(make([]byte, bulk))
-		if err := sendWithUrgent(c); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range conns {
-		if s := <-got; s != want {
-			t.Errorf("connection %d: %q arrived after the bulk; want %q", i, s, want)
-		}
-	}
 }
