@@ -505,7 +505,10 @@ func (d *direction) passParked(msg []byte, bufLen int) bool {
 		d.pk.writing, d.pk.io = true, msg
 		err = dst.Control(d.pk.ctl)
 		out = d.pk.io
-		d.pk.io = nil
+		if kept != nil && d.pk.err != nil {
+			d.sessWrite.keptWriteFailed(kept, d.pk.err)
+		}
+		d.pk.io, d.pk.err = nil, nil
 	}
 	if kept != nil && err != nil {
 		err, out = nil, nil // replaced by a failover, which replays these bytes
@@ -569,8 +572,8 @@ func (d *direction) parkedEnd() error {
 func (d *direction) parkIO(fd uintptr) {
 	if d.pk.writing {
 		// An error leaves the rest in d.pk.io: the goroutine's write
-		// meets it again.
-		d.pk.io, _ = writeNow(int(fd), d.pk.io)
+		// meets it again (passParked looks at a kept write's).
+		d.pk.io, d.pk.err = writeNow(int(fd), d.pk.io)
 		return
 	}
 	d.pk.n, d.pk.err = readNow(int(fd), d.pk.io)

@@ -50,7 +50,9 @@ func plainUp(s *session) {
 
 func plainToBackend(s *session, chunk []byte) error {
 	if conn := s.keep(chunk); conn != nil {
-		if _, err := conn.Write(chunk); err == nil { // a failure is the backend reader's to judge
+		if _, err := conn.Write(chunk); err != nil {
+			s.keptWriteFailed(conn, err) // the backend reader's to judge
+		} else {
 			_, b := s.current()
 			b.Stats.BytesToBackend.Add(uint64(len(chunk)))
 		}
@@ -97,8 +99,9 @@ func plainDown(s *session) {
 
 // plainFinish ends a direction as the parked relay's finish does: the
 // end of its stream half-closes the destination (and a reset of the
-// source after it still aborts the connection), an error aborts both
-// sockets, the last direction closes both and ends the session.
+// source after it still aborts the connection), an error, or a reset
+// another call took (resetUnread), aborts both sockets, the last
+// direction closes both and ends the session.
 func plainFinish(s *session, up bool, err error) {
 	failed := err != nil && err != io.EOF
 	dst, src := socket(s.client), socket(s.client)
@@ -108,6 +111,7 @@ func plainFinish(s *session, up bool, err error) {
 		src, _ = s.current()
 	}
 	last := s.live.Add(-1) == 0
+	failed = failed || (s.answered.Load() && ((!last && resetUnread(src, dst)) || s.resetTaken(src)))
 	switch {
 	case failed && !s.isClosed():
 		s.abortSockets()

@@ -190,6 +190,7 @@ func (d *direction) finish(err error) {
 		d.dst = s.clientFinished()
 	}
 	last := s.live.Add(-1) == 0
+	failed = failed || (s.answered.Load() && ((!last && resetUnread(d.src, d.dst)) || s.resetTaken(d.src)))
 	switch {
 	case failed && !s.isClosed():
 		s.abortSockets()
@@ -208,6 +209,44 @@ func (d *direction) finish(err error) {
 	if last {
 		s.end()
 	}
+}
+
+// resetUnread reports whether either socket of a direction that read its
+// end, while the other direction still runs, was reset: a reset's error
+// goes to one system call only, and when the other direction's write
+// took it (and has yet to abort the connection), or a write of bytes
+// kept for a replay took it and passed it over (session.keep), this
+// read saw a plain end of stream, and passing that on as a FIN would
+// make a cut stream look whole to the peer on the other side. While the
+// other direction runs, neither socket has been shut down by us, so the
+// closed state (TCP_CLOSE, where a reset leaves a socket and a FIN does
+// not) tells it; a socket closed by the session already answers false.
+// Only once the backend has answered: before, a backend's reset is the
+// failover's to judge (the backend→client direction replays elsewhere),
+// and the client's cannot have gone to a write.
+func resetUnread(src, dst socket) bool {
+	return tcpClosed(src) || tcpClosed(dst)
+}
+
+// tcpClosed reports whether c's TCP state is TCP_CLOSE. It reads only
+// tcp_info's first byte, the state (the kernel copies as much as asked):
+// no allocation, and a raw system call, as the relay's others.
+func tcpClosed(c socket) bool {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var state uint8
+	if raw.Control(func(fd uintptr) {
+		size := uint32(1)
+		_, _, e := unix.RawSyscall6(unix.SYS_GETSOCKOPT, fd, unix.IPPROTO_TCP, unix.TCP_INFO, uintptr(unsafe.Pointer(&state)), uintptr(unsafe.Pointer(&size)), 0)
+		if e != 0 {
+			state = 0
+		}
+	}) != nil {
+		return false
+	}
+	return state == unix.BPF_TCP_CLOSE
 }
 
 // direction is the state of one copy loop. Its callbacks are bound once,
@@ -403,11 +442,15 @@ func (d *direction) relayStep() error {
 // that could not go at once, waiting as long as needed, to the backend
 // connection they were kept for (d.kept).
 func (d *direction) passOnKept() {
-	raw, err := d.kept.SyscallConn()
+	conn := d.kept
+	raw, err := conn.SyscallConn()
 	d.kept = nil
 	if err == nil && len(d.out) > 0 {
 		d.op = opWrite
 		raw.Write(d.ioFn)
+		if d.ioErr != nil {
+			d.sess.keptWriteFailed(conn, d.ioErr)
+		}
 	}
 	d.out, d.ioErr = nil, nil // the backend's reader judges a failure
 }
@@ -463,6 +506,9 @@ func (d *direction) writeKept(conn socket, n int) bool {
 		d.op = opWriteNow
 		err = raw.Write(d.ioFn)
 		d.op = opRelay
+	}
+	if d.ioErr != nil {
+		d.sessWrite.keptWriteFailed(conn, d.ioErr)
 	}
 	d.ioErr = nil
 	if err != nil {

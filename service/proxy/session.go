@@ -39,6 +39,7 @@ type session struct {
 	tried      []*balance.Backend
 	dirs       [2]*direction // client→backend, backend→client (once relaying)
 	keptAlive  socket        // the backend socket that has opts.keepOpts
+	keptReset  socket        // a backend socket a write of kept bytes found reset (keptWriteFailed)
 
 	live atomic.Int32 // directions still running or parked
 	// handover asks the directions to stop at a quiet point (handover.go).
@@ -204,6 +205,28 @@ func (s *session) keepBackendAlive() {
 	if errors.As(err, &refused) {
 		s.p.log.Warn("cannot set keepalive or TCP_USER_TIMEOUT on a backend connection; it goes on without them", "backend", b.Name, "err", err)
 	}
+}
+
+// keptWriteFailed records that a write of kept bytes to conn failed
+// (session.keep): such a failure is the backend's reader's to judge, but
+// a reset's error goes to one system call only, here the write's, and
+// the reader then sees a plain end of stream. The direction that reads
+// conn asks resetTaken before it passes an end on: a reset must reach
+// the client as a reset (TestEnginesAgree).
+func (s *session) keptWriteFailed(conn socket, err error) {
+	if !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
+		return // closed by a failover or an evacuation: not the peer's
+	}
+	s.mu.Lock()
+	s.keptReset = conn
+	s.mu.Unlock()
+}
+
+// resetTaken reports whether a write of kept bytes took conn's reset.
+func (s *session) resetTaken(conn socket) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.keptReset != nil && s.keptReset == conn
 }
 
 // markAnswered binds the session: replay is no longer possible.
