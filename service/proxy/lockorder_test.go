@@ -73,6 +73,7 @@ func TestLockOrderIsChecked(t *testing.T) {
 		defer s.mu.Unlock()
 		defer func() { msg = recover() }()
 		d.pk.mu.Lock()
+		d.pk.parks++
 		d.pk.mu.Unlock()
 		return nil
 	}()
@@ -83,8 +84,13 @@ func TestLockOrderIsChecked(t *testing.T) {
 	// The right order passes, and nothing is left held.
 	d.pk.mu.Lock()
 	s.mu.Lock()
+	s.closed = true
 	s.mu.Unlock()
 	d.pk.mu.Unlock()
 	s.mu.Lock()
+	s.closed = false
 	s.mu.Unlock()
+	if d.pk.parks != 0 {
+		t.Errorf("the lock taken out of order was held: %d", d.pk.parks)
+	}
 }
