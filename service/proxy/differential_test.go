@@ -40,6 +40,7 @@ type scenario struct {
 	pauses     []time.Duration // before each chunk
 	halfClose  bool            // the client half-closes after its last chunk
 	resetAfter int             // kindClientReset, kindBackendReset: echoed bytes before the reset
+	echoPause  time.Duration   // the backend's pause before each write of its echo
 }
 
 func makeScenarios(rng *rand.Rand, n int) []scenario {
@@ -71,6 +72,9 @@ func makeScenarios(rng *rand.Rand, n int) []scenario {
 			left -= c
 		}
 		s.halfClose = rng.IntN(2) == 0
+		if rng.IntN(4) == 0 {
+			s.echoPause = time.Duration(rng.IntN(2000)) * time.Microsecond
+		}
 		if size > 1 {
 			s.resetAfter = 1 + rng.IntN(size-1)
 		} else if s.kind == kindClientReset || s.kind == kindBackendReset {
@@ -125,10 +129,11 @@ func (b *scriptedBackends) serve(c *net.TCPConn) {
 	var hdr [diffHeader]byte
 	var token string
 	var kind, size, resetAfter int
+	var echoPause time.Duration
 	if _, err := io.ReadFull(c, hdr[:]); err != nil {
 		return // a replayed connection's dead first backend, or a reset before the header
 	}
-	fmt.Sscan(string(hdr[:]), &token, &kind, &size, &resetAfter)
+	fmt.Sscan(string(hdr[:]), &token, &kind, &size, &resetAfter, &echoPause)
 	b.mu.Lock()
 	first := !b.seen[token]
 	b.seen[token] = true
@@ -145,19 +150,21 @@ func (b *scriptedBackends) serve(c *net.TCPConn) {
 		}
 		c.SetLinger(0)
 	default:
-		end = endClass(echoAll(c))
+		end = endClass(echoAll(c, echoPause))
 	}
 	b.mu.Lock()
 	b.ends[token] = end
 	b.mu.Unlock()
 }
 
-// echoAll echoes until the end of the stream, then half-closes.
-func echoAll(c *net.TCPConn) error {
+// echoAll echoes until the end of the stream, pausing before each
+// write, then half-closes.
+func echoAll(c *net.TCPConn, pause time.Duration) error {
 	buf := make([]byte, 4096)
 	for {
 		n, err := c.Read(buf)
 		if n > 0 {
+			time.Sleep(pause)
 			if _, werr := c.Write(buf[:n]); werr != nil {
 				return werr
 			}
@@ -182,7 +189,8 @@ func endClass(err error) string {
 	switch {
 	case err == nil || errors.Is(err, io.EOF):
 		return "eof"
-	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
+	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ENOTCONN):
+		// ENOTCONN: the half-close after the echo met a reset.
 		return "reset"
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return "timeout"
@@ -199,7 +207,7 @@ func runScenario(addr, token string, s *scenario) outcome {
 	conn := c.(*net.TCPConn)
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(60 * time.Second))
-	hdr := fmt.Sprintf("%s %d %d %d", token, s.kind, len(s.payload), s.resetAfter)
+	hdr := fmt.Sprintf("%s %d %d %d %d", token, s.kind, len(s.payload), s.resetAfter, s.echoPause)
 	hdr += string(bytes.Repeat([]byte(" "), diffHeader-len(hdr)))
 	// A reset's error goes to one system call: the writer's, if it
 	// writes when the reset comes, and the reader then sees the end of
@@ -307,8 +315,9 @@ func expect(s *scenario, o outcome) error {
 }
 
 // TestEnginesAgree: the same seeded connections (sizes on both sides of
-// the replay limit, writes in random chunks with random pauses, half
-// closes, resets of either side, backends that die before answering)
+// the replay limit, writes in random chunks with random pauses on both
+// sides, half closes, resets of either side, backends that die before
+// answering)
 // through the parked relay and through the plain one give each the
 // byte streams and ends that the scenario calls for, and the same ends
 // on both.
