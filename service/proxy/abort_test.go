@@ -292,3 +292,56 @@ func TestEmptyClosedClientIsNotReplayed(t *testing.T) {
 		}
 	})
 }
+
+// TestResetTakenByAWriteReachesClientAsReset: a reset's error goes to one
+// system call only. When a write to the backend takes it (the other
+// direction's, before it aborts the connection) and the direction that
+// reads the backend then reads a plain end of stream, the client still
+// gets a reset, not a FIN. The interleaving is made certain with a
+// handover's freeze: the reader stands still while the backend resets
+// and a write takes the error; thawed, it reads the end.
+func TestResetTakenByAWriteReachesClientAsReset(t *testing.T) {
+	reset := make(chan struct{})
+	backend := testutil.ServeAddr(t, func(c net.Conn) {
+		defer c.Close()
+		buf := make([]byte, 16)
+		if n, _ := c.Read(buf); n > 0 {
+			c.Write(buf[:n])
+		}
+		<-reset
+		c.(*net.TCPConn).SetLinger(0)
+	})
+	p, pool, addr := startProxy(t, backend)
+	if len(p.relay.parkers) == 0 {
+		t.Skip("no epoll for parking: nothing to freeze")
+	}
+	c := dial(t, addr)
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	roundTrip(t, c, "hello")
+	var s *session
+	if !waitFor(func() bool {
+		conns := pool.Backends()[0].Conns()
+		if len(conns) == 1 {
+			s = conns[0].(*session)
+		}
+		return s != nil
+	}) {
+		t.Fatal("no connection on the backend")
+	}
+	if !waitFor(func() bool { frozen, _ := s.tryFreeze(); return frozen }) {
+		t.Fatal("the connection never stood still")
+	}
+	close(reset)
+	conn, _ := s.current()
+	if !waitFor(func() bool { return tcpClosed(conn) }) {
+		t.Fatal("the backend's reset never reached the proxy's socket")
+	}
+	if _, err := conn.Write([]byte("x")); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("a write after the backend's reset: %v, want ECONNRESET (it takes the error)", err)
+	}
+	s.thaw()
+	got, err := io.ReadAll(c)
+	if len(got) != 0 || !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("after the backend's reset: %q, then %v; want a reset", got, err)
+	}
+}

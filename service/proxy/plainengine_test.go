@@ -111,7 +111,7 @@ func plainFinish(s *session, up bool, err error) {
 		src, _ = s.current()
 	}
 	last := s.live.Add(-1) == 0
-	failed = failed || (s.answered.Load() && ((!last && resetUnread(src, dst)) || s.resetTaken(src)))
+	failed = failed || (s.answered.Load() && ((!last && resetUnread(src)) || s.resetTaken(src)))
 	switch {
 	case failed && !s.isClosed():
 		s.abortSockets()

@@ -190,7 +190,7 @@ func (d *direction) finish(err error) {
 		d.dst = s.clientFinished()
 	}
 	last := s.live.Add(-1) == 0
-	failed = failed || (s.answered.Load() && ((!last && resetUnread(d.src, d.dst)) || s.resetTaken(d.src)))
+	failed = failed || (s.answered.Load() && ((!last && resetUnread(d.src)) || s.resetTaken(d.src)))
 	switch {
 	case failed && !s.isClosed():
 		s.abortSockets()
@@ -211,21 +211,22 @@ func (d *direction) finish(err error) {
 	}
 }
 
-// resetUnread reports whether either socket of a direction that read its
+// resetUnread reports whether the source of a direction that read its
 // end, while the other direction still runs, was reset: a reset's error
-// goes to one system call only, and when the other direction's write
-// took it (and has yet to abort the connection), or a write of bytes
-// kept for a replay took it and passed it over (session.keep), this
-// read saw a plain end of stream, and passing that on as a FIN would
-// make a cut stream look whole to the peer on the other side. While the
-// other direction runs, neither socket has been shut down by us, so the
-// closed state (TCP_CLOSE, where a reset leaves a socket and a FIN does
-// not) tells it; a socket closed by the session already answers false.
-// Only once the backend has answered: before, a backend's reset is the
-// failover's to judge (the backend→client direction replays elsewhere),
-// and the client's cannot have gone to a write.
-func resetUnread(src, dst socket) bool {
-	return tcpClosed(src) || tcpClosed(dst)
+// goes to one system call only, and when the other direction's write to
+// that socket took it (and has yet to abort the connection), this read
+// saw a plain end of stream; passing that on as a FIN would make a cut
+// stream look whole to the peer on the other side. While the other
+// direction runs, we have not shut the socket down, so its closed state
+// (TCP_CLOSE, where a reset leaves a socket and a FIN does not) tells
+// it; a socket closed by the session already answers false. A reset
+// that a write of kept bytes took is recorded instead (resetTaken): that
+// write's direction may have ended since. Only once the backend has
+// answered: before, a backend's reset is the failover's to judge (the
+// backend→client direction replays elsewhere), and the client's cannot
+// have gone to a write.
+func resetUnread(src socket) bool {
+	return tcpClosed(src)
 }
 
 // tcpClosed reports whether c's TCP state is TCP_CLOSE. It reads only
