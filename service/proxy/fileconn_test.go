@@ -24,29 +24,31 @@ import (
 // up then (the logged reason is that deadline, not the kernel's
 // TCP_USER_TIMEOUT, 10 s here), marks it suspect and dials another backend.
 func TestDialTimeoutTriesAnotherBackend(t *testing.T) {
-	stuck := fullBacklog(t)
-	good := echoBackend(t)
-	pool, err := balance.NewPool(config.RoundRobin, []config.Backend{{Name: "stuck", Address: stuck}, {Name: "good", Address: good}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range pool.Backends() {
-		pool.Observe(b, balance.CheckPassed)
-	}
-	var logs testutil.Buffer
-	p := New(pool, Options{DialTimeout: 300 * time.Millisecond, DialAttempts: 2, KeepAlive: 15 * time.Second,
-		UserTimeout: 10 * time.Second, AcceptBackoffMax: 100 * time.Millisecond}, testCounters(), slog.New(slog.NewTextHandler(&logs, nil)))
-	pingThrough(t, serveOnLoopback(t, p), 4)
-	if want := "backend=stuck address=" + stuck + ` err="dial ` + stuck + `: connect: i/o timeout"`; !strings.Contains(logs.String(), want) {
-		t.Errorf("no dial timeout logged (%s):\n%s", want, logs.String())
-	}
-	b := pool.Lookup("stuck")
-	if n := counterValue(t, b.Stats.DialErrors); n < 1 {
-		t.Errorf("%v dial errors on the backend that never answers, want at least 1", n)
-	}
-	if st := b.State(); st != balance.Suspect {
-		t.Errorf("the backend that never answers is %s, want suspect", st)
-	}
+	eachEngine(t, func(t *testing.T, plain bool) {
+		stuck := fullBacklog(t)
+		good := echoBackend(t)
+		pool, err := balance.NewPool(config.RoundRobin, []config.Backend{{Name: "stuck", Address: stuck}, {Name: "good", Address: good}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range pool.Backends() {
+			pool.Observe(b, balance.CheckPassed)
+		}
+		var logs testutil.Buffer
+		p := New(pool, Options{DialTimeout: 300 * time.Millisecond, DialAttempts: 2, KeepAlive: 15 * time.Second,
+			UserTimeout: 10 * time.Second, AcceptBackoffMax: 100 * time.Millisecond}, testCounters(), slog.New(slog.NewTextHandler(&logs, nil)))
+		pingThrough(t, serveOnLoopback(t, usePlain(p, plain)), 4)
+		if want := "backend=stuck address=" + stuck + ` err="dial ` + stuck + `: connect: i/o timeout"`; !strings.Contains(logs.String(), want) {
+			t.Errorf("no dial timeout logged (%s):\n%s", want, logs.String())
+		}
+		b := pool.Lookup("stuck")
+		if n := counterValue(t, b.Stats.DialErrors); n < 1 {
+			t.Errorf("%v dial errors on the backend that never answers, want at least 1", n)
+		}
+		if st := b.State(); st != balance.Suspect {
+			t.Errorf("the backend that never answers is %s, want suspect", st)
+		}
+	})
 }
 
 // fullBacklog is the address of a listening socket whose accept queue is
@@ -83,43 +85,45 @@ func fullBacklog(t *testing.T) string {
 // The proxy's own accept and dial speak IPv6 as well: client and backend
 // addresses on ::1, the client's address as the proxy logs it.
 func TestIPv6ClientAndBackend(t *testing.T) {
-	ln, err := net.Listen("tcp", "[::1]:0")
-	if err != nil {
-		t.Skipf("no IPv6 loopback: %v", err)
-	}
-	backend, err := net.Listen("tcp", "[::1]:0")
-	if err != nil {
-		t.Skipf("no IPv6 loopback: %v", err)
-	}
-	t.Cleanup(func() { backend.Close() })
-	seen := make(chan string, 1)
-	go func() {
-		c, err := backend.Accept()
+	eachEngine(t, func(t *testing.T, plain bool) {
+		ln, err := net.Listen("tcp", "[::1]:0")
 		if err != nil {
-			return
+			t.Skipf("no IPv6 loopback: %v", err)
 		}
-		seen <- c.RemoteAddr().String()
-		echo(c)
-	}()
-	pool, err := balance.NewPool(config.RoundRobin, []config.Backend{{Name: "v6", Address: backend.Addr().String()}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs testutil.Buffer
-	p := New(pool, Options{DialTimeout: time.Second, DialAttempts: 1, AcceptBackoffMax: 100 * time.Millisecond},
-		testCounters(), slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	if err := p.Start([]net.Listener{ln}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.StopAccepting(); p.Close() })
-	c := dial(t, ln.Addr().String())
-	roundTrip(t, c, "over IPv6")
-	if from := <-seen; net.ParseIP(mustHost(t, from)).To4() != nil {
-		t.Errorf("the backend saw %s, want an IPv6 address", from)
-	}
-	if want := "client=" + c.LocalAddr().String(); !strings.Contains(logs.String(), want) {
-		t.Errorf("the debug line lacks %q: %s", want, logs.String())
-	}
+		backend, err := net.Listen("tcp", "[::1]:0")
+		if err != nil {
+			t.Skipf("no IPv6 loopback: %v", err)
+		}
+		t.Cleanup(func() { backend.Close() })
+		seen := make(chan string, 1)
+		go func() {
+			c, err := backend.Accept()
+			if err != nil {
+				return
+			}
+			seen <- c.RemoteAddr().String()
+			echo(c)
+		}()
+		pool, err := balance.NewPool(config.RoundRobin, []config.Backend{{Name: "v6", Address: backend.Addr().String()}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs testutil.Buffer
+		p := New(pool, Options{DialTimeout: time.Second, DialAttempts: 1, AcceptBackoffMax: 100 * time.Millisecond},
+			testCounters(), slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		if err := usePlain(p, plain).Start([]net.Listener{ln}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.StopAccepting(); p.Close() })
+		c := dial(t, ln.Addr().String())
+		roundTrip(t, c, "over IPv6")
+		if from := <-seen; net.ParseIP(mustHost(t, from)).To4() != nil {
+			t.Errorf("the backend saw %s, want an IPv6 address", from)
+		}
+		if want := "client=" + c.LocalAddr().String(); !strings.Contains(logs.String(), want) {
+			t.Errorf("the debug line lacks %q: %s", want, logs.String())
+		}
+	})
 }
 
 func mustHost(t *testing.T, hostPort string) string {

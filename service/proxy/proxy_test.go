@@ -664,35 +664,37 @@ func TestDebugLogsEachDecision(t *testing.T) {
 // marked down at its first dial and never relayed to, so no client
 // connection becomes a connection to ourselves; clients reach the others.
 func TestBackendThatIsOurListenerIsRefused(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	self, echo := ln.Addr().String(), echoBackend(t)
-	pool, err := balance.NewPool(config.RoundRobin, []config.Backend{{Name: "self", Address: self}, {Name: "echo", Address: echo}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range pool.Backends() {
-		pool.Observe(b, balance.CheckPassed)
-	}
-	var logs testutil.Buffer
-	p := New(pool, Options{DialTimeout: time.Second, DialAttempts: 3, KeepAlive: 15 * time.Second,
-		UserTimeout: 10 * time.Second, AcceptBackoffMax: 100 * time.Millisecond}, testCounters(), slog.New(slog.NewTextHandler(&logs, nil)))
-	if err := p.Start([]net.Listener{ln}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.StopAccepting(); p.Close() })
-	pingThrough(t, self, 10)
-	if st := pool.Lookup("self").State(); st != balance.Down {
-		t.Errorf("the backend that is our own listener is %s, want down", st)
-	}
-	if n := counterValue(t, pool.Lookup("self").Stats.ConnectionsTotal); n != 0 {
-		t.Errorf("%v connections were relayed to our own listener", n)
-	}
-	if !strings.Contains(logs.String(), "own listener") {
-		t.Errorf("no log line says why: %s", logs.String())
-	}
+	eachEngine(t, func(t *testing.T, plain bool) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		self, echo := ln.Addr().String(), echoBackend(t)
+		pool, err := balance.NewPool(config.RoundRobin, []config.Backend{{Name: "self", Address: self}, {Name: "echo", Address: echo}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range pool.Backends() {
+			pool.Observe(b, balance.CheckPassed)
+		}
+		var logs testutil.Buffer
+		p := New(pool, Options{DialTimeout: time.Second, DialAttempts: 3, KeepAlive: 15 * time.Second,
+			UserTimeout: 10 * time.Second, AcceptBackoffMax: 100 * time.Millisecond}, testCounters(), slog.New(slog.NewTextHandler(&logs, nil)))
+		if err := usePlain(p, plain).Start([]net.Listener{ln}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.StopAccepting(); p.Close() })
+		pingThrough(t, self, 10)
+		if st := pool.Lookup("self").State(); st != balance.Down {
+			t.Errorf("the backend that is our own listener is %s, want down", st)
+		}
+		if n := counterValue(t, pool.Lookup("self").Stats.ConnectionsTotal); n != 0 {
+			t.Errorf("%v connections were relayed to our own listener", n)
+		}
+		if !strings.Contains(logs.String(), "own listener") {
+			t.Errorf("no log line says why: %s", logs.String())
+		}
+	})
 }
 
 // dial connects to addr and closes the connection when the test ends.
