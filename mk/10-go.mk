@@ -5,7 +5,7 @@ STATICCHECK_VERSION ?= v0.8.2
 GOVULNCHECK_VERSION ?= v1.9.0
 # The data path, health checks, pool, admin and daemon (reload, drain) run
 # again under the race detector (it needs cgo).
-RACE_PKGS ?= ./service/metrics ./service/logging ./service/proxy ./service/health ./service/balance ./service/admin ./service/daemon ./service/listen ./service/discovery
+RACE_PKGS ?= ./service/metrics ./service/logging ./service/proxy ./service/proxy/engine ./service/health ./service/balance ./service/admin ./service/daemon ./service/listen ./service/discovery
 
 # How long `make test` fuzzes the config loader (the seed corpus in
 # service/config/testdata/fuzz runs in test-go anyway).

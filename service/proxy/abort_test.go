@@ -14,6 +14,7 @@ import (
 
 	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/service/balance"
+	"github.com/vipproxy/vipproxy/service/proxy/engine"
 )
 
 // firstDies returns two backends that share one rule: the first
@@ -312,7 +313,7 @@ func TestResetTakenByAWriteReachesClientAsReset(t *testing.T) {
 		c.(*net.TCPConn).SetLinger(0)
 	})
 	p, pool, addr := startProxy(t, backend)
-	if len(p.relay.parkers) == 0 {
+	if p.relay.Parkers() == 0 {
 		t.Skip("no epoll for parking: nothing to freeze")
 	}
 	c := dial(t, addr)
@@ -332,8 +333,8 @@ func TestResetTakenByAWriteReachesClientAsReset(t *testing.T) {
 		t.Fatal("the connection never stood still")
 	}
 	close(reset)
-	conn, _ := s.current()
-	if !waitFor(func() bool { return tcpClosed(conn) }) {
+	conn, _ := s.Current()
+	if !waitFor(func() bool { return engine.TCPClosed(conn) }) {
 		t.Fatal("the backend's reset never reached the proxy's socket")
 	}
 	if _, err := conn.Write([]byte("x")); !errors.Is(err, syscall.ECONNRESET) {

@@ -8,58 +8,8 @@ import (
 	"time"
 
 	"github.com/vipproxy/vipproxy/internal/testutil"
+	"github.com/vipproxy/vipproxy/service/proxy/engine"
 )
-
-// TestCoalescerPausesOnlyForPushesComingSoon: the parker pauses once in
-// a wake that came within coalesceGap of its last wait and passed on
-// pushes only, and in no other. A fake clock: the sleeps advance it.
-func TestCoalescerPausesOnlyForPushesComingSoon(t *testing.T) {
-	clock := time.Unix(1_000_000, 0)
-	var slept []time.Duration
-	c := coalescer{
-		now:   func() time.Time { return clock },
-		sleep: func(d time.Duration) { slept = append(slept, d); clock = clock.Add(d) },
-	}
-	// wake is one wake of the parker at the given time after its last
-	// wait, each round of it passing on pushes only or not; it returns
-	// how many times the parker paused.
-	wake := func(at time.Duration, pushesOnly ...bool) int {
-		clock = clock.Add(at)
-		c.woke()
-		pauses := 0
-		for _, pushes := range pushesOnly {
-			if !c.pauseInsteadOfWait(pushes) {
-				return pauses
-			}
-			pauses++
-		}
-		t.Fatal("the parker paused after its last round")
-		return pauses
-	}
-	soon, late := coalesceGap/3, coalesceGap
-	steps := []struct {
-		name  string
-		pause int
-		got   int
-	}{
-		{"first wake, pushes", 0, wake(time.Second, true)},
-		{"woken soon, pushes, then pushes again", 1, wake(soon, true, true)},
-		{"woken soon, pushes, then an answer", 1, wake(soon, true, false)},
-		{"woken soon, an answer", 0, wake(soon, false)},
-		{"woken a gap after its wait, pushes", 0, wake(late, true)},
-		{"woken soon, pushes", 1, wake(soon, true, false)},
-	}
-	for _, s := range steps {
-		if s.got != s.pause {
-			t.Errorf("%s: %d pauses, want %d", s.name, s.got, s.pause)
-		}
-	}
-	for _, d := range slept {
-		if d != coalescePause {
-			t.Errorf("paused %v, want %v", d, coalescePause)
-		}
-	}
-}
 
 // TestParkerCoalescesAStormOfPushes: backends' messages to many parked
 // connections whose clients are quiet, each arriving alone a little after
@@ -67,7 +17,7 @@ func TestCoalescerPausesOnlyForPushesComingSoon(t *testing.T) {
 // many over real sockets: the parker pauses instead of waiting, and an
 // epoll call serves several messages. Woken for each (before coalescing),
 // it made 0.4 to 0.7 calls a message here. The sending must itself be a
-// storm: a host too busy to write 9 messages in 10 within coalesceGap/3
+// storm: a host too busy to write 9 messages in 10 within engine.CoalesceGap/3
 // of the one before is given three tries.
 func TestParkerCoalescesAStormOfPushes(t *testing.T) {
 	addr, pushers := pushBackend(t)
@@ -86,8 +36,8 @@ func TestParkerCoalescesAStormOfPushes(t *testing.T) {
 	sent := n * rounds
 	var gap time.Duration
 	for try := range 3 {
-		time.Sleep(2 * coalesceGap) // the clients' hellos are past: pushes from now on
-		callsBefore, pausesBefore := pk.parkerCalls(), pk.parkerPauses()
+		time.Sleep(2 * engine.CoalesceGap) // the clients' hellos are past: pushes from now on
+		callsBefore, pausesBefore := pk.ParkerCalls(), pk.ParkerPauses()
 		gap = sendStorm(t, backends, rounds, msg, 30*time.Microsecond)
 		for i, c := range conns {
 			c.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -95,9 +45,9 @@ func TestParkerCoalescesAStormOfPushes(t *testing.T) {
 				t.Fatalf("connection %d: events: %v", i, err)
 			}
 		}
-		calls, pauses := pk.parkerCalls()-callsBefore, pk.parkerPauses()-pausesBefore
+		calls, pauses := pk.ParkerCalls()-callsBefore, pk.ParkerPauses()-pausesBefore
 		t.Logf("try %d: %d messages, 9 in 10 sent within %v of the one before, passed on with %d epoll calls and %d pauses", try+1, sent, gap, calls, pauses)
-		if gap >= coalesceGap/3 {
+		if gap >= engine.CoalesceGap/3 {
 			continue // not a storm
 		}
 		if calls > uint64(sent)/4 {
@@ -160,14 +110,14 @@ func TestParkerDoesNotPauseInAnExchange(t *testing.T) {
 	p, _, addr := startParking(t, echoBackend(t))
 	conns := openParked(t, p, addr, 1)
 	pk := p.relay
-	pausesBefore := pk.parkerPauses()
+	pausesBefore := pk.ParkerPauses()
 	const rounds = 20
 	for range rounds {
 		roundTrip(t, conns[0], "request")
 	}
-	// An answer slower than coalesceGap is a push; an emulated host may
+	// An answer slower than engine.CoalesceGap is a push; an emulated host may
 	// make one now and then.
-	if pauses, slow := pk.parkerPauses()-pausesBefore, uint64(rounds/10); pauses > slow {
+	if pauses, slow := pk.ParkerPauses()-pausesBefore, uint64(rounds/10); pauses > slow {
 		t.Errorf("parker paused %d times in %d round trips, want at most %d", pauses, rounds, slow)
 	}
 }

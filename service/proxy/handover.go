@@ -15,7 +15,7 @@ package proxy
 // or thawed (the handover did not take them).
 //
 // A connection whose backend has not answered yet keeps the client's
-// first bytes for a replay (session.keep): those would be lost, so it is
+// first bytes for a replay (session.Keep): those would be lost, so it is
 // not frozen until it is answered. One whose direction ended (half
 // closed) or whose writes wait for a peer that does not read is not
 // frozen either; the daemon closes what is not frozen in time.
@@ -31,107 +31,30 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vipproxy/vipproxy/service/balance"
+	"github.com/vipproxy/vipproxy/service/proxy/engine"
 )
-
-// errFrozen ends a direction's goroutine at a quiet point for a handover.
-var errFrozen = errors.New("direction frozen for a handover")
 
 // Reasons a connection is not handed over (Unfrozen.Reason).
 const (
 	// ReasonReplayWindow: the backend had not answered yet, so the
 	// client's first bytes were still kept for a replay.
-	ReasonReplayWindow = "replay_window"
+	ReasonReplayWindow = engine.ReasonReplayWindow
 	// ReasonHalfClosed: one direction had ended (or the connection was
 	// being closed).
-	ReasonHalfClosed = "half_closed"
+	ReasonHalfClosed = engine.ReasonHalfClosed
 	// ReasonBusy: a write still waited for a peer that did not read.
-	ReasonBusy = "busy"
+	ReasonBusy = engine.ReasonBusy
 )
 
-// stopForHandover is run's check at the top of each round, where the
-// direction holds nothing: true if a handover asked the session to stop
-// and the direction is now frozen.
-func (d *direction) stopForHandover() bool {
-	s := d.sess
-	if !s.handover.Load() || !s.answered.Load() {
-		return false
-	}
-	d.pk.mu.Lock()
-	defer d.pk.mu.Unlock()
-	if d.pk.closing {
-		return false // its socket is being closed: let it see that
-	}
-	d.returnPipe() // empty between rounds
-	d.pk.frozen = true
-	return true
-}
-
-// freezeParked freezes a parked direction (a frozen one stays so) and
-// reports whether it is frozen.
-func (d *direction) freezeParked() bool {
-	d.pk.mu.Lock()
-	defer d.pk.mu.Unlock()
-	if d.pk.frozen {
-		return true
-	}
-	if !d.pk.parked || !d.sess.answered.Load() {
-		return false
-	}
-	d.unparkLocked(true)
-	d.pk.frozen = true
-	return true
-}
-
-// thaw lets a frozen direction run again, parked or on a goroutine.
-func (d *direction) thaw() {
-	d.pk.mu.Lock()
-	was := d.pk.frozen
-	d.pk.frozen = false
-	d.pk.mu.Unlock()
-	if was {
-		d.begin()
-	}
-}
-
 // tryFreeze asks s to stop at a quiet point and reports whether both
-// directions are frozen now; otherwise why not.
+// directions are frozen now; otherwise why not (engine.Relay.TryFreeze).
 func (s *session) tryFreeze() (bool, string) {
-	s.handover.Store(true)
-	s.mu.Lock()
-	dirs := s.dirs
-	s.mu.Unlock()
-	switch {
-	case dirs[0] == nil || !s.answered.Load():
-		return false, ReasonReplayWindow
-	case s.live.Load() != 2:
-		return false, ReasonHalfClosed
-	}
-	up, down := dirs[0].freezeParked(), dirs[1].freezeParked()
-	if up && down {
-		return true, ""
-	}
-	for _, d := range dirs {
-		d.pk.mu.Lock()
-		closing := d.pk.closing && !d.pk.frozen
-		d.pk.mu.Unlock()
-		if closing {
-			return false, ReasonHalfClosed
-		}
-	}
-	return false, ReasonBusy
+	return s.relaying().TryFreeze()
 }
 
 // thaw undoes tryFreeze: the session relays again.
 func (s *session) thaw() {
-	s.handover.Store(false)
-	s.mu.Lock()
-	dirs := s.dirs
-	s.mu.Unlock()
-	for _, d := range dirs {
-		if d != nil {
-			d.thaw()
-		}
-	}
+	s.relaying().Thaw()
 }
 
 // Pair is a connection frozen at a quiet point: its two sockets are all
@@ -144,7 +67,7 @@ type Pair struct {
 // Files returns duplicates of the client and the backend socket, for the
 // caller to pass on and close.
 func (p *Pair) Files() (client, backend *os.File, err error) {
-	conn, _ := p.s.current()
+	conn, _ := p.s.Current()
 	if client, err = dupSocket(p.s.client, "client"); err != nil {
 		return nil, nil, err
 	}
@@ -159,11 +82,11 @@ func (p *Pair) Files() (client, backend *os.File, err error) {
 // duplicates keep the connection open: no FIN is sent) and stops counting
 // it.
 func (p *Pair) Release() {
-	conn, _ := p.s.current()
+	conn, _ := p.s.Current()
 	// Frozen: neither direction runs or parks.
 	closeClient(p.s.client, nil)
 	closeBackend(conn, nil)
-	p.s.end()
+	p.s.End()
 }
 
 // Thaw lets a pair that was not handed over relay again.
@@ -172,7 +95,7 @@ func (p *Pair) Thaw() { p.s.thaw() }
 // Close ends a pair that is not handed over, as a drain's timeout does.
 func (p *Pair) Close() {
 	p.s.thaw()
-	p.s.closeSockets()
+	p.s.CloseSockets()
 }
 
 // Unfrozen is a connection that reached no quiet point in time.
@@ -184,7 +107,7 @@ type Unfrozen struct {
 // Close ends the connection, as a drain's timeout does.
 func (u *Unfrozen) Close() {
 	u.s.thaw() // a direction frozen alone must run to see the close
-	u.s.closeSockets()
+	u.s.CloseSockets()
 }
 
 // Freeze stops every connection of backends (this proxy's) at a quiet
@@ -255,8 +178,8 @@ func (p *Proxy) Resume(client, backend *os.File, b *balance.Backend) error {
 	cc, cerr := takeSocket(client)
 	bc, berr := takeSocket(backend)
 	err := errors.Join(cerr, berr)
-	if want, ok := b.IPAddress(); ok && err == nil && netip.AddrPortFrom(want.Addr().Unmap(), want.Port()) != bc.peer {
-		err = fmt.Errorf("the backend socket is connected to %s, not to %s's %s", bc.peer, b.Name, want)
+	if want, ok := b.IPAddress(); ok && err == nil && netip.AddrPortFrom(want.Addr().Unmap(), want.Port()) != bc.Peer() {
+		err = fmt.Errorf("the backend socket is connected to %s, not to %s's %s", bc.Peer(), b.Name, want)
 	}
 	if err != nil {
 		if cc != nil {
@@ -270,7 +193,7 @@ func (p *Proxy) Resume(client, backend *os.File, b *balance.Backend) error {
 	p.opened()
 	s := p.newSession(p.opts.Load(), cc, b, bc)
 	s.answered.Store(true) // nothing was kept to replay
-	p.engine.start(s, bc.rawConn())
+	p.engine.start(s, bc.RawConn())
 	return nil
 }
 
@@ -279,7 +202,7 @@ func (p *Proxy) Resume(client, backend *os.File, b *balance.Backend) error {
 // whose connection still carries bytes one way at least: established,
 // or half closed by either side. On an error it may return the socket
 // too, for the caller to close (closeClient, closeBackend).
-func takeSocket(f *os.File) (*fileConn, error) {
+func takeSocket(f *os.File) (*engine.FileConn, error) {
 	defer f.Close()
 	raw, err := f.SyscallConn()
 	if err != nil {
@@ -289,8 +212,8 @@ func takeSocket(f *os.File) (*fileConn, error) {
 	if err := raw.Control(func(cfd uintptr) { fd, err = unix.FcntlInt(cfd, unix.F_DUPFD_CLOEXEC, 0) }); err != nil || fd < 0 {
 		return nil, fmt.Errorf("%s: duplicate: %w", f.Name(), err)
 	}
-	c := newFileConn(fd, netip.AddrPort{})
-	c.peer, err = connectedTCP(fd)
+	peer, err := connectedTCP(fd)
+	c := engine.NewFileConn(fd, peer)
 	if err == nil {
 		err = unix.SetNonblock(fd, true)
 	}

@@ -235,7 +235,7 @@ func startKeepAliveProxy(t *testing.T, ln net.Listener, backend string, def conf
 	p := New(pool, Options{DialTimeout: time.Second, DialAttempts: 1, KeepAlive: def.KeepAlive.Duration,
 		UserTimeout: def.UserTimeout.Duration, AcceptBackoffMax: 100 * time.Millisecond}, testCounters(), slog.New(slog.DiscardHandler))
 	if idleCheck > 0 {
-		p.relay.idleCheck = idleCheck
+		p.relay.SetIdleCheck(idleCheck)
 	}
 	if err := p.Start([]net.Listener{ln}); err != nil {
 		t.Fatal(err)

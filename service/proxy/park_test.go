@@ -5,17 +5,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/config"
+	"github.com/vipproxy/vipproxy/service/proxy/engine"
 )
 
 // waitFor polls cond every 10 ms for up to 10 s.
@@ -42,14 +40,14 @@ func roundTrip(t *testing.T, c net.Conn, msg string) {
 }
 
 // quickStreak makes n round trips on c and returns the longest run of
-// consecutive ones that each took under half of busyGap.
+// consecutive ones that each took under half of engine.BusyGap.
 func quickStreak(t *testing.T, c net.Conn, n int) int {
 	t.Helper()
 	run, longest := 0, 0
 	for range n {
 		start := time.Now()
 		roundTrip(t, c, "ping")
-		if time.Since(start) < busyGap/2 {
+		if time.Since(start) < engine.BusyGap/2 {
 			run++
 			longest = max(longest, run)
 		} else {
@@ -64,7 +62,7 @@ func quickStreak(t *testing.T, c net.Conn, n int) int {
 func startParking(t *testing.T, addrs ...string) (*Proxy, *balance.Pool, string) {
 	t.Helper()
 	p, pool, addr := startProxy(t, addrs...)
-	if len(p.relay.parkers) == 0 {
+	if p.relay.Parkers() == 0 {
 		t.Skip("no epoll for parking")
 	}
 	return p, pool, addr
@@ -80,8 +78,8 @@ func openParked(t *testing.T, p *Proxy, addr string, n int) []net.Conn {
 		conns[i] = dial(t, addr)
 		roundTrip(t, conns[i], "hello")
 	}
-	if !waitFor(func() bool { return p.relay.parked() == 2*n }) {
-		t.Fatalf("%d of %d idle directions parked after 10 s", p.relay.parked(), 2*n)
+	if !waitFor(func() bool { return p.relay.Parked() == 2*n }) {
+		t.Fatalf("%d of %d idle directions parked after 10 s", p.relay.Parked(), 2*n)
 	}
 	return conns
 }
@@ -117,8 +115,8 @@ func TestIdleConnectionsHoldNoGoroutines(t *testing.T) {
 	if !waitFor(func() bool { return p.Open() == 0 }) {
 		t.Fatalf("%d connections still open after every client closed", p.Open())
 	}
-	if !waitFor(func() bool { return p.relay.parked() == 0 }) {
-		t.Fatalf("%d directions still parked after every connection ended", p.relay.parked())
+	if !waitFor(func() bool { return p.relay.Parked() == 0 }) {
+		t.Fatalf("%d directions still parked after every connection ended", p.relay.Parked())
 	}
 }
 
@@ -143,8 +141,8 @@ func TestParkedUnansweredIsEvacuated(t *testing.T) {
 	p, pool, addr := startParking(t, silent, echoBackend(t))
 	c := dial(t, addr) // round-robin: the silent one first
 	c.Write([]byte("ping"))
-	if !waitFor(func() bool { return p.relay.parked() == 2 }) {
-		t.Fatalf("%d of 2 directions parked", p.relay.parked())
+	if !waitFor(func() bool { return p.relay.Parked() == 2 }) {
+		t.Fatalf("%d of 2 directions parked", p.relay.Parked())
 	}
 	b := pool.Lookup(silent)
 	pool.Observe(b, balance.CheckFailed)
@@ -191,8 +189,8 @@ func TestParkWakeUnderClose(t *testing.T) {
 			t.Fatal("a client did not see its connection closed")
 		}
 	}
-	if !waitFor(func() bool { return p.Open() == 0 && p.relay.parked() == 0 }) {
-		t.Fatalf("after CloseAll: %d open, %d parked; want 0, 0", p.Open(), p.relay.parked())
+	if !waitFor(func() bool { return p.Open() == 0 && p.relay.Parked() == 0 }) {
+		t.Fatalf("after CloseAll: %d open, %d parked; want 0, 0", p.Open(), p.relay.Parked())
 	}
 }
 
@@ -209,18 +207,18 @@ func TestParkedDirectionsRelayInPlace(t *testing.T) {
 			roundTrip(t, c, "event")
 		}
 		// Without relaying in place each message took its directions out
-		// of the parker for one to two parkAfter periods.
-		if got := p.relay.parked(); got != 2*n {
+		// of the parker for one to two engine.ParkAfter periods.
+		if got := p.relay.Parked(); got != 2*n {
 			t.Fatalf("round %d: %d of %d directions parked right after their messages, want all", round, got, 2*n)
 		}
 	}
 	// The parker counts a message after writing it: the echo may reach
 	// the client first.
-	if !waitFor(func() bool { return p.relay.relayedInPlace() >= 3*2*n }) {
-		got := p.relay.relayedInPlace()
+	if !waitFor(func() bool { return p.relay.RelayedInPlace() >= 3*2*n }) {
+		got := p.relay.RelayedInPlace()
 		t.Errorf("parker relayed %d messages in place, want at least %d", got, 3*2*n)
 	}
-	big := strings.Repeat("0123456789abcdef", 3*copyBufSize/16)
+	big := strings.Repeat("0123456789abcdef", 3*engine.CopyBufSize/16)
 	roundTrip(t, conns[0], big)
 	conns[1].(*net.TCPConn).CloseWrite()
 	conns[1].SetDeadline(time.Now().Add(10 * time.Second))
@@ -241,19 +239,19 @@ func TestParkedFirstAnswerRelayedInPlace(t *testing.T) {
 		if err != nil {
 			return
 		}
-		time.Sleep(4 * parkAfter)
+		time.Sleep(4 * engine.ParkAfter)
 		c.Write(buf[:n])
 		echo(c)
 	})
 	p, _, addr := startParking(t, slow)
 	c := dial(t, addr)
 	roundTrip(t, c, "hello") // answered after both directions parked
-	if got := p.relay.parked(); got != 2 {
+	if got := p.relay.Parked(); got != 2 {
 		t.Fatalf("%d of 2 directions parked right after the first answer, want both", got)
 	}
 	roundTrip(t, c, "again")
-	waitFor(func() bool { return p.relay.relayedInPlace() >= 3 }) // counted after the write
-	if got, relayed := p.relay.parked(), p.relay.relayedInPlace(); got != 2 || relayed < 3 {
+	waitFor(func() bool { return p.relay.RelayedInPlace() >= 3 }) // counted after the write
+	if got, relayed := p.relay.Parked(), p.relay.RelayedInPlace(); got != 2 || relayed < 3 {
 		t.Errorf("after a second round trip: %d parked, %d relayed in place; want 2 and at least 3", got, relayed)
 	}
 }
@@ -268,7 +266,7 @@ func TestParkedUnansweredBackendCloseIsReplayed(t *testing.T) {
 			quitter := testutil.ServeAddr(t, func(c net.Conn) {
 				defer c.Close()
 				c.Read(make([]byte, 64))
-				time.Sleep(4 * parkAfter)
+				time.Sleep(4 * engine.ParkAfter)
 				if reset {
 					c.(*net.TCPConn).SetLinger(0)
 				}
@@ -295,20 +293,20 @@ func TestParkerRelaysWithOneEpollCallPerMessage(t *testing.T) {
 	conns := openParked(t, p, addr, 2)
 	pk := p.relay
 	const rounds = 20
-	callsBefore, relayedBefore := pk.parkerCalls(), pk.relayedInPlace()
+	callsBefore, relayedBefore := pk.ParkerCalls(), pk.RelayedInPlace()
 	for i := 0; i < rounds; i++ {
 		roundTrip(t, conns[i%2], "event")
-		time.Sleep(2 * busyGap) // events now and then: a busy direction leaves the parker
+		time.Sleep(2 * engine.BusyGap) // events now and then: a busy direction leaves the parker
 	}
 	// Two messages per round trip, counted after their writes.
-	if !waitFor(func() bool { return pk.relayedInPlace()-relayedBefore >= 2*rounds }) {
-		t.Fatalf("parker relayed %d of %d messages in place", pk.relayedInPlace()-relayedBefore, 2*rounds)
+	if !waitFor(func() bool { return pk.RelayedInPlace()-relayedBefore >= 2*rounds }) {
+		t.Fatalf("parker relayed %d of %d messages in place", pk.RelayedInPlace()-relayedBefore, 2*rounds)
 	}
-	relayed, calls := pk.relayedInPlace()-relayedBefore, pk.parkerCalls()-callsBefore
+	relayed, calls := pk.RelayedInPlace()-relayedBefore, pk.ParkerCalls()-callsBefore
 	if spuriousWakes := relayed / 10; calls > relayed+spuriousWakes {
 		t.Errorf("parker made %d epoll calls for %d messages relayed in place, want one each (and at most %d empty waits)", calls, relayed, spuriousWakes)
 	}
-	if got := pk.parked(); got != 4 {
+	if got := pk.Parked(); got != 4 {
 		t.Errorf("%d of 4 directions parked after the messages, want all", got)
 	}
 }
@@ -351,7 +349,7 @@ func TestParkedEndWithLastMessage(t *testing.T) {
 // callback bound once per direction). With a closure each, every message
 // cost five heap allocations: ten per round trip here.
 func TestParkerRelaysWithoutAllocating(t *testing.T) {
-	if raceOn || lockRankChecked {
+	if raceOn || engine.LockRankChecked {
 		t.Skip("the race detector and the lock order check allocate")
 	}
 	p, _, addr := startParking(t, echoBackend(t))
@@ -367,17 +365,17 @@ func TestParkerRelaysWithoutAllocating(t *testing.T) {
 			if _, err := io.ReadFull(c, buf); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(2 * busyGap) // not busy: the parker keeps it
+			time.Sleep(2 * engine.BusyGap) // not busy: the parker keeps it
 		}
 	}
 	exchange(10) // every direction has bound its callback
 	const rounds = 200
-	relayed := pk.relayedInPlace()
+	relayed := pk.RelayedInPlace()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	exchange(rounds)
 	runtime.ReadMemStats(&after)
-	if got := pk.relayedInPlace() - relayed; got < rounds {
+	if got := pk.RelayedInPlace() - relayed; got < rounds {
 		t.Fatalf("parker relayed %d messages in place for %d round trips, want about two each", got, rounds)
 	}
 	// The client, the echo backend and the runtime allocate a little too.
@@ -398,8 +396,8 @@ func TestShortConnectionsNeedNoGoroutine(t *testing.T) {
 	}
 	p := New(pool, Options{DialTimeout: time.Second, DialAttempts: 1, AcceptBackoffMax: 100 * time.Millisecond},
 		testCounters(), slog.New(slog.DiscardHandler))
-	p.relay.idleCheck = time.Hour
-	if len(p.relay.parkers) == 0 {
+	p.relay.SetIdleCheck(time.Hour)
+	if p.relay.Parkers() == 0 {
 		t.Skip("no epoll for parking")
 	}
 	addr := serveOnLoopback(t, p)
@@ -412,12 +410,12 @@ func TestShortConnectionsNeedNoGoroutine(t *testing.T) {
 	if !waitFor(func() bool { return p.Open() == 0 }) {
 		t.Fatalf("%d of %d connections still open 10 s after their clients closed", p.Open(), n)
 	}
-	relayed, goroutines := p.relay.relayedInPlace(), p.relay.goroutines.Load()
+	relayed, goroutines := p.relay.RelayedInPlace(), p.relay.Goroutines()
 	t.Logf("%d connections: %d messages relayed in place, %d direction goroutines", n, relayed, goroutines)
 	if relayed < 2*n || goroutines != 0 {
 		t.Errorf("%d connections: %d messages relayed in place, %d direction goroutines; want at least %d and none", n, relayed, goroutines, 2*n)
 	}
-	if got := p.relay.parked(); got != 0 {
+	if got := p.relay.Parked(); got != 0 {
 		t.Errorf("%d directions still parked after every connection ended", got)
 	}
 }
@@ -427,7 +425,7 @@ func TestShortConnectionsNeedNoGoroutine(t *testing.T) {
 // goroutines, which serve it with one epoll wait a message instead of
 // two nested ones, and parks again once idle.
 //
-// "Quick" is busyGap apart, which a loaded host can stretch: the test
+// "Quick" is engine.BusyGap apart, which a loaded host can stretch: the test
 // sends bursts until one leaves the parker (bounded), fails only when
 // the client saw a whole quick streak and the parker kept the
 // direction, and skips when the host never managed one.
@@ -435,16 +433,16 @@ func TestBusyDirectionLeavesTheParker(t *testing.T) {
 	p, _, addr := startParking(t, echoBackend(t))
 	c := dial(t, addr)
 	sawStreak := false
-	for burst := 0; burst < 50 && p.relay.goroutines.Load() == 0; burst++ {
-		sawStreak = quickStreak(t, c, 4*busyStreak) >= 2*busyStreak || sawStreak
+	for burst := 0; burst < 50 && p.relay.Goroutines() == 0; burst++ {
+		sawStreak = quickStreak(t, c, 4*engine.BusyStreak) >= 2*engine.BusyStreak || sawStreak
 	}
-	if got := p.relay.goroutines.Load(); got == 0 && !sawStreak {
-		t.Skipf("this host never made %d round trips each under %s: too slow to tell a busy direction", 2*busyStreak, busyGap/2)
+	if got := p.relay.Goroutines(); got == 0 && !sawStreak {
+		t.Skipf("this host never made %d round trips each under %s: too slow to tell a busy direction", 2*engine.BusyStreak, engine.BusyGap/2)
 	} else if got == 0 {
-		t.Errorf("after %d round trips each under %s no direction left the parker for a goroutine", 2*busyStreak, busyGap/2)
+		t.Errorf("after %d round trips each under %s no direction left the parker for a goroutine", 2*engine.BusyStreak, engine.BusyGap/2)
 	}
-	if !waitFor(func() bool { return p.relay.parked() == 2 }) {
-		t.Fatalf("%d of 2 directions parked again after the connection went idle", p.relay.parked())
+	if !waitFor(func() bool { return p.relay.Parked() == 2 }) {
+		t.Fatalf("%d of 2 directions parked again after the connection went idle", p.relay.Parked())
 	}
 	roundTrip(t, c, "again")
 }
@@ -462,7 +460,7 @@ func TestParkerServesOthersWhileAReplayDials(t *testing.T) {
 		defer c.Close()
 		c.Read(make([]byte, 64)) // the first bytes, then gone without an answer
 	})
-	full, release := fullListener(t)
+	full, release := testutil.FullListener(t, echo)
 	var bs []config.Backend
 	for i, a := range []string{echoBackend(t), quitter, full} {
 		bs = append(bs, config.Backend{Name: fmt.Sprint("b", i), Address: a})
@@ -473,13 +471,10 @@ func TestParkerServesOthersWhileAReplayDials(t *testing.T) {
 	}
 	p := New(pool, Options{DialTimeout: 20 * time.Second, DialAttempts: 3, AcceptBackoffMax: 100 * time.Millisecond},
 		testCounters(), slog.New(slog.DiscardHandler))
-	if len(p.relay.parkers) == 0 {
+	if p.relay.Parkers() == 0 {
 		t.Skip("no epoll for parking")
 	}
-	for _, pk := range p.relay.parkers[1:] {
-		pk.close() // one parker: both connections on it
-	}
-	p.relay.parkers = p.relay.parkers[:1]
+	p.relay.KeepParkers(1) // one parker: both connections on it
 	addr := serveOnLoopback(t, p)
 
 	other := dial(t, addr) // to the echo backend
@@ -502,43 +497,4 @@ func TestParkerServesOthersWhileAReplayDials(t *testing.T) {
 	if got, err := io.ReadAll(c); err != nil || string(got) != "firstsecond" {
 		t.Fatalf("replayed connection echoed %q, %v; want %q and the end of the stream", got, err, "firstsecond")
 	}
-}
-
-// fullListener is a loopback listener whose accept queue is full, so a
-// connect to it waits (its SYN dropped, then sent again) until release
-// starts accepting, as an echo backend.
-func fullListener(t *testing.T) (addr string, release func()) {
-	t.Helper()
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		unix.Close(fd)
-		t.Fatal(err)
-	}
-	if err := unix.Listen(fd, 0); err != nil {
-		unix.Close(fd)
-		t.Fatal(err)
-	}
-	f := os.NewFile(uintptr(fd), "full-listener")
-	ln, err := net.FileListener(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	addr = ln.Addr().String()
-	// Fill the queue: a connect that times out found it full.
-	for i := 0; ; i++ {
-		c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond)
-		if err != nil {
-			break
-		}
-		t.Cleanup(func() { c.Close() })
-		if i == 8 {
-			t.Fatal("the accept queue of a listener with backlog 0 never filled")
-		}
-	}
-	return addr, func() { testutil.Serve(t, ln, echo) }
 }

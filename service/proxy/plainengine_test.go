@@ -2,10 +2,13 @@ package proxy
 
 import (
 	"io"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vipproxy/vipproxy/service/proxy/engine"
 )
 
 // plainEngine is the reference the parked relay is tested against: two
@@ -20,9 +23,20 @@ type plainEngine struct{}
 // plainBuf is each direction's buffer: 32 KiB as io.Copy's.
 const plainBuf = 32 << 10
 
-func (plainEngine) start(s *session, _ syscall.RawConn) {
+// plainConn is a session relayed by the plain engine, with the count of
+// its directions still running (an engine.Keeper).
+type plainConn struct {
+	*session
+	live atomic.Int32
+}
+
+// Live reports whether a direction still runs.
+func (s *plainConn) Live() bool { return s.live.Load() > 0 }
+
+func (plainEngine) start(sess *session, _ syscall.RawConn) {
+	s := &plainConn{session: sess}
 	s.live.Store(2)
-	s.p.relay.keepAliveLater(s)
+	s.p.relay.KeepAliveLater(s)
 	go plainUp(s)
 	go plainDown(s)
 }
@@ -30,7 +44,7 @@ func (plainEngine) start(s *session, _ syscall.RawConn) {
 // plainUp copies client→backend: through the session while the backend
 // has not answered (keep: a failover replays those bytes), then to the
 // backend the session is bound to.
-func plainUp(s *session) {
+func plainUp(s *plainConn) {
 	buf := make([]byte, plainBuf)
 	src := s.client.(io.Reader)
 	for {
@@ -48,17 +62,17 @@ func plainUp(s *session) {
 	}
 }
 
-func plainToBackend(s *session, chunk []byte) error {
-	if conn := s.keep(chunk); conn != nil {
+func plainToBackend(s *plainConn, chunk []byte) error {
+	if conn := s.Keep(chunk); conn != nil {
 		if _, err := conn.Write(chunk); err != nil {
-			s.keptWriteFailed(conn, err) // the backend reader's to judge
+			s.KeptWriteFailed(conn, err) // the backend reader's to judge
 		} else {
-			_, b := s.current()
+			_, b := s.Current()
 			b.Stats.BytesToBackend.Add(uint64(len(chunk)))
 		}
 		return nil
 	}
-	conn, b := s.current()
+	conn, b := s.Current()
 	_, err := conn.Write(chunk)
 	if err == nil {
 		b.Stats.BytesToBackend.Add(uint64(len(chunk)))
@@ -69,13 +83,13 @@ func plainToBackend(s *session, chunk []byte) error {
 // plainDown copies backend→client; a backend that ends or fails before
 // its first byte is replaced (failover), and the copy goes on from the
 // new one.
-func plainDown(s *session) {
+func plainDown(s *plainConn) {
 	buf := make([]byte, plainBuf)
-	conn, b := s.current()
+	conn, b := s.Current()
 	for {
 		n, err := conn.(io.Reader).Read(buf)
 		if n > 0 {
-			s.markAnswered()
+			s.MarkAnswered()
 			if _, werr := s.client.Write(buf[:n]); werr != nil {
 				plainFinish(s, false, werr)
 				return
@@ -86,9 +100,9 @@ func plainDown(s *session) {
 			continue
 		}
 		if n == 0 && !s.answered.Load() {
-			if next := s.failover(); next != nil {
-				conn, b = s.current()
-				s.p.relay.keepAliveLater(s)
+			if next := s.Failover(); next != nil {
+				conn, b = s.Current()
+				s.p.relay.KeepAliveLater(s)
 				continue
 			}
 		}
@@ -102,34 +116,34 @@ func plainDown(s *session) {
 // source after it still aborts the connection), an error, or a reset
 // another call took (resetUnread), aborts both sockets, the last
 // direction closes both and ends the session.
-func plainFinish(s *session, up bool, err error) {
+func plainFinish(s *plainConn, up bool, err error) {
 	failed := err != nil && err != io.EOF
 	dst, src := socket(s.client), socket(s.client)
 	if up {
-		dst = s.clientFinished()
+		dst = s.ClientFinished()
 	} else {
-		src, _ = s.current()
+		src, _ = s.Current()
 	}
 	last := s.live.Add(-1) == 0
-	failed = failed || (s.answered.Load() && ((!last && resetUnread(src)) || s.resetTaken(src)))
+	failed = failed || (s.answered.Load() && ((!last && engine.ResetUnread(src)) || s.ResetTaken(src)))
 	switch {
-	case failed && !s.isClosed():
-		s.abortSockets()
+	case failed && !s.IsClosed():
+		s.AbortSockets()
 	case failed || last:
-		s.closeSockets()
+		s.CloseSockets()
 	default:
 		dst.CloseWrite()
 		go plainWatchForReset(s, src)
 	}
 	if last {
-		s.end()
+		s.End()
 	}
 }
 
 // plainWatchForReset waits in Go's poller for a reset of a source read to
 // its end (its SO_ERROR) and aborts the connection; the session's close
 // ends the wait.
-func plainWatchForReset(s *session, src socket) {
+func plainWatchForReset(s *plainConn, src socket) {
 	raw, err := src.SyscallConn()
 	if err != nil {
 		return
@@ -141,7 +155,7 @@ func plainWatchForReset(s *session, src socket) {
 		return reset || gerr != nil
 	})
 	if err == nil && reset {
-		s.abortSockets()
+		s.AbortSockets()
 	}
 }
 

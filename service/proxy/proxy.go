@@ -6,8 +6,9 @@
 // loop) without tcpproxy's goroutine and 4 KB peek buffer per connection,
 // which only its SNI and HTTP routes use. Sockets are accepted and dialed
 // with system calls of its own and kept out of Go's poller until a
-// goroutine must wait on one (fileConn, fileconn.go); only a backend given
-// by name goes through net.
+// goroutine must wait on one (engine.FileConn); only a backend given
+// by name goes through net. The I/O engine, package engine, moves the
+// bytes; this package is the connection layer above it.
 //
 // Who owns what. The accept loop owns a client connection until it hands
 // it to a setup worker (HandleConn); the worker owns it and the backend
@@ -16,11 +17,11 @@
 // (session.go). Whoever closes, a client socket is closed by closeClient
 // and a backend socket by closeBackend, the only code that closes either
 // (TestOnlyTheClosersCloseSockets): each first stops the parking of the
-// direction that reads the socket, if any (closeSockets for both;
+// direction that reads the socket, if any (CloseSockets for both;
 // Evacuate for the backend's alone, so that its reader replays
 // elsewhere; failover, for the backend socket it replaces, is that
-// reader itself). Each direction (relay.go) starts parked: the parker
-// (park.go) then owns its copy state, under the direction's pk.mu, and
+// reader itself). Each direction (engine's relay.go) starts parked: the
+// parker (engine's park.go) then owns its copy state, under the direction's pk.mu, and
 // passes small messages and the end of the stream on itself. A direction
 // whose bytes must wait, or that carries bulk, or must replay, runs on one
 // goroutine at a time until it parks again. A direction that reads the
@@ -28,20 +29,13 @@
 // reset of its source only (watchForReset); one that fails (a reset,
 // EPIPE, a timeout) aborts both sockets, so that the peer on the other
 // side gets a reset too, never a FIN that would make a cut stream look
-// complete (abortSockets). The last direction to end closes both sockets
-// and ends the session (finish).
+// complete (AbortSockets). The last direction to end closes both sockets
+// and ends the session (finish). The engine calls back into the session
+// through engine.Conn, and never closes a socket itself.
 //
-// Lock order. Every mutex of the package is a rankedMutex whose type
-// names its rank (lockorder.go), and a goroutine that holds one takes
-// only locks of a higher rank, in this order: parkState.mu (a direction's
-// pk.mu: the parker passes a message on under it, keeping the client's
-// bytes in the session and binding the backend), session.mu (failover
-// writes the replay and closes the socket it replaces under it),
-// parker.mu, fileConn.mu, pipePool.mu, keepLater.mu; no two locks of one
-// rank are held at once. Built with the race detector (or -tags
-// vipproxy_lockrank), each Lock checks that order and panics on a
-// breach, so every test run under -race holds it
-// (TestLockOrderIsChecked, TestEveryLockIsRanked).
+// Lock order. The lock order of the data path, this package's session.mu
+// among the engine's locks, is engine's (its package doc and
+// lockorder.go): session.mu is an engine.Mutex of rank SessionLock.
 package proxy
 
 import (
@@ -60,6 +54,7 @@ import (
 	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/listen"
 	"github.com/vipproxy/vipproxy/service/metrics"
+	"github.com/vipproxy/vipproxy/service/proxy/engine"
 )
 
 // Options can change on reload; a connection uses the ones current when
@@ -80,7 +75,7 @@ type Options struct {
 
 	// The wanted options of a backend socket, in two parts (splitOptions):
 	// connectOpts are set when it is dialed, keepOpts once its connection
-	// outlives its first idle check (session.keepBackendAlive).
+	// outlives its first idle check (session.KeepBackendAlive).
 	connectOpts, keepOpts []sockOpt
 	dialer                *net.Dialer // for a backend given by name
 }
@@ -100,11 +95,11 @@ type Proxy struct {
 	log      *slog.Logger
 	counters Counters
 	opts     atomic.Pointer[Options]
-	relay    *relayer
+	relay    *engine.Engine
 	// engine relays each session's two sockets: relay, the parked
-	// relay (relay.go, park.go); tests run the session code against a
+	// relay (package engine); tests run the session code against a
 	// plain one too (plainengine_test.go).
-	engine    engine
+	engine    relayEngine
 	open      atomic.Int64
 	listeners []net.Listener // as wrapped by Start
 	stopped   chan struct{}  // closed when an accept loop ends
@@ -150,8 +145,8 @@ const workerIdle = 10 * time.Second
 
 // New returns a proxy over pool. Start it with Start.
 func New(pool *balance.Pool, opts Options, counters Counters, log *slog.Logger) *Proxy {
-	p := &Proxy{pool: pool, log: log, counters: counters, relay: newRelayer(log), stopped: make(chan struct{}), handoff: make(chan net.Conn)}
-	p.engine = p.relay
+	p := &Proxy{pool: pool, log: log, counters: counters, relay: engine.New(log), stopped: make(chan struct{}), handoff: make(chan net.Conn)}
+	p.engine = parkedEngine{p.relay}
 	p.SetOptions(opts)
 	return p
 }
@@ -183,7 +178,7 @@ func (p *Proxy) Start(listeners []net.Listener) error {
 			ap := a.AddrPort()
 			p.own = append(p.own, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
 		}
-		p.listeners = append(p.listeners, &countingListener{listen.NewBackoff(acceptRaw(ln), opts.AcceptBackoffMax, p.acceptError), p})
+		p.listeners = append(p.listeners, &countingListener{listen.NewBackoff(engine.AcceptRaw(ln), opts.AcceptBackoffMax, p.acceptError), p})
 		fixers = append(fixers, p.newAcceptFixer(ln))
 	}
 	for i, ln := range p.listeners {
@@ -258,7 +253,7 @@ func (p *Proxy) Drain(ctx context.Context) bool {
 
 // Close releases the pooled pipes and the parker (after a drain: a
 // connection still parked then stays open until the process exits).
-func (p *Proxy) Close() { p.relay.close() }
+func (p *Proxy) Close() { p.relay.Close() }
 
 func (p *Proxy) acceptError(err error) {
 	reason := listen.Reason(err)
@@ -384,13 +379,30 @@ func (p *Proxy) dial(opts *Options, exclude []*balance.Backend) (*balance.Backen
 // errOwnListener: the backend's address is one of our own VIP listeners.
 var errOwnListener = errors.New("the backend is our own listener")
 
-// setupError is a failure to set up our own socket (an option the kernel
-// refused): not the backend's fault, and no other backend would fare
-// better.
-type setupError struct{ err error }
+// relayEngine is the seam between the session (session.go: pick, dial,
+// replay, failover, evacuation, and the only closers of its sockets) and
+// the I/O that moves its bytes. start relays the session's two sockets,
+// both ways, until both directions end, taking the client's bytes
+// through the session until the backend answers (Keep, MarkAnswered,
+// Failover), and ends the session: a direction that reads its end
+// half-closes the other socket (CloseWrite), one that fails aborts both
+// (AbortSockets), and the last one closes both (CloseSockets) and calls
+// End. It never closes a socket itself.
+type relayEngine interface {
+	start(s *session, backendRaw syscall.RawConn)
+}
 
-func (e *setupError) Error() string { return e.err.Error() }
-func (e *setupError) Unwrap() error { return e.err }
+// parkedEngine is the engine the product runs: engine.Engine, the
+// parked relay.
+type parkedEngine struct{ e *engine.Engine }
+
+func (e parkedEngine) start(s *session, backendRaw syscall.RawConn) { e.e.Start(s, backendRaw) }
+
+// setupError is a failure to set up our own socket (engine.SetupError).
+type setupError = engine.SetupError
+
+// socket is a client or backend socket (engine.Socket).
+type socket = engine.Socket
 
 // dialBackend connects to b with opts' connectOpts: an IP address with
 // dialAddr, a name through net.Dialer, which resolves it (and sets
@@ -401,14 +413,14 @@ func (p *Proxy) dialBackend(opts *Options, b *balance.Backend) (socket, syscall.
 		if p.ownListener(addr) {
 			return nil, nil, errOwnListener
 		}
-		c, err := dialAddr(addr, opts.connectOpts, opts.DialTimeout, p.relay.pickParker())
+		c, err := p.relay.Dial(addr, opts.connectOpts, opts.DialTimeout)
 		if err != nil {
 			if c != nil {
 				closeBackend(c, nil)
 			}
 			return nil, nil, err
 		}
-		return c, c.rawConn(), nil
+		return c, c.RawConn(), nil
 	}
 	c, err := opts.dialer.Dial("tcp", b.Address)
 	if err != nil {
@@ -422,7 +434,7 @@ func (p *Proxy) dialBackend(opts *Options, b *balance.Backend) (socket, syscall.
 	raw, err := conn.SyscallConn()
 	if err != nil {
 		closeBackend(conn, nil)
-		return nil, nil, &setupError{fmt.Errorf("a connection to %s: %w", b.Address, err)}
+		return nil, nil, &setupError{Err: fmt.Errorf("a connection to %s: %w", b.Address, err)}
 	}
 	return conn, raw, nil
 }

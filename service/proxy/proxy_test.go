@@ -17,6 +17,7 @@ import (
 	"github.com/vipproxy/vipproxy/service/balance"
 	"github.com/vipproxy/vipproxy/service/config"
 	"github.com/vipproxy/vipproxy/service/metrics"
+	"github.com/vipproxy/vipproxy/service/proxy/engine"
 )
 
 // echoBackend echoes every byte and half-closes when the client does.
@@ -201,11 +202,8 @@ func TestFirstBytesPassWithoutAnEmptyRead(t *testing.T) {
 	}
 	p := New(pool, Options{DialTimeout: time.Second, DialAttempts: 1, AcceptBackoffMax: 100 * time.Millisecond},
 		testCounters(), slog.New(slog.DiscardHandler))
-	p.relay.idleCheck = time.Hour
-	for _, pk := range p.relay.parkers {
-		pk.close()
-	}
-	p.relay.parkers = nil
+	p.relay.SetIdleCheck(time.Hour)
+	p.relay.KeepParkers(0)
 	ln := testutil.Listen(t, "127.0.0.1:0")
 	clients := make([]net.Conn, conns)
 	for i := range clients {
@@ -232,7 +230,7 @@ func TestFirstBytesPassWithoutAnEmptyRead(t *testing.T) {
 	// Every direction is waiting: the backend→client ones from the start,
 	// the client→backend ones right after passing the first bytes on.
 	time.Sleep(100 * time.Millisecond)
-	before := p.relay.emptyReads.Load()
+	before := p.relay.EmptyReads()
 	for _, c := range clients {
 		if _, err := c.Write([]byte("again")); err != nil {
 			t.Fatal(err)
@@ -242,10 +240,10 @@ func TestFirstBytesPassWithoutAnEmptyRead(t *testing.T) {
 	// The old code's empty read follows the write at once: give it a
 	// second to show (bounded), then count. A rare spurious wake-up of a
 	// waiting read adds one (seen once in twenty runs under -race).
-	for i := 0; i < 100 && p.relay.emptyReads.Load()-before < conns; i++ {
+	for i := 0; i < 100 && p.relay.EmptyReads()-before < conns; i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
-	n := p.relay.emptyReads.Load() - before
+	n := p.relay.EmptyReads() - before
 	t.Logf("%d empty reads for %d second messages", n, conns)
 	if n >= conns/2 {
 		t.Errorf("%d empty reads for %d connections whose client sent a second message, want none (before: one each)", n, conns)
@@ -395,28 +393,25 @@ func TestIdleConnectionsHoldNoPipes(t *testing.T) {
 	}
 	// The last direction returns its pipe right after its final splice,
 	// on its own goroutine: the echo may reach the client first.
-	pools := p.relay.pipes
-	for i := 0; i < 500 && pools.lent.Load() != 0; i++ {
+	for i := 0; i < 500 && p.relay.PipesLent() != 0; i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if lent := pools.lent.Load(); lent != 0 {
+	if lent := p.relay.PipesLent(); lent != 0 {
 		t.Errorf("%d idle connections hold %d pipes, want 0", n, lent)
 	}
-	pools.mu.Lock()
-	pooled := len(pools.free)
-	pools.mu.Unlock()
+	pooled := p.relay.PipesPooled()
 	if pooled == 0 {
 		t.Fatal("no pipe in the pool after bulk traffic: the splice path was not used")
 	}
 	// Until it parks, an idle direction borrows a pipe for a moment at
 	// each idle check (a splice that says EAGAIN): it would take one of
 	// those the drain below counts on.
-	if len(p.relay.parkers) > 0 && !waitFor(func() bool { return p.relay.parked() == 2*n }) {
-		t.Fatalf("%d of %d idle directions parked", p.relay.parked(), 2*n)
+	if p.relay.Parkers() > 0 && !waitFor(func() bool { return p.relay.Parked() == 2*n }) {
+		t.Fatalf("%d of %d idle directions parked", p.relay.Parked(), 2*n)
 	}
 	if open := countPipes(t); open != 0 {
 		before := open
-		pools.drain()
+		p.relay.DrainPipes()
 		if after := countPipes(t); after > before-2*pooled {
 			t.Errorf("draining %d pooled pipes closed only %d descriptors", pooled, before-after)
 		}
@@ -725,7 +720,7 @@ func pingHeldBy(c net.Conn, b *balance.Backend) *balance.Backend {
 // buffer and started a goroutine for every connection (6.9 KB in all);
 // net's accept and dial cost 2.9 KB, the proxy's own (fileConn) 1.6 KB.
 func TestConnectionSetupAllocatesLittle(t *testing.T) {
-	if testing.Short() || raceOn || lockRankChecked {
+	if testing.Short() || raceOn || engine.LockRankChecked {
 		t.Skip("runs two short benchmarks; the race detector's (and the lock order check's) allocations would count")
 	}
 	backend := echoBackend(t)

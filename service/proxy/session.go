@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vipproxy/vipproxy/service/balance"
+	"github.com/vipproxy/vipproxy/service/proxy/engine"
 )
 
 // maxReplay bounds the client bytes kept until the backend answers: a TLS
@@ -29,26 +30,17 @@ type session struct {
 
 	answered atomic.Bool // the backend sent a byte (or replay is impossible)
 
-	mu         rankedMutex[sessionLock]
+	mu         engine.Mutex[engine.SessionLock]
 	backend    *balance.Backend
 	conn       socket
 	untrack    func()
 	replay     []byte
 	clientDone bool // the client half-closed: a replay ends with its FIN
-	closed     bool // closeSockets was called: nothing to replay into
+	closed     bool // CloseSockets was called: nothing to replay into
 	tried      []*balance.Backend
-	dirs       [2]*direction // client→backend, backend→client (once relaying)
+	rel        *engine.Relay // its relay by the parked engine (once relaying)
 	keptAlive  socket        // the backend socket that has opts.keepOpts
-	keptReset  socket        // a backend socket a write of kept bytes found reset (keptWriteFailed)
-
-	live atomic.Int32 // directions still running or parked
-	// handover asks the directions to stop at a quiet point (handover.go).
-	handover atomic.Bool
-	// clientSent is when the parker last passed the client's bytes on
-	// (unix ns; the largest int64 while the client's direction runs on a
-	// goroutine): a backend's message then is a push (a watch event), not
-	// an answer (coalescer).
-	clientSent atomic.Int64
+	keptReset  socket        // a backend socket a write of kept bytes found reset (KeptWriteFailed)
 }
 
 func (p *Proxy) newSession(opts *Options, client socket, b *balance.Backend, conn socket) *session {
@@ -69,9 +61,9 @@ func (s *session) bind(b *balance.Backend, conn socket) {
 	b.Stats.ConnectionsOpen.Inc()
 }
 
-// end releases the backend's accounting once the relay is over and
+// End releases the backend's accounting once the relay is over and
 // counts the client connection as closed.
-func (s *session) end() {
+func (s *session) End() {
 	s.mu.Lock()
 	s.untrack()
 	s.backend.Stats.ConnectionsOpen.Dec()
@@ -79,31 +71,31 @@ func (s *session) end() {
 	s.p.closed()
 }
 
-// abort ends a session whose relay could not start.
-func (s *session) abort() {
-	s.closeSockets()
-	s.end()
+// Abort ends a session whose relay could not start.
+func (s *session) Abort() {
+	s.CloseSockets()
+	s.End()
 }
 
-// closeSockets closes the client and backend sockets.
-func (s *session) closeSockets() {
+// CloseSockets closes the client and backend sockets.
+func (s *session) CloseSockets() {
 	s.mu.Lock()
 	s.closed = true
-	conn, dirs := s.conn, s.dirs
+	conn, rel := s.conn, s.rel
 	s.mu.Unlock()
-	closeClient(s.client, dirs[0])
-	closeBackend(conn, dirs[1])
+	closeClient(s.client, rel)
+	closeBackend(conn, rel)
 }
 
-// abortSockets closes both sockets with a reset (RST) instead of a FIN:
+// AbortSockets closes both sockets with a reset (RST) instead of a FIN:
 // a connection that failed on one side (a reset, EPIPE, a timeout) must
 // not look complete on the other, where a plain-TCP client would take a
 // cut stream for a whole one. A socket already reset sends nothing.
-func (s *session) abortSockets() {
-	conn, _ := s.current()
+func (s *session) AbortSockets() {
+	conn, _ := s.Current()
 	resetOnClose(s.client)
 	resetOnClose(conn)
-	s.closeSockets()
+	s.CloseSockets()
 }
 
 // resetOnClose makes the socket's close send a reset (SO_LINGER 0); a
@@ -118,8 +110,8 @@ func resetOnClose(c socket) {
 	})
 }
 
-// isClosed reports whether closeSockets was called.
-func (s *session) isClosed() bool {
+// IsClosed reports whether CloseSockets was called.
+func (s *session) IsClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.closed
@@ -133,37 +125,38 @@ func (s *session) isClosed() bool {
 // from the parker's epoll unseen, or close a descriptor whose number a
 // new connection then takes.
 //
-// reader is the direction that reads c (nil before the relay starts, or
-// when the caller is that direction itself, running, or it is frozen):
-// it stops parking first, since closing a socket silently drops it from
-// the parker's epoll and a parked reader would never learn of it. With a
-// reader, call them without s.mu (stopParking takes pk.mu: lock order).
-func closeClient(c io.Closer, reader *direction) {
-	reader.stopParking()
+// rel is the relay whose direction reads c (nil before the relay starts,
+// or when the caller is that direction itself, running, or it is
+// frozen): that direction stops parking first, since closing a socket
+// silently drops it from the parker's epoll and a parked reader would
+// never learn of it. With a relay, call them without s.mu (StopParking
+// takes pk.mu: lock order).
+func closeClient(c io.Closer, rel *engine.Relay) {
+	rel.StopParking(engine.Up)
 	c.Close()
 }
 
 // closeBackend closes a backend socket; closeClient says how.
-func closeBackend(c io.Closer, reader *direction) {
-	reader.stopParking()
+func closeBackend(c io.Closer, rel *engine.Relay) {
+	rel.StopParking(engine.Down)
 	c.Close()
 }
 
-// current returns the backend connection and its backend.
-func (s *session) current() (socket, *balance.Backend) {
+// Current returns the backend connection and its backend.
+func (s *session) Current() (socket, *balance.Backend) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.conn, s.backend
 }
 
-// keep records client bytes while the backend has not answered, for a
+// Keep records client bytes while the backend has not answered, for a
 // replay, and returns the backend connection to send them to, as it is
 // now. It returns nil once the session is bound: the caller then writes
 // to current() as to any destination. The caller writes without s.mu: a
 // failover meanwhile replays these bytes too, on the new connection, and
 // the write to the connection it replaced fails harmlessly. Write errors
 // are the backend's reader's to judge (it replays elsewhere or fails).
-func (s *session) keep(chunk []byte) socket {
+func (s *session) Keep(chunk []byte) socket {
 	if s.answered.Load() {
 		return nil
 	}
@@ -182,11 +175,11 @@ func (s *session) keep(chunk []byte) socket {
 	return s.conn
 }
 
-// keepBackendAlive gives the backend socket the keepalive and user
+// KeepBackendAlive gives the backend socket the keepalive and user
 // timeout (opts.keepOpts) once the connection has outlived an idle check;
 // either direction calls it at each. A failure is ours, not the backend's:
 // the connection goes on without them, and the log says so.
-func (s *session) keepBackendAlive() {
+func (s *session) KeepBackendAlive() {
 	s.mu.Lock()
 	conn, b := s.conn, s.backend
 	done := s.keptAlive == conn
@@ -207,13 +200,13 @@ func (s *session) keepBackendAlive() {
 	}
 }
 
-// keptWriteFailed records that a write of kept bytes to conn failed
-// (session.keep): such a failure is the backend's reader's to judge, but
+// KeptWriteFailed records that a write of kept bytes to conn failed
+// (session.Keep): such a failure is the backend's reader's to judge, but
 // a reset's error goes to one system call only, here the write's, and
 // the reader then sees a plain end of stream. The direction that reads
 // conn asks resetTaken before it passes an end on: a reset must reach
 // the client as a reset (TestEnginesAgree).
-func (s *session) keptWriteFailed(conn socket, err error) {
+func (s *session) KeptWriteFailed(conn socket, err error) {
 	if !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
 		return // closed by a failover or an evacuation: not the peer's
 	}
@@ -222,15 +215,15 @@ func (s *session) keptWriteFailed(conn socket, err error) {
 	s.mu.Unlock()
 }
 
-// resetTaken reports whether a write of kept bytes took conn's reset.
-func (s *session) resetTaken(conn socket) bool {
+// ResetTaken reports whether a write of kept bytes took conn's reset.
+func (s *session) ResetTaken(conn socket) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.keptReset != nil && s.keptReset == conn
 }
 
-// markAnswered binds the session: replay is no longer possible.
-func (s *session) markAnswered() {
+// MarkAnswered binds the session: replay is no longer possible.
+func (s *session) MarkAnswered() {
 	if s.answered.Load() {
 		return
 	}
@@ -240,17 +233,17 @@ func (s *session) markAnswered() {
 	s.mu.Unlock()
 }
 
-// clientFinished records that the client half-closed (or failed, and
-// closeSockets follows) and returns the backend connection to pass that
+// ClientFinished records that the client half-closed (or failed, and
+// CloseSockets follows) and returns the backend connection to pass that
 // on to.
-func (s *session) clientFinished() socket {
+func (s *session) ClientFinished() socket {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.clientDone = true
 	return s.conn
 }
 
-// failover is called when the backend closed or reset before answering.
+// Failover is called when the backend closed or reset before answering.
 // It dials another backend, replays the client's bytes and returns the
 // new connection, or nil when the failure must reach the client. A
 // client that half-closed is replayed too: every byte it sent is kept,
@@ -260,7 +253,7 @@ func (s *session) clientFinished() socket {
 // and a parker keeping the client's next bytes (keep) must not wait with
 // it, nor every connection that parker serves. Bytes kept meanwhile go to
 // the dead connection and are replayed here with the rest.
-func (s *session) failover() socket {
+func (s *session) Failover() socket {
 	s.mu.Lock()
 	// A client that closed its side without a byte (a TCP probe of the
 	// VIP) got its answer: the backend's close, which passes on
@@ -306,14 +299,14 @@ func (s *session) failover() socket {
 	old := s.conn
 	s.bind(b, conn)
 	// Its reader is our caller, running: nothing parked to stop, and
-	// stopParking would take pk.mu under s.mu.
+	// StopParking would take pk.mu under s.mu.
 	closeBackend(old, nil)
 	return conn
 }
 
 // Close ends the connection: both sockets (balance.Conn).
 func (s *session) Close() error {
-	s.closeSockets()
+	s.CloseSockets()
 	return nil
 }
 
@@ -322,24 +315,34 @@ func (s *session) Close() error {
 // them parks anew: two looks that see idle with the same mark mean that
 // nothing moved in between. A drain closes connections idle that long.
 func (s *session) IdleMark() (mark uint64, idle bool) {
-	s.mu.Lock()
-	dirs := s.dirs
-	s.mu.Unlock()
-	var parks [2]uint32
-	for i, d := range dirs {
-		if d == nil {
-			return 0, false // not relaying yet
-		}
-		d.pk.mu.Lock()
-		parked := d.pk.parked && !d.pk.watching // half-closed: not idle
-		parks[i] = d.pk.parks
-		d.pk.mu.Unlock()
-		if !parked {
-			return 0, false
-		}
-	}
-	return uint64(parks[0])<<32 | uint64(parks[1]), true
+	return s.relaying().IdleMark()
 }
+
+// Relaying records the session's relay (engine.Conn).
+func (s *session) Relaying(r *engine.Relay) {
+	s.mu.Lock()
+	s.rel = r
+	s.mu.Unlock()
+}
+
+// relaying is the session's relay, nil before it starts or under
+// another engine.
+func (s *session) relaying() *engine.Relay {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rel
+}
+
+// Client is the client socket (engine.Conn).
+func (s *session) Client() socket { return s.client }
+
+// Answered reports whether the session is bound: the backend answered,
+// or a replay is impossible (engine.Conn).
+func (s *session) Answered() bool { return s.answered.Load() }
+
+// KeepsAlive reports whether the backend socket gets keepalive options
+// once the connection outlives an idle check (engine.Conn).
+func (s *session) KeepsAlive() bool { return len(s.opts.keepOpts) > 0 }
 
 // Evacuate takes the session off its backend, which went down
 // (balance.Conn). If the backend has not answered yet, only the backend
@@ -349,17 +352,17 @@ func (s *session) IdleMark() (mark uint64, idle bool) {
 func (s *session) Evacuate() {
 	s.mu.Lock()
 	replayable := !s.answered.Load() && !s.closed
-	conn, reader := s.conn, s.dirs[1]
+	conn, rel := s.conn, s.rel
 	s.mu.Unlock()
 	if replayable {
 		if s.p.debug() {
 			s.p.log.Debug("evacuating: the backend went down before answering; replaying elsewhere", "client", s.client.RemoteAddr(), "backend", s.backend.Name)
 		}
-		closeBackend(conn, reader) // the reader must see the close to replay
+		closeBackend(conn, rel) // the reader must see the close to replay
 		return
 	}
 	if s.p.debug() {
 		s.p.log.Debug("closing: the backend went down; the client reconnects", "client", s.client.RemoteAddr(), "backend", s.backend.Name)
 	}
-	s.closeSockets()
+	s.CloseSockets()
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vipproxy/vipproxy/service/proxy/engine"
 )
 
 // The options of a proxied socket, set once each. The proxy accepts and
@@ -46,7 +48,7 @@ func keepAliveConfig(idle, user time.Duration) net.KeepAliveConfig {
 }
 
 // sockOpt is one integer socket option and its value.
-type sockOpt struct{ level, name, value int }
+type sockOpt = engine.SockOpt
 
 // goKeepAliveDefault is what Go puts in place of a zero KeepAliveConfig
 // field (net.KeepAliveConfig's documentation): 15 s, 15 s, 9 probes.
@@ -65,17 +67,17 @@ func (o *Options) wantedOptions() []sockOpt {
 		return int((d + time.Second - 1) / time.Second) // Go rounds up too
 	}
 	opts := []sockOpt{
-		{unix.IPPROTO_TCP, unix.TCP_NODELAY, 1},
+		{Level: unix.IPPROTO_TCP, Name: unix.TCP_NODELAY, Value: 1},
 		urgentInline,
-		{unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1},
-		{unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, secs(ka.Idle)},
-		{unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, secs(ka.Interval)},
+		{Level: unix.SOL_SOCKET, Name: unix.SO_KEEPALIVE, Value: 1},
+		{Level: unix.IPPROTO_TCP, Name: unix.TCP_KEEPIDLE, Value: secs(ka.Idle)},
+		{Level: unix.IPPROTO_TCP, Name: unix.TCP_KEEPINTVL, Value: secs(ka.Interval)},
 	}
 	if ka.Count >= 0 {
-		opts = append(opts, sockOpt{unix.IPPROTO_TCP, unix.TCP_KEEPCNT, ka.Count})
+		opts = append(opts, sockOpt{Level: unix.IPPROTO_TCP, Name: unix.TCP_KEEPCNT, Value: ka.Count})
 	}
 	if o.UserTimeout > 0 {
-		opts = append(opts, sockOpt{unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(o.UserTimeout.Milliseconds())})
+		opts = append(opts, sockOpt{Level: unix.IPPROTO_TCP, Name: unix.TCP_USER_TIMEOUT, Value: int(o.UserTimeout.Milliseconds())})
 	}
 	return opts
 }
@@ -86,7 +88,7 @@ func (o *Options) wantedOptions() []sockOpt {
 // stream, for a MSG_OOB read that a proxy never makes). Its urgency is
 // not passed on. Either way a read stops at the urgent mark, so the
 // parker reads on while urgent data is pending (parkEvents).
-var urgentInline = sockOpt{unix.SOL_SOCKET, unix.SO_OOBINLINE, 1}
+var urgentInline = sockOpt{Level: unix.SOL_SOCKET, Name: unix.SO_OOBINLINE, Value: 1}
 
 // splitOptions divides the wanted options of a backend socket: TCP_NODELAY
 // and SO_OOBINLINE are set when it is dialed (the first bytes must not
@@ -97,7 +99,7 @@ var urgentInline = sockOpt{unix.SOL_SOCKET, unix.SO_OOBINLINE, 1}
 // 30 each proxied connection cost (make bench, syscalls).
 func splitOptions(wanted []sockOpt) (connect, keep []sockOpt) {
 	for _, o := range wanted {
-		if o == urgentInline || o.level == unix.IPPROTO_TCP && o.name == unix.TCP_NODELAY {
+		if o == urgentInline || o.Level == unix.IPPROTO_TCP && o.Name == unix.TCP_NODELAY {
 			connect = append(connect, o)
 		} else {
 			keep = append(keep, o)
@@ -112,7 +114,7 @@ func setOptions(c syscall.RawConn, opts []sockOpt) error {
 	var serr error
 	err := c.Control(func(fd uintptr) {
 		for _, o := range opts {
-			if e := unix.SetsockoptInt(int(fd), o.level, o.name, o.value); e != nil && serr == nil {
+			if e := unix.SetsockoptInt(int(fd), o.Level, o.Name, o.Value); e != nil && serr == nil {
 				serr = e
 			}
 		}
@@ -128,7 +130,7 @@ func missingOptions(c syscall.RawConn, opts []sockOpt) []sockOpt {
 	var missing []sockOpt
 	c.Control(func(fd uintptr) {
 		for _, o := range opts {
-			if v, err := unix.GetsockoptInt(int(fd), o.level, o.name); err != nil || v != o.value {
+			if v, err := unix.GetsockoptInt(int(fd), o.Level, o.Name); err != nil || v != o.Value {
 				missing = append(missing, o)
 			}
 		}

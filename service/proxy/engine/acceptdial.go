@@ -1,4 +1,4 @@
-package proxy
+package engine
 
 import (
 	"fmt"
@@ -23,9 +23,9 @@ type rawListener struct {
 	closed atomic.Bool
 }
 
-// acceptRaw wraps a TCP listener; any other, or one whose descriptor
+// AcceptRaw wraps a TCP listener; any other, or one whose descriptor
 // cannot be duplicated, is used as it is.
-func acceptRaw(ln net.Listener) net.Listener {
+func AcceptRaw(ln net.Listener) net.Listener {
 	tl, ok := ln.(*net.TCPListener)
 	if !ok {
 		return ln
@@ -60,7 +60,7 @@ func (l *rawListener) Accept() (net.Conn, error) {
 	if a.err != nil {
 		return nil, &net.OpError{Op: "accept", Net: "tcp", Addr: l.Addr(), Err: os.NewSyscallError("accept4", a.err)}
 	}
-	return newFileConn(a.fd, a.sa.addrPort()), nil
+	return NewFileConn(a.fd, a.sa.addrPort()), nil
 }
 
 // Close closes both descriptors; a waiting Accept returns.
@@ -102,16 +102,16 @@ func (a *acceptOne) try(lfd uintptr) bool {
 // in Go's poller). Its system calls do not block, so they skip the
 // scheduler's entersyscall/exitsyscall. On an error it may return the
 // socket too, for the caller to close (closeBackend: the one closer).
-func dialAddr(addr netip.AddrPort, opts []sockOpt, timeout time.Duration, pk *parker) (*fileConn, error) {
+func dialAddr(addr netip.AddrPort, opts []SockOpt, timeout time.Duration, pk *parker) (*FileConn, error) {
 	sa, family := rawSockaddr(addr)
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, dialError(addr, "socket", err)
 	}
-	c := newFileConn(fd, addr)
+	c := NewFileConn(fd, addr)
 	for _, o := range opts {
 		if err := rawSetsockoptInt(fd, o); err != nil {
-			return c, &setupError{dialError(addr, "setsockopt", err)}
+			return c, &SetupError{Err: dialError(addr, "setsockopt", err)}
 		}
 	}
 	err = rawConnect(fd, &sa)
@@ -127,12 +127,29 @@ func dialAddr(addr netip.AddrPort, opts []sockOpt, timeout time.Duration, pk *pa
 	return c, nil
 }
 
+// Dial connects to addr as dialAddr does, waiting in one of the
+// engine's parkers.
+func (r *Engine) Dial(addr netip.AddrPort, opts []SockOpt, timeout time.Duration) (*FileConn, error) {
+	return dialAddr(addr, opts, timeout, r.pickParker())
+}
+
+// SockOpt is one integer socket option and its value.
+type SockOpt struct{ Level, Name, Value int }
+
+// SetupError is a failure to set up our own socket (an option the kernel
+// refused): not the backend's fault, and no other backend would fare
+// better.
+type SetupError struct{ Err error }
+
+func (e *SetupError) Error() string { return e.Err.Error() }
+func (e *SetupError) Unwrap() error { return e.Err }
+
 // awaitConnect waits until the connect in progress ends, in pk's epoll or
 // else in Go's poller (promote). A second connect tells how it ended in
 // one system call (Linux: EALREADY while in progress, 0 once connected,
 // else the error), and is tried first, since the connection may have been
 // made meanwhile (on loopback it always is).
-func (c *fileConn) awaitConnect(sa *rawSockaddrAny, timeout time.Duration, pk *parker) error {
+func (c *FileConn) awaitConnect(sa *rawSockaddrAny, timeout time.Duration, pk *parker) error {
 	var deadline time.Time
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
@@ -237,9 +254,9 @@ func rawConnect(fd int, sa *rawSockaddrAny) error {
 	return nil
 }
 
-func rawSetsockoptInt(fd int, o sockOpt) error {
-	v := int32(o.value)
-	_, _, e := unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), uintptr(o.level), uintptr(o.name), uintptr(unsafe.Pointer(&v)), 4, 0)
+func rawSetsockoptInt(fd int, o SockOpt) error {
+	v := int32(o.Value)
+	_, _, e := unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), uintptr(o.Level), uintptr(o.Name), uintptr(unsafe.Pointer(&v)), 4, 0)
 	if e != 0 {
 		return e
 	}

@@ -1,4 +1,4 @@
-package proxy
+package engine
 
 import (
 	"io"
@@ -12,9 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// socket is what a session needs of each of its two sockets: a
-// *fileConn, or for a backend dialed by name a *net.TCPConn.
-type socket interface {
+// Socket is what a session needs of each of its two sockets: a
+// *FileConn, or for a backend dialed by name a *net.TCPConn.
+type Socket interface {
 	Write(p []byte) (int, error)
 	Close() error
 	CloseWrite() error
@@ -24,7 +24,7 @@ type socket interface {
 	RemoteAddr() net.Addr // for debug lines
 }
 
-// fileConn is a TCP socket the proxy accepted (rawListener) or dialed
+// FileConn is a TCP socket the proxy accepted (rawListener) or dialed
 // (dialAddr) with system calls of its own. Go's net package spent a third
 // of a connection's user time on what the proxy does not need (a context
 // and a timer per dial, address parsing and lookup, its own bookkeeping)
@@ -47,12 +47,12 @@ type socket interface {
 // the number from being closed, and reused, while a call uses it; the
 // last one to let go closes it. Close must be called: no finalizer closes
 // a forgotten fileConn.
-type fileConn struct {
+type FileConn struct {
 	fd   int
 	refs fdRefs
 	peer netip.AddrPort
 
-	mu      rankedMutex[fileLock]
+	mu      Mutex[fileLock]
 	closing bool            // Close was called: no more promotion
 	waiter  *os.File        // the duplicate in Go's poller while promoted
 	waitRaw syscall.RawConn // waiter's
@@ -60,15 +60,17 @@ type fileConn struct {
 	rd, wd  time.Time       // deadlines, for the waiter when it comes
 }
 
-func newFileConn(fd int, peer netip.AddrPort) *fileConn {
-	c := &fileConn{fd: fd, peer: peer}
+// NewFileConn makes a FileConn of a connected socket fd, non-blocking
+// and close-on-exec, whose peer is peer (zero if unknown).
+func NewFileConn(fd int, peer netip.AddrPort) *FileConn {
+	c := &FileConn{fd: fd, peer: peer}
 	c.refs.init()
 	return c
 }
 
 // Read reads what is there, waiting for it as long as needed; a reset
 // is an error (ECONNRESET), only the peer's FIN is io.EOF.
-func (c *fileConn) Read(p []byte) (n int, err error) {
+func (c *FileConn) Read(p []byte) (n int, err error) {
 	var rerr error
 	err = c.rawConn().Read(func(fd uintptr) bool {
 		n, rerr = readNow(int(fd), p)
@@ -84,7 +86,7 @@ func (c *fileConn) Read(p []byte) (n int, err error) {
 }
 
 // Write writes all of p, waiting as long as needed.
-func (c *fileConn) Write(p []byte) (int, error) {
+func (c *FileConn) Write(p []byte) (int, error) {
 	out, werr := p, error(nil)
 	err := c.rawConn().Write(func(fd uintptr) bool {
 		out, werr = writeNow(int(fd), out)
@@ -96,16 +98,22 @@ func (c *fileConn) Write(p []byte) (int, error) {
 	return len(p) - len(out), err
 }
 
-func (c *fileConn) RemoteAddr() net.Addr { return net.TCPAddrFromAddrPort(c.peer) }
+func (c *FileConn) RemoteAddr() net.Addr { return net.TCPAddrFromAddrPort(c.peer) }
 
-func (c *fileConn) SyscallConn() (syscall.RawConn, error) { return (*fileRaw)(c), nil }
+func (c *FileConn) SyscallConn() (syscall.RawConn, error) { return (*fileRaw)(c), nil }
 
 // rawConn is SyscallConn without the error it never returns.
-func (c *fileConn) rawConn() *fileRaw { return (*fileRaw)(c) }
+func (c *FileConn) rawConn() *fileRaw { return (*fileRaw)(c) }
+
+// RawConn is the socket's RawConn, as SyscallConn's.
+func (c *FileConn) RawConn() syscall.RawConn { return (*fileRaw)(c) }
+
+// Peer is the address the socket is connected to.
+func (c *FileConn) Peer() netip.AddrPort { return c.peer }
 
 // Close closes the socket once no call uses it any more; a goroutine
 // waiting on it returns at once.
-func (c *fileConn) Close() error {
+func (c *FileConn) Close() error {
 	if !c.refs.markClosed() {
 		return os.ErrClosed
 	}
@@ -122,28 +130,28 @@ func (c *fileConn) Close() error {
 
 // release drops one reference; the last one closes the descriptor, with
 // a raw system call (a TCP close without SO_LINGER does not block).
-func (c *fileConn) release() {
+func (c *FileConn) release() {
 	if c.refs.decref() {
 		unix.RawSyscall(unix.SYS_CLOSE, uintptr(c.fd), 0, 0)
 	}
 }
 
-func (c *fileConn) SetDeadline(t time.Time) error {
+func (c *FileConn) SetDeadline(t time.Time) error {
 	c.SetReadDeadline(t)
 	return c.SetWriteDeadline(t)
 }
 
-func (c *fileConn) SetReadDeadline(t time.Time) error {
+func (c *FileConn) SetReadDeadline(t time.Time) error {
 	return c.setDeadline(&c.rd, (*os.File).SetReadDeadline, t)
 }
 
-func (c *fileConn) SetWriteDeadline(t time.Time) error {
+func (c *FileConn) SetWriteDeadline(t time.Time) error {
 	return c.setDeadline(&c.wd, (*os.File).SetWriteDeadline, t)
 }
 
 // setDeadline keeps deadline t (rd or wd) for a waiter to come, and sets
 // it on the one in Go's poller now.
-func (c *fileConn) setDeadline(keep *time.Time, set func(*os.File, time.Time) error, t time.Time) error {
+func (c *FileConn) setDeadline(keep *time.Time, set func(*os.File, time.Time) error, t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	*keep = t
@@ -158,7 +166,7 @@ func (c *fileConn) setDeadline(keep *time.Time, set func(*os.File, time.Time) er
 // duplicate's RawConn, counted as waited on until leaveWaiter. A
 // duplicate that cannot be had (EMFILE) is our shortage, not the peer's
 // (balance.LocalFault tells it).
-func (c *fileConn) promote() (syscall.RawConn, error) {
+func (c *FileConn) promote() (syscall.RawConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closing {
@@ -189,7 +197,7 @@ func (c *fileConn) promote() (syscall.RawConn, error) {
 
 // joinWaiter returns the duplicate's RawConn, counted as waited on until
 // leaveWaiter; nil if the socket is not promoted.
-func (c *fileConn) joinWaiter() syscall.RawConn {
+func (c *FileConn) joinWaiter() syscall.RawConn {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.waitRaw != nil {
@@ -198,7 +206,7 @@ func (c *fileConn) joinWaiter() syscall.RawConn {
 	return c.waitRaw
 }
 
-func (c *fileConn) leaveWaiter() {
+func (c *FileConn) leaveWaiter() {
 	c.mu.Lock()
 	c.waiting--
 	c.mu.Unlock()
@@ -209,7 +217,7 @@ func (c *fileConn) leaveWaiter() {
 // its two descriptors. A connection that once carried bulk (a LIST) and
 // then idles (its watch) would otherwise hold four, and the descriptors
 // kept apart for them (DerivedMaxConnections) would run out.
-func (c *fileConn) demote() {
+func (c *FileConn) demote() {
 	c.mu.Lock()
 	w := c.waiter
 	if w == nil || c.waiting > 0 {
@@ -223,14 +231,14 @@ func (c *fileConn) demote() {
 
 // demote demotes c if it is a fileConn (a backend dialed by name is
 // net's).
-func demote(c socket) {
-	if fc, ok := c.(*fileConn); ok {
+func demote(c Socket) {
+	if fc, ok := c.(*FileConn); ok {
 		fc.demote()
 	}
 }
 
 // promoted reports whether a duplicate is in Go's poller (tests).
-func (c *fileConn) promoted() bool {
+func (c *FileConn) promoted() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.waiter != nil
@@ -239,10 +247,10 @@ func (c *fileConn) promoted() bool {
 // fileRaw is a fileConn's syscall.RawConn: its callbacks get the
 // descriptor while a reference holds it open. Read and Write call theirs
 // at once, and wait in Go's poller (promote) only if it asks to.
-type fileRaw fileConn
+type fileRaw FileConn
 
 func (r *fileRaw) Control(fn func(fd uintptr)) error {
-	c := (*fileConn)(r)
+	c := (*FileConn)(r)
 	if !c.refs.incref() {
 		return os.ErrClosed
 	}
@@ -252,17 +260,17 @@ func (r *fileRaw) Control(fn func(fd uintptr)) error {
 }
 
 func (r *fileRaw) Read(fn func(fd uintptr) bool) error {
-	return (*fileConn)(r).await(fn, true)
+	return (*FileConn)(r).await(fn, true)
 }
 
 func (r *fileRaw) Write(fn func(fd uintptr) bool) error {
-	return (*fileConn)(r).await(fn, false)
+	return (*FileConn)(r).await(fn, false)
 }
 
 // await calls fn until it reports done, waiting for readability (read)
 // or writability in between. A socket already promoted waits in the
 // poller from the start, as os.File would, deadline included.
-func (c *fileConn) await(fn func(fd uintptr) bool, read bool) error {
+func (c *FileConn) await(fn func(fd uintptr) bool, read bool) error {
 	if !c.refs.incref() {
 		return os.ErrClosed
 	}
@@ -291,7 +299,7 @@ func (c *fileConn) await(fn func(fd uintptr) bool, read bool) error {
 }
 
 // CloseWrite sends the FIN while the other direction goes on.
-func (c *fileConn) CloseWrite() error {
+func (c *FileConn) CloseWrite() error {
 	var errno syscall.Errno
 	if err := c.rawConn().Control(func(fd uintptr) {
 		_, _, errno = unix.RawSyscall(unix.SYS_SHUTDOWN, fd, unix.SHUT_WR, 0)
@@ -305,7 +313,7 @@ func (c *fileConn) CloseWrite() error {
 }
 
 // LocalAddr is the socket's own address; it costs a system call.
-func (c *fileConn) LocalAddr() net.Addr {
+func (c *FileConn) LocalAddr() net.Addr {
 	var sa rawSockaddrAny
 	c.rawConn().Control(func(fd uintptr) {
 		sa.len = unix.SizeofSockaddrInet6

@@ -1,4 +1,4 @@
-package proxy
+package engine
 
 import (
 	"go/ast"
@@ -10,14 +10,20 @@ import (
 	"testing"
 )
 
-// TestEveryLockIsRanked: every mutex in the package's code is a
-// rankedMutex (so that the race tests check its order), and the package
-// doc names every rank in the order of their ranks.
+// TestEveryLockIsRanked: every mutex in the code of the data path, this
+// package and the connection layer above it (service/proxy), is a Mutex
+// (so that the race tests check its order), and the package doc names
+// every rank in the order of their ranks.
 func TestEveryLockIsRanked(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
+	above, err := filepath.Glob("../*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, above...)
 	fset := token.NewFileSet()
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") || name == "lockrank_check.go" || name == "lockorder.go" {
@@ -33,17 +39,17 @@ func TestEveryLockIsRanked(t *testing.T) {
 				return true
 			}
 			if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == "sync" && strings.Contains(sel.Sel.Name, "Mutex") {
-				t.Errorf("%s: a sync.%s; the package's locks are rankedMutex, with a rank in the lock order (lockorder.go, the package doc)", fset.Position(sel.Pos()), sel.Sel.Name)
+				t.Errorf("%s: a sync.%s; the data path's locks are engine.Mutex, with a rank in the lock order (lockorder.go, the package doc)", fset.Position(sel.Pos()), sel.Sel.Name)
 			}
 			return true
 		})
 	}
-	src, err := os.ReadFile("proxy.go")
+	src, err := os.ReadFile("doc.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := string(src)
-	doc = doc[strings.Index(doc, "// Lock order."):strings.Index(doc, "package proxy")]
+	doc = doc[strings.Index(doc, "// Lock order."):strings.Index(doc, "package engine")]
 	doc = strings.ReplaceAll(doc, "\n// ", " ")
 	last := -1
 	for r := rankPark; r <= rankKeep; r++ {
@@ -61,12 +67,15 @@ func TestEveryLockIsRanked(t *testing.T) {
 
 // TestLockOrderIsChecked: in the race detector's builds, taking a lock
 // of a lower rank than one held (a direction's pk.mu under its session's
-// mu) panics, naming both.
+// mu, a lock of the connection layer) panics, naming both.
 func TestLockOrderIsChecked(t *testing.T) {
-	if !lockRankChecked {
+	if !LockRankChecked {
 		t.Skip("the lock order is checked under -race or -tags vipproxy_lockrank")
 	}
-	var s session
+	var s struct { // a session's lock, as service/proxy holds it
+		mu     Mutex[SessionLock]
+		closed bool
+	}
 	var d direction
 	got := func() (msg any) {
 		s.mu.Lock()

@@ -1,6 +1,6 @@
 //go:build race || vipproxy_lockrank
 
-package proxy
+package engine
 
 import (
 	"bytes"
@@ -10,19 +10,19 @@ import (
 	"sync"
 )
 
-// lockRankChecked: every Lock checks the lock order (the race detector's
+// LockRankChecked: every Lock checks the lock order (the race detector's
 // builds, and -tags vipproxy_lockrank).
-const lockRankChecked = true
+const LockRankChecked = true
 
 // Lock panics if the goroutine holds a lock of the same or a higher rank:
 // that order, taken the other way round elsewhere, can deadlock.
-func (m *rankedMutex[R]) Lock() {
+func (m *Mutex[R]) Lock() {
 	var r R
 	heldRanks.acquire(r.rank())
 	m.mu.Lock()
 }
 
-func (m *rankedMutex[R]) Unlock() {
+func (m *Mutex[R]) Unlock() {
 	var r R
 	m.mu.Unlock()
 	heldRanks.release(r.rank())

@@ -1,4 +1,4 @@
-package proxy
+package engine
 
 import (
 	"errors"
@@ -38,7 +38,7 @@ var errParked = errors.New("direction parked")
 // parker passes small messages on itself. A parked direction's source
 // socket sits in the parker's private epoll (parkEvents); that epoll's
 // own descriptor is waited on through Go's poller, so no thread blocks on
-// it, and one goroutine serves every direction parked there. The relayer
+// it, and one goroutine serves every direction parked there. The Engine
 // has one parker per processor, a session's two directions on the same.
 //
 // Closing a socket silently takes it out of an epoll, so a socket some
@@ -50,7 +50,7 @@ type parker struct {
 	epfd int
 	file *os.File // owns epfd
 
-	mu     rankedMutex[parkerLock]
+	mu     Mutex[parkerLock]
 	parked map[int32]*direction // by source socket descriptor
 	// connecting are the dials whose connect is in progress, by socket
 	// descriptor, each told once on its channel when it ended (waitConnect).
@@ -330,7 +330,7 @@ func (p *parker) count() int {
 // may move a message and so touch the direction's n, out, buf and
 // useSplice; otherwise only the direction's goroutine does.
 type parkState struct {
-	mu      rankedMutex[parkLock]
+	mu      Mutex[parkLock]
 	parker  *parker // the session's; nil: never parks
 	parked  bool    // in the parker, no goroutine
 	parks   uint32  // times parked or relayed in place: a drain tells idle from busy (session.IdleMark)
@@ -383,7 +383,7 @@ func (d *direction) park() bool {
 		d.pk.parks++
 		d.pk.streak = 0
 		if d.toBackend {
-			d.sess.clientSent.Store(time.Now().UnixNano())
+			d.rel.clientSent.Store(time.Now().UnixNano())
 		}
 	}
 	return d.pk.parked
@@ -469,7 +469,7 @@ func (d *direction) relayParked(buf []byte, toEnd bool) bool {
 			return false
 		}
 		if d.toBackend {
-			d.sess.clientSent.Store(d.pk.lastMsg.UnixNano())
+			d.rel.clientSent.Store(d.pk.lastMsg.UnixNano())
 		}
 		if !toEnd {
 			return true // a short read drained the socket
@@ -481,17 +481,17 @@ func (d *direction) relayParked(buf []byte, toEnd bool) bool {
 // some of it must wait (left in d.out for the goroutine) or the buffer
 // was full (bulk: the goroutine splices the rest). The backend's first
 // byte binds the session; until then the client's bytes are kept for a
-// replay (session.keep) and go to the backend connection they were kept
+// replay (Conn.Keep) and go to the backend connection they were kept
 // for, where a failure is not this direction's.
 func (d *direction) passParked(msg []byte, bufLen int) bool {
 	if d.sessRead != nil {
-		d.sessRead.markAnswered()
+		d.sessRead.MarkAnswered()
 		d.sessRead = nil
 	}
-	dst, kept := d.dstRaw, socket(nil)
+	dst, kept := d.dstRaw, Socket(nil)
 	var err error
 	if d.sessWrite != nil {
-		if kept = d.sessWrite.keep(msg); kept != nil {
+		if kept = d.sessWrite.Keep(msg); kept != nil {
 			dst, err = kept.SyscallConn()
 		} else if err := d.bindBackend(); err != nil {
 			d.pk.stash = err
@@ -506,7 +506,7 @@ func (d *direction) passParked(msg []byte, bufLen int) bool {
 		err = dst.Control(d.pk.ctl)
 		out = d.pk.io
 		if kept != nil && d.pk.err != nil {
-			d.sessWrite.keptWriteFailed(kept, d.pk.err)
+			d.sessWrite.KeptWriteFailed(kept, d.pk.err)
 		}
 		d.pk.io, d.pk.err = nil, nil
 	}
@@ -642,7 +642,7 @@ func writeNow(fd int, out []byte) ([]byte, error) {
 func (d *direction) wake() {
 	d.r.goroutines.Add(1)
 	if d.toBackend {
-		d.sess.clientSent.Store(math.MaxInt64) // no push while the client sends on
+		d.rel.clientSent.Store(math.MaxInt64) // no push while the client sends on
 	}
 	d.armIdleCheck() // the last check's deadline has passed
 	d.resume()
@@ -689,7 +689,7 @@ func epollCtl(epfd, op int, fd int32, ev *unix.EpollEvent) error {
 func (d *direction) watchForReset() {
 	d.pk.mu.Lock()
 	defer d.pk.mu.Unlock()
-	if d.pk.parker == nil || d.pk.parked || d.sess.isClosed() {
+	if d.pk.parker == nil || d.pk.parked || d.rel.conn.IsClosed() {
 		return
 	}
 	ok := false
@@ -740,5 +740,5 @@ func (p *parker) serveWatch(d *direction, events uint32) {
 	d.pk.watching = false
 	d.unparkLocked(false)
 	d.pk.mu.Unlock()
-	d.sess.abortSockets()
+	d.rel.conn.AbortSockets()
 }

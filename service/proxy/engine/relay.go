@@ -1,4 +1,4 @@
-package proxy
+package engine
 
 import (
 	"errors"
@@ -21,7 +21,7 @@ import (
 const (
 	// copyBufSize is the buffer a direction borrows while small messages
 	// flow. A read that fills it switches the direction to splice, except
-	// while the client's bytes are kept for a replay (session.keep): the
+	// while the client's bytes are kept for a replay (Conn.Keep): the
 	// proxy never sees spliced bytes, so a replay would miss them and the
 	// next backend would get the stream with a gap (TestReplayKeepsTheStreamWhole).
 	copyBufSize = 16 << 10
@@ -29,13 +29,13 @@ const (
 	maxSpliceChunk = 1 << 20
 )
 
-// relayer moves bytes between sockets. It owns the pools shared by all
+// Engine moves bytes between sockets. It owns the pools shared by all
 // connections: buffers for small messages and pipes for bulk transfers.
 // A connection borrows from them only while data is flowing. Its
 // directions start in the parker and take a goroutine only while bytes
 // must wait or bulk flows, giving it up when idle again: an idle
 // connection holds two sockets and a little heap, nothing else.
-type relayer struct {
+type Engine struct {
 	log   *slog.Logger
 	bufs  sync.Pool
 	pipes *pipePool
@@ -56,8 +56,8 @@ type relayer struct {
 	emptyReads atomic.Uint64
 }
 
-func newRelayer(log *slog.Logger) *relayer {
-	r := &relayer{log: log, pipes: newPipePool(256), idleCheck: parkAfter}
+func New(log *slog.Logger) *Engine {
+	r := &Engine{log: log, pipes: newPipePool(256), idleCheck: parkAfter}
 	r.bufs.New = func() any { b := make([]byte, copyBufSize); return &b }
 	for range runtime.GOMAXPROCS(0) {
 		p, err := newParker()
@@ -72,7 +72,7 @@ func newRelayer(log *slog.Logger) *relayer {
 	return r
 }
 
-func (r *relayer) close() {
+func (r *Engine) Close() {
 	r.pipes.drain()
 	for _, p := range r.parkers {
 		p.close()
@@ -80,77 +80,63 @@ func (r *relayer) close() {
 }
 
 // pickParker is the parker of a new session's directions; nil if none.
-func (r *relayer) pickParker() *parker {
+func (r *Engine) pickParker() *parker {
 	if len(r.parkers) == 0 {
 		return nil
 	}
 	return r.parkers[int(r.nextParker.Add(1))%len(r.parkers)]
 }
 
-// parked, relayedInPlace, parkerPauses and parkerCalls sum the parkers'
+// Parked, RelayedInPlace, ParkerPauses and ParkerCalls sum the parkers'
 // counts (tests).
-func (r *relayer) parked() (n int) {
+func (r *Engine) Parked() (n int) {
 	for _, p := range r.parkers {
 		n += p.count()
 	}
 	return n
 }
 
-func (r *relayer) relayedInPlace() uint64 {
+func (r *Engine) RelayedInPlace() uint64 {
 	return r.sumParkers(func(p *parker) uint64 { return p.relayed.Load() })
 }
 
-func (r *relayer) parkerPauses() uint64 {
+func (r *Engine) ParkerPauses() uint64 {
 	return r.sumParkers(func(p *parker) uint64 { return p.pauses.Load() })
 }
 
-func (r *relayer) parkerCalls() uint64 {
+func (r *Engine) ParkerCalls() uint64 {
 	return r.sumParkers(func(p *parker) uint64 { return p.calls.Load() })
 }
 
-func (r *relayer) sumParkers(count func(*parker) uint64) (n uint64) {
+func (r *Engine) sumParkers(count func(*parker) uint64) (n uint64) {
 	for _, p := range r.parkers {
 		n += count(p)
 	}
 	return n
 }
 
-// engine is the seam between the session (session.go: pick, dial,
-// replay, failover, evacuation, and the only closers of its sockets) and
-// the I/O that moves its bytes. start relays the session's two sockets,
-// both ways, until both directions end, taking the client's bytes
-// through the session until the backend answers (keep, markAnswered,
-// failover), and ends the session: a direction that reads its end
-// half-closes the other socket (CloseWrite), one that fails aborts both
-// (abortSockets), and the last one closes both (closeSockets) and calls
-// end. It never closes a socket itself.
-type engine interface {
-	start(s *session, backendRaw syscall.RawConn)
-}
-
-// start relays client→backend and backend→client, each direction on its
+// Start relays client→backend and backend→client, each direction on its
 // own goroutine (or parked while idle), until both end; the last one to
-// end closes both sockets and ends the session.
-func (r *relayer) start(s *session, connRaw syscall.RawConn) {
-	conn, b := s.current()
-	clientRaw, err := s.client.SyscallConn()
+// end closes both sockets and ends the connection (through c).
+func (r *Engine) Start(c Conn, connRaw syscall.RawConn) {
+	conn, b := c.Current()
+	client := c.Client()
+	clientRaw, err := client.SyscallConn()
 	if err != nil {
-		s.abort()
+		c.Abort()
 		return
 	}
-	dirs := new([2]direction) // one allocation for both
-	up, down := &dirs[0], &dirs[1]
-	up.init(r, s, conn, connRaw, s.client, clientRaw, b.Stats.BytesToBackend)
-	down.init(r, s, s.client, clientRaw, conn, connRaw, b.Stats.BytesToClient)
-	up.sessWrite, up.toBackend = s, true
-	down.sessRead = s
+	rel := &Relay{conn: c} // one allocation for both directions
+	up, down := &rel.dirs[Up], &rel.dirs[Down]
+	up.init(r, rel, conn, connRaw, client, clientRaw, b.Stats.BytesToBackend)
+	down.init(r, rel, client, clientRaw, conn, connRaw, b.Stats.BytesToClient)
+	up.sessWrite, up.toBackend = c, true
+	down.sessRead = c
 	up.pk.parker = r.pickParker()
 	down.pk.parker = up.pk.parker
-	s.mu.Lock()
-	s.dirs = [2]*direction{up, down}
-	s.mu.Unlock()
-	s.live.Store(2)
-	r.keepAliveLater(s)
+	c.Relaying(rel)
+	rel.live.Store(2)
+	r.KeepAliveLater(rel)
 	up.begin()
 	down.begin()
 }
@@ -180,38 +166,38 @@ func (d *direction) resume() {
 // both sockets, so the other direction ends too and the peer on the other
 // side gets a reset, not a FIN: an abort is passed on as an abort.
 func (d *direction) finish(err error) {
-	s := d.sess
+	s := d.rel.conn
 	failed := err != nil && err != io.EOF
 	if failed && balance.LocalFault(err) {
 		d.r.log.Warn("a connection ended for a shortage of ours, not its backend's: no descriptor (or memory) left to wait on its socket; raise LimitNOFILE or lower limits.max_connections", "err", err)
 	}
 	if d.toBackend {
 		// The backend connection may have changed by a replay.
-		d.dst = s.clientFinished()
+		d.dst = s.ClientFinished()
 	}
-	last := s.live.Add(-1) == 0
-	failed = failed || (s.answered.Load() && ((!last && resetUnread(d.src)) || s.resetTaken(d.src)))
+	last := d.rel.live.Add(-1) == 0
+	failed = failed || (s.Answered() && ((!last && ResetUnread(d.src)) || s.ResetTaken(d.src)))
 	switch {
-	case failed && !s.isClosed():
-		s.abortSockets()
+	case failed && !s.IsClosed():
+		s.AbortSockets()
 	case failed:
 		// Closed by the session (a drain, an evacuation): the error
 		// only says so, and the peers get the FIN of that close.
-		s.closeSockets()
+		s.CloseSockets()
 	case last:
 		// Both directions read to the end: close sends the FIN a
 		// shutdown would, so skip that system call.
-		s.closeSockets()
+		s.CloseSockets()
 	default:
 		d.dst.CloseWrite()
 		d.watchForReset()
 	}
 	if last {
-		s.end()
+		s.End()
 	}
 }
 
-// resetUnread reports whether the source of a direction that read its
+// ResetUnread reports whether the source of a direction that read its
 // end, while the other direction still runs, was reset: a reset's error
 // goes to one system call only, and when the other direction's write to
 // that socket took it (and has yet to abort the connection), this read
@@ -225,14 +211,14 @@ func (d *direction) finish(err error) {
 // answered: before, a backend's reset is the failover's to judge (the
 // backend→client direction replays elsewhere), and the client's cannot
 // have gone to a write.
-func resetUnread(src socket) bool {
-	return tcpClosed(src)
+func ResetUnread(src Socket) bool {
+	return TCPClosed(src)
 }
 
-// tcpClosed reports whether c's TCP state is TCP_CLOSE. It reads only
+// TCPClosed reports whether c's TCP state is TCP_CLOSE. It reads only
 // tcp_info's first byte, the state (the kernel copies as much as asked):
 // no allocation, and a raw system call, as the relay's others.
-func tcpClosed(c socket) bool {
+func TCPClosed(c Socket) bool {
 	raw, err := c.SyscallConn()
 	if err != nil {
 		return false
@@ -253,8 +239,8 @@ func tcpClosed(c socket) bool {
 // direction is the state of one copy loop. Its callbacks are bound once,
 // so the loop itself allocates nothing.
 type direction struct {
-	r         *relayer
-	dst, src  socket
+	r         *Engine
+	dst, src  Socket
 	srcRaw    syscall.RawConn
 	dstRaw    syscall.RawConn
 	count     *metrics.Counter
@@ -272,11 +258,11 @@ type direction struct {
 	// Until the backend answers, the client→backend direction writes
 	// through the session (sessWrite) and the backend→client direction
 	// asks it to replay elsewhere if the backend fails (sessRead).
-	sessWrite *session
-	sessRead  *session
-	kept      socket // where the rest of d.out goes: kept bytes (writeKept)
+	sessWrite Conn
+	sessRead  Conn
+	kept      Socket // where the rest of d.out goes: kept bytes (writeKept)
 
-	sess      *session
+	rel       *Relay
 	toBackend bool
 	mark      int64 // n when the idle check was armed
 	// pk is the direction's standing with the parker (park.go).
@@ -297,8 +283,8 @@ const (
 
 // init sets up a direction from src to dst, whose RawConns the caller
 // made once for both directions.
-func (d *direction) init(r *relayer, s *session, dst socket, dstRaw syscall.RawConn, src socket, srcRaw syscall.RawConn, count *metrics.Counter) {
-	d.r, d.sess, d.count = r, s, count
+func (d *direction) init(r *Engine, rel *Relay, dst Socket, dstRaw syscall.RawConn, src Socket, srcRaw syscall.RawConn, count *metrics.Counter) {
+	d.r, d.rel, d.count = r, rel, count
 	d.dst, d.dstRaw = dst, dstRaw
 	d.src, d.srcRaw = src, srcRaw
 	d.ioFn = d.io
@@ -320,7 +306,7 @@ func (d *direction) io(fd uintptr) bool {
 	}
 }
 
-func (d *direction) setSrc(c socket) (err error) {
+func (d *direction) setSrc(c Socket) (err error) {
 	d.src = c
 	d.srcRaw, err = c.SyscallConn()
 	if err == nil {
@@ -330,7 +316,7 @@ func (d *direction) setSrc(c socket) (err error) {
 	return err
 }
 
-func (d *direction) setDst(c socket) (err error) {
+func (d *direction) setDst(c Socket) (err error) {
 	d.dst = c
 	d.dstRaw, err = c.SyscallConn()
 	return err
@@ -358,7 +344,7 @@ func (d *direction) run() error {
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			return err
 		}
-		d.sess.keepBackendAlive()
+		d.rel.conn.KeepBackendAlive()
 		src, dst := d.src, d.dst // the parker owns d once parked
 		if d.n == d.mark && d.park() {
 			demote(src)
@@ -400,7 +386,7 @@ func (d *direction) passOn(bufLen int) error {
 // block); a write that must wait, a full buffer (bulk: splice takes over),
 // the end of the stream or an error end the step. Until the backend
 // answers, the client→backend direction passes the client's bytes on the
-// same way, keeping them for a replay (session.keep, writeKept). The one
+// same way, keeping them for a replay (Conn.Keep, writeKept). The one
 // short read that does not drain the socket, at TCP's urgent mark (the
 // parker reads on there, parkEvents; Go's poller reports no EPOLLPRI),
 // leaves the rest for the next idle check: it reads again, or parks.
@@ -450,7 +436,7 @@ func (d *direction) passOnKept() {
 		d.op = opWrite
 		raw.Write(d.ioFn)
 		if d.ioErr != nil {
-			d.sess.keptWriteFailed(conn, d.ioErr)
+			d.rel.conn.KeptWriteFailed(conn, d.ioErr)
 		}
 	}
 	d.out, d.ioErr = nil, nil // the backend's reader judges a failure
@@ -468,12 +454,12 @@ func (d *direction) relayOnce(fd uintptr) bool {
 		return true
 	}
 	if d.sessRead != nil {
-		d.sessRead.markAnswered()
+		d.sessRead.MarkAnswered()
 		d.sessRead = nil
 	}
 	d.out = (*d.buf)[:n]
 	if d.sessWrite != nil {
-		if conn := d.sessWrite.keep(d.out); conn != nil {
+		if conn := d.sessWrite.Keep(d.out); conn != nil {
 			return d.writeKept(conn, n)
 		}
 		if err := d.bindBackend(); err != nil {
@@ -499,9 +485,9 @@ func (d *direction) relayOnce(fd uintptr) bool {
 
 // writeKept is relayOnce's write of client bytes kept for a replay: to
 // conn, the session's backend connection when they were kept, without
-// waiting. A failure is not this direction's (session.keep); what must
+// waiting. A failure is not this direction's (Conn.Keep); what must
 // wait, or a full buffer, ends the callback for relayStep (passOnKept).
-func (d *direction) writeKept(conn socket, n int) bool {
+func (d *direction) writeKept(conn Socket, n int) bool {
 	raw, err := conn.SyscallConn()
 	if err == nil {
 		d.op = opWriteNow
@@ -509,7 +495,7 @@ func (d *direction) writeKept(conn socket, n int) bool {
 		d.op = opRelay
 	}
 	if d.ioErr != nil {
-		d.sessWrite.keptWriteFailed(conn, d.ioErr)
+		d.sessWrite.KeptWriteFailed(conn, d.ioErr)
 	}
 	d.ioErr = nil
 	if err != nil {
@@ -538,21 +524,21 @@ func (d *direction) replayElsewhere() error {
 	if err == nil {
 		err = io.EOF
 	}
-	conn := d.sessRead.failover()
+	conn := d.sessRead.Failover()
 	if conn == nil {
 		return err
 	}
 	d.ioErr = nil
-	_, b := d.sessRead.current()
+	_, b := d.sessRead.Current()
 	d.count = b.Stats.BytesToClient
-	d.r.keepAliveLater(d.sess) // the new backend socket has no keepalive yet
+	d.r.KeepAliveLater(d.rel) // the new backend socket has no keepalive yet
 	return d.setSrc(conn)
 }
 
 // bindBackend switches the client→backend direction to the backend the
 // session settled on.
 func (d *direction) bindBackend() error {
-	conn, b := d.sessWrite.current()
+	conn, b := d.sessWrite.Current()
 	d.sessWrite = nil
 	d.count = b.Stats.BytesToBackend
 	return d.setDst(conn)

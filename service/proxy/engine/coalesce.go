@@ -1,4 +1,4 @@
-package proxy
+package engine
 
 import (
 	"time"
@@ -75,7 +75,7 @@ func (c *coalescer) pauseInsteadOfWait(pushesOnly bool) bool {
 // d.pk.lastMsg, pk.mu held) is a backend's that answers nothing: its
 // client sent nothing for coalesceGap.
 func (d *direction) isPush() bool {
-	return !d.toBackend && d.pk.lastMsg.UnixNano()-d.sess.clientSent.Load() >= int64(coalesceGap)
+	return !d.toBackend && d.pk.lastMsg.UnixNano()-d.rel.clientSent.Load() >= int64(coalesceGap)
 }
 
 // sleepHoldingThread sleeps d in a raw nanosleep: the thread and its

@@ -1,4 +1,4 @@
-package proxy
+package engine
 
 import (
 	"sync/atomic"
@@ -15,7 +15,7 @@ type pipe struct{ r, w int }
 // pipe: Go's own splice keeps one per direction for a connection's whole
 // life (4 extra descriptors per proxied connection).
 type pipePool struct {
-	mu   rankedMutex[pipesLock]
+	mu   Mutex[pipesLock]
 	free []pipe
 	max  int          // idle pipes kept; the rest are closed
 	lent atomic.Int64 // pipes out with connections right now

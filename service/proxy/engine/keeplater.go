@@ -1,9 +1,9 @@
-package proxy
+package engine
 
 import "time"
 
 // keepLater gives a connection's backend socket its keepalive and user
-// timeout (session.keepBackendAlive) once the connection has outlived an
+// timeout (Conn.KeepBackendAlive) once the connection has outlived an
 // idle check's period, without a timer of its own: a short connection (a
 // request, a probe through the VIP) ends before and never pays the four
 // system calls, and a direction that stays parked from its start has no
@@ -11,16 +11,24 @@ import "time"
 // during a period is served at the end of the next, so between one and
 // two periods after it began, as a direction's own idle check would.
 type keepLater struct {
-	mu      rankedMutex[keepLock]
-	waiting []*session // queued since the last tick
-	due     []*session // queued before it: served at the next
-	armed   bool       // a tick is scheduled
+	mu      Mutex[keepLock]
+	waiting []Keeper // queued since the last tick
+	due     []Keeper // queued before it: served at the next
+	armed   bool     // a tick is scheduled
 }
 
-// keepAliveLater queues s for its backend socket's options (no-op when
+// Keeper is a connection whose backend socket waits for its keepalive:
+// a Relay, or another engine's connection.
+type Keeper interface {
+	KeepsAlive() bool // options are wanted at all
+	Live() bool       // a direction still runs or is parked
+	KeepBackendAlive()
+}
+
+// KeepAliveLater queues s for its backend socket's options (no-op when
 // none are wanted).
-func (r *relayer) keepAliveLater(s *session) {
-	if len(s.opts.keepOpts) == 0 {
+func (r *Engine) KeepAliveLater(s Keeper) {
+	if !s.KeepsAlive() {
 		return
 	}
 	k := &r.keep
@@ -35,7 +43,7 @@ func (r *relayer) keepAliveLater(s *session) {
 
 // keepAliveTick serves the sessions due and ages the waiting ones; it
 // schedules itself again while any wait.
-func (r *relayer) keepAliveTick() {
+func (r *Engine) keepAliveTick() {
 	k := &r.keep
 	k.mu.Lock()
 	due := k.due
@@ -46,8 +54,8 @@ func (r *relayer) keepAliveTick() {
 	}
 	k.mu.Unlock()
 	for _, s := range due {
-		if s.live.Load() > 0 {
-			s.keepBackendAlive()
+		if s.Live() {
+			s.KeepBackendAlive()
 		}
 	}
 }
