@@ -23,7 +23,7 @@ func runServe(ctx context.Context, env Env, args []string) int {
 	} else {
 		defer stop()
 	}
-	err := daemon.Run(ctx, path, env.Version, env.Stderr)
+	err := daemon.Run(ctx, path, env.Version, env.Commit, env.Stderr)
 	if err == nil {
 		return ExitOK
 	}

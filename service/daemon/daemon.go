@@ -38,6 +38,7 @@ import (
 // Daemon is one running vipproxy.
 type Daemon struct {
 	version  string
+	commit   string // "" when the build does not say
 	log      *slog.Logger
 	level    *slog.LevelVar
 	notifier *notify.Notifier
@@ -74,8 +75,10 @@ type Daemon struct {
 }
 
 // Run loads the config at path and serves until ctx is cancelled, then
-// drains. A config error is returned as a *config.Error.
-func Run(ctx context.Context, path, version string, stderr io.Writer) error {
+// drains. version and commit are the build's, as `vipproxy version`
+// prints them (vipproxy_build_info). A config error is returned as a
+// *config.Error.
+func Run(ctx context.Context, path, version, commit string, stderr io.Writer) error {
 	// SIGHUP is a reload from the first moment: Go's default for it is to
 	// exit, and one that came before the loop (a reload right after READY,
 	// or during a slow start) ended the daemon. The loop reloads for it.
@@ -89,7 +92,7 @@ func Run(ctx context.Context, path, version string, stderr io.Writer) error {
 	level := new(slog.LevelVar)
 	level.Set(cfg.Log.Level.Slog())
 	log := logging.New(stderr, level, os.Getenv("JOURNAL_STREAM"))
-	d := &Daemon{version: version, log: log, level: level, notifier: notify.New(log), lastReload: time.Now(),
+	d := &Daemon{version: version, commit: commit, log: log, level: level, notifier: notify.New(log), lastReload: time.Now(),
 		control: admin.ControlSocketPath(os.Getenv), hup: hup}
 	d.cfg.Store(cfg)
 	return d.run(ctx)
@@ -98,7 +101,7 @@ func Run(ctx context.Context, path, version string, stderr io.Writer) error {
 func (d *Daemon) run(ctx context.Context) error {
 	cfg := d.cfg.Load()
 	d.metrics = metrics.New()
-	d.metrics.SetBuild(d.version)
+	d.metrics.SetBuild(d.version, d.commit)
 	d.metrics.SetVIPHeld(d.heldVIPs)
 	d.metrics.SetBGPAnnounced(d.bgpAnnounced)
 	for _, r := range listen.Reasons() {

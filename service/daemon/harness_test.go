@@ -63,9 +63,16 @@ func setup(m *testing.M) (int, error) {
 	return m.Run(), nil
 }
 
+// The version and commit the test binaries are built with, set as the
+// Makefile sets them (-ldflags -X main.version, -X main.commit).
+const (
+	testVersion = "v9.9.9-test"
+	testCommit  = "0123456789abcdef0123456789abcdef01234567"
+)
+
 // buildBinaries builds vipproxy and vipproxy-apiserver into binDir.
 func buildBinaries(binDir string) error {
-	args := []string{"build", "-ldflags", "-X main.version=v9.9.9-test", "-o", binDir + "/"}
+	args := []string{"build", "-ldflags", "-X main.version=" + testVersion + " -X main.commit=" + testCommit, "-o", binDir + "/"}
 	cgo := "CGO_ENABLED=0"
 	if raceOn {
 		// Under the race detector the daemon itself is instrumented too,

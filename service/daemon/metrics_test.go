@@ -92,7 +92,7 @@ func TestMetricsOfARunningDaemon(t *testing.T) {
 	one, zero := func(v float64) bool { return v == 1 }, func(v float64) bool { return v == 0 }
 	positive := func(v float64) bool { return v > 0 }
 	wants := []want{
-		{"vipproxy_build_info", []string{"version", "v9.9.9-test"}, one, "1 with the version the build set"},
+		{"vipproxy_build_info", []string{"version", testVersion, "revision", testCommit}, one, "1 with the version and commit the build set"},
 		{"vipproxy_config_last_reload_successful", nil, one, "1"},
 		{"vipproxy_config_last_reload_success_timestamp_seconds", nil, positive, "> 0"},
 		{"vipproxy_backend_state", []string{"backend", "b0", "state", "up"}, one, "1"},

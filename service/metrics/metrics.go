@@ -11,7 +11,6 @@ package metrics
 
 import (
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -141,18 +140,15 @@ func (m *Metrics) newSeries() {
 	m.bgpAnnounced = m.add("vipproxy_bgp_announced", "gauge", "vip.mode = bgp only: 1 if the announce link holds every VIP, so BIRD announces them (vipproxy-announce.service holds it while this proxy is ready), else 0.")
 }
 
-// SetBuild sets vipproxy_build_info from the version and the build's
-// VCS revision.
-func (m *Metrics) SetBuild(version string) {
-	revision := "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				revision = s.Value
-			}
-		}
+// SetBuild sets vipproxy_build_info from the version and the commit the
+// binary was built from, as `vipproxy version` prints them (decided by
+// cli.BuildVersion); a build that does not know its commit says
+// "unknown".
+func (m *Metrics) SetBuild(version, commit string) {
+	if commit == "" {
+		commit = "unknown"
 	}
-	m.BuildInfo.WithLabelValues(version, runtime.Version(), revision).Set(1)
+	m.BuildInfo.WithLabelValues(version, runtime.Version(), commit).Set(1)
 }
 
 // SetVIPHeld makes vipproxy_vip_held read held at every scrape: it
