@@ -9,7 +9,9 @@
 # old daemon serving and says why. Removal takes the VIP off the node;
 # purge leaves no VIP, drop-in, sysctl file, unit or config. Debian only
 # (NixOS has the module). The two .debs are `make release` builds of this
-# checkout (vm-tests/stage.sh, VM_STAGE_DEBS) on the staging disk.
+# checkout (vm-tests/stage.sh, VM_STAGE_DEBS) on the staging disk, built
+# for the guest's architecture: make vm-test-all runs this on amd64, arm64
+# and riscv64 (Debian 13 there), make test on amd64.
 import os
 import shlex
 
@@ -28,7 +30,9 @@ APT = "DEBIAN_FRONTEND=noninteractive apt-get -y"
 
 
 def deb(version):
-    return f"./vipproxy_{version}-1_amd64.deb"
+    """The staged .deb of version for the guest's architecture (Debian's
+    name for it: amd64, arm64, riscv64), as `make release` names it."""
+    return f"./vipproxy_{version}-1_{ARCH}.deb"
 
 
 # What the operator writes into /etc/vipproxy/vipproxy.toml.
@@ -51,10 +55,6 @@ type = "tcp"
 # The quick start of README.md for the .deb, in order (the operator's
 # editor is $EDITOR).
 REPO = os.environ.get("VM_REPO", os.getcwd())
-
-
-# The package installed, then the README's quick start verbatim.
-QUICKSTART = [f"{APT} install {deb(OLD)}"] + readme_quickstart(REPO)
 
 UNITS = "vipproxy.socket vipproxy.service vipproxy-network.service vipproxy-announce.service"
 
@@ -144,6 +144,9 @@ with subtest("a fresh Debian node; the stand-in apiserver on the node IP:6443"):
     # fresh node has none (the package brings them), nor a masked keepalived.
     cp1.succeed("rm -f /etc/systemd/system/vipproxy*", "systemctl unmask keepalived.service", "systemctl daemon-reload")
     cp1.fail("test -e /usr/bin/vipproxy")
+    # The package for this guest's architecture, as dpkg names it.
+    ARCH = cp1.succeed("dpkg --print-architecture").strip()
+    cp1.succeed(f"test -f {DEBS}/{deb(OLD)} && test -f {DEBS}/{deb(NEW)}")
     cp1.succeed(f"vipproxy-apiserver pki --dir {PKI} --hosts {NODE},{VIP4}")
     cp1.succeed(
         f"{RUN} --unit=apiserver vipproxy-apiserver --listen {NODE}:6443 --name cp1 --watch-interval 10s"
@@ -155,6 +158,8 @@ with subtest("a fresh Debian node; the stand-in apiserver on the node IP:6443"):
     cp1.succeed("chmod 755 /root/edit-config")
 
 with subtest("the quick start from the package"):
+    # The package installed, then the README's quick start verbatim.
+    QUICKSTART = [f"{APT} install {deb(OLD)}"] + readme_quickstart(REPO)
     for i, command in enumerate(QUICKSTART):
         print(f"quickstart$ {command}")
         out = sh(f"cd {DEBS} && export EDITOR=/root/edit-config && bash -ec {shlex.quote(command)} </dev/null 2>&1")
