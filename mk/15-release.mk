@@ -14,7 +14,8 @@ MAN_PAGES := $(BIN)/man/vipproxy.8 $(BIN)/man/vipproxy.toml.5
 APT_PACKAGES += lintian qemu-user-static
 # make test: a release of every architecture into its own directory, checked
 # as a user gets it (packaging/check-release.sh): lintian on every .deb, the
-# binaries static and reporting the version, the tarballs' contents.
+# binaries static and reporting the version and commit, the tarballs'
+# contents, their man pages rendered without a warning.
 TEST_TARGETS += test-release
 
 .PHONY: release test-release
@@ -32,4 +33,4 @@ release:
 
 test-release:
 	$(MAKE) --no-print-directory release DIST=$(BIN)/release-test
-	GO=$(GO) packaging/check-release.sh $(BIN)/release-test '$(VERSION)' $(RELEASE_ARCHS)
+	GO=$(GO) packaging/check-release.sh $(BIN)/release-test '$(VERSION)' '$(COMMIT)' $(RELEASE_ARCHS)

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# check-release.sh DIST VERSION ARCH...: what `make release` put in DIST is
-# what a user gets: per architecture a tarball with the static binary,
-# reporting VERSION, and everything listed in tarball.sh; a .deb that
+# check-release.sh DIST VERSION COMMIT ARCH...: what `make release` put in
+# DIST is what a user gets: per architecture a tarball with the static
+# binary, whose `vipproxy version` names VERSION and COMMIT, and everything
+# listed in tarball.sh, its man pages rendered by man(1) without a warning
+# (as `man ./vipproxy.8` shows them); a .deb that
 # lintian passes (errors and warnings; packaging/debian/lintian-overrides
 # says why for each tag it overrides) holding that same binary, the units,
 # the conffile and the man pages the tarball has; SHA256SUMS over them all.
 # Foreign binaries run under qemu-user (qemu-user-static).
 set -euo pipefail
-DIST=${1:?usage: check-release.sh DIST VERSION ARCH...}
+DIST=${1:?usage: check-release.sh DIST VERSION COMMIT ARCH...}
 VERSION=${2:?}
-shift 2
+# A release names its commit: one built without git metadata or a VERSION
+# file says "commit: unknown", which this refuses.
+COMMIT=${3:?check-release: no commit (a release is built from git or from a tree with a VERSION file)}
+shift 3
 GO=${GO:-go}
 fail() { echo "check-release: $*" >&2; exit 1; }
 declare -A QEMU=([arm64]=qemu-aarch64-static [riscv64]=qemu-riscv64-static)
@@ -37,6 +42,12 @@ for arch in "$@"; do
 	grep -q "CGO_ENABLED=0\$" <<<"$settings" || fail "$tgz: vipproxy is not static (CGO_ENABLED=0)"
 	out=$(${QEMU[$arch]:-} "$t/vipproxy" version 2>&1) || fail "$tgz: vipproxy version: $out"
 	grep -qF -- "${VERSION#v}" <<<"$out" || fail "$tgz: vipproxy version prints '$out', not $VERSION"
+	grep -qx -- "commit: $COMMIT" <<<"$out" || fail "$tgz: vipproxy version prints '$out', not commit $COMMIT"
+	for m in "$t"/man/*; do
+		[ -e "$m" ] || continue
+		warn=$(MANWIDTH=80 man --warnings -l "$m" 2>&1 >/dev/null) || fail "$tgz: man -l $(basename "$m") failed: $warn"
+		[ -z "$warn" ] || fail "$tgz: man --warnings -l $(basename "$m") warns: $warn"
+	done
 	debs=("$DIST"/vipproxy_*_"$arch".deb)
 	[ ${#debs[@]} = 1 ] && [ -f "${debs[0]}" ] || fail "not one .deb for $arch in $DIST: ${debs[*]}"
 	deb=${debs[0]}
