@@ -319,9 +319,12 @@ func (p *proc) waitLog(want string) {
 // Its 30 s timeout (Slowdown times longer when emulated) fails only a
 // hang: /status of 2,001 backends on a loaded 2-core machine, and
 // /metrics under a flood in a TCG guest (vm-tests/flood.py, 2026-12-01),
-// took over the 2 s it was.
+// took over the 2 s it was. Each GET has a connection of its own: a kept-
+// alive one, which the admin endpoint closes after 10 s idle, was reused
+// as it closed ("http: server closed idle connection", 2026-12-06, -race
+// beside four busy CPU loops).
 func (p *proc) get(path string) (string, error) {
-	return p.getWith(&http.Client{Timeout: testutil.Scaled(30 * time.Second)}, path)
+	return p.getWith(&http.Client{Timeout: testutil.Scaled(30 * time.Second), Transport: &http.Transport{DisableKeepAlives: true}}, path)
 }
 
 // getWith is get through the client c.
