@@ -76,7 +76,7 @@ metric_sum() { in_ns curl -sf "http://$admin/metrics" | awk -v m="$1" -F'[{} ]' 
 verified_count() { [ "$(vstatus | jq '[.backends[] | select(.verified)] | length')" = "$1" ]; }
 backend_state() { [ "$(vstatus | jq -r --arg a "$1" '.backends[] | select(.address == $a) | .state')" = "$2" ]; }
 elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}'; }
-doctor() { in_ns "$vipproxy" doctor --config "$1" --control "" --only daemon,backends; }
+doctor() { in_ns "$vipproxy" doctor --config "$1" --control "$swork/run/control.sock" --only daemon,backends; }
 
 # kubectl_gets N: N `kubectl get namespace default` through the VIP, each
 # on a new connection, all of which must succeed.

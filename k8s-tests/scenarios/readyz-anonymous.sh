@@ -48,7 +48,7 @@ readyz_anonymous_recipe() {
 	waitfor 60 "examples/$name.toml: 3/3 apiservers up and verified" api_verified 3
 	# (RKE2's and k0s's other ports have no listener here: doctor fails
 	# those; the API port's line is the one that matters.)
-	doc=$(in_ns "$vipproxy" doctor --config "$swork/$name.toml" --control "" --only backends || true)
+	doc=$(in_ns "$vipproxy" doctor --config "$swork/$name.toml" --control "$swork/run/control.sock" --only backends || true)
 	grep -q '^PASS backends .*all 3 backends pass the https (GET /readyz, want 200) check' <<<"$doc" &&
 		! grep -q unverified <<<"$doc" || fail "doctor does not pass the API port's backends verified: $doc"
 	step "examples/$name.toml, no credentials: 3/3 apiservers up, readiness verified; doctor PASS"

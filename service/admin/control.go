@@ -9,9 +9,11 @@ import (
 // The control socket is a second, private door to the same handler: a unix
 // socket (mode 0660) in the service's RuntimeDirectory (/run/vipproxy,
 // owned by the service's user), which no other program can take.
-// `vipproxy status` and `reload` ask it first, so that a clash on
-// admin.listen's TCP port neither hides the daemon nor lets another
-// process answer for it.
+// `vipproxy status`, `reload` and `doctor` ask it first, so that a clash
+// on admin.listen's TCP port neither hides the daemon nor lets another
+// process answer for it: they take its answer only from the daemon's own
+// process (DialDaemon), and ask admin.listen over TCP only when the
+// operator names it (--admin).
 //
 // The probe socket sits beside it for keepalived's track script, which runs
 // as keepalived's script user (NixOS: a vrrp_script user; Debian: root, or

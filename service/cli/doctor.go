@@ -29,7 +29,7 @@ func runDoctor(ctx context.Context, env Env, args []string) int {
 	fs.DurationVar(&h.DialTimeout, "timeout", 2*time.Second, "how long to wait for each backend")
 	fs.BoolVar(&asJSON, "json", false, "print the results as JSON")
 	fs.StringVar(&control, "control", admin.DefaultControlPath(), "the daemon's control socket, asked first (\"\" : only the admin endpoint)")
-	fs.StringVar(&addr, "admin", "", "admin endpoint to ask when the control socket does not answer; default from the config")
+	fs.StringVar(&addr, "admin", "", adminFlagHelp)
 	fs.StringVar(&birdSocket, "bird-socket", "", "BIRD's control socket for birdc (default: birdc's own, /run/bird/bird.ctl)")
 	if code, ok := parseFlags(env, fs, args); !ok {
 		return code

@@ -58,13 +58,14 @@ func doctorConfig(t *testing.T, apis []*standin.Server, vipPort int, admin, cred
 // accepts that (health.accept_unverified); with credentials the
 // apiservers refuse it fails the backends (no healthy backend on the
 // port, 401 named, the fix for the credential) and the daemon (not
-// ready, each backend's error); with no daemon it fails saying so.
+// ready, each backend's error); with no daemon it fails saying so. The
+// daemon is asked over TCP, named with --admin.
 func TestDoctorNamesCauseAndFix(t *testing.T) {
 	pki, other := newPKI(t), newPKI(t)
 	apis := anonOffApiservers(t, pki, 2)
-	doctor := func(path string) (string, int) {
+	doctor := func(path, admin string) (string, int) {
 		t.Helper()
-		out, errOut, code := runBin(t, "doctor", "--config", path, "--control", "", "--only", "daemon,backends,vip-answers")
+		out, errOut, code := runBin(t, "doctor", "--config", path, "--control", "", "--admin", admin, "--only", "daemon,backends,vip-answers")
 		return out + errOut, code
 	}
 
@@ -76,7 +77,7 @@ func TestDoctorNamesCauseAndFix(t *testing.T) {
 	// a moment later (seen: the doctor ran in between, "1/2").
 	const bothReady = "PASS daemon     the daemon is ready: 2/2 backends healthy"
 	testutil.WaitFor(t, "doctor to see the daemon ready with both backends", func() bool {
-		out, code = doctor(path)
+		out, code = doctor(path, admin)
 		return strings.Contains(out, bothReady)
 	})
 	for _, want := range []string{
@@ -98,22 +99,23 @@ func TestDoctorNamesCauseAndFix(t *testing.T) {
 	if err := os.WriteFile(accepted, []byte(doctorConfig(t, apis, vipPort, admin, fmt.Sprintf("ca_file = %q\naccept_unverified = true\n", pki.CA))), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, code = doctor(accepted)
+	out, code = doctor(accepted, admin)
 	if want := fmt.Sprintf("WARN backends   port api (%d): 2 of 2 backends answer, readiness unverified (accepted: health.accept_unverified)", vipPort); !strings.Contains(out, want) || code != 0 {
 		t.Errorf("doctor with unverified readiness accepted: exit %d (want 0), lacks %q:\n%s", code, want, out)
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
 
-	if out, code := doctor(path); code != ExitFailure || !strings.Contains(out, "FAIL daemon     the daemon does not answer") ||
+	if out, code := doctor(path, admin); code != ExitFailure || !strings.Contains(out, "FAIL daemon     the daemon does not answer") ||
 		!strings.Contains(out, "fix: systemctl status vipproxy.socket vipproxy.service") {
 		t.Errorf("doctor without a daemon: exit %d\n%s", code, out)
 	}
 
 	refused := fmt.Sprintf("ca_file = %q\ncert_file = %q\nkey_file = %q\n", pki.CA, other.ClientCert, other.ClientKey)
-	path, logs, _ = startDaemon(t, doctorConfig(t, apis, testutil.FreePort(t), fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), refused))
+	admin = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	path, logs, _ = startDaemon(t, doctorConfig(t, apis, testutil.FreePort(t), admin, refused))
 	testutil.WaitFor(t, "doctor to see the daemon not ready", func() bool {
-		out, code = doctor(path)
+		out, code = doctor(path, admin)
 		return strings.Contains(out, "FAIL daemon     the daemon is not ready (not ready: 0/2")
 	})
 	for _, want := range []string{

@@ -187,34 +187,54 @@ func probeSockets(getenv func(string) string, root bool) []string {
 	return out
 }
 
-// askDaemon GETs urlPath from the daemon: its unix sockets in order ("" :
-// none), then admin.listen (addr, or the config's at path). A config that
-// cannot be loaded matters only when the admin endpoint is needed.
+// adminFlagHelp is --admin of the commands that ask the daemon through
+// askDaemon.
+const adminFlagHelp = "admin endpoint to ask when the daemon's sockets do not answer: unix:/path (default: admin.listen when it is one), or host:port, asked over TCP only when named here (another program could answer there for a daemon that is down)"
+
+// askDaemon GETs urlPath from the daemon (status, reload, doctor): on its
+// unix sockets in order ("" : none), then on admin.listen when that is a
+// unix socket, each answer taken only from the daemon's own process
+// (askSocket, admin.DialDaemon). Over TCP only at addr when the operator
+// named it (--admin host:port): any local user can bind the admin port of
+// a daemon that is down and answer for it, so admin.listen from the config
+// is never asked over TCP. A config that cannot be loaded matters only
+// when no socket answers and no --admin is given.
 func askDaemon(ctx context.Context, path, addr string, sockets []string, urlPath string, timeout time.Duration) (string, int, error) {
-	var controlErr error
+	var errs error
 	for _, sock := range sockets {
 		if sock == "" {
 			continue
 		}
-		body, code, err := get(ctx, "unix:"+sock, urlPath, timeout)
+		body, code, err := askSocket(ctx, sock, urlPath, timeout)
 		if err == nil {
 			return body, code, nil
 		}
-		controlErr = errors.Join(controlErr, err)
+		errs = errors.Join(errs, err)
 	}
-	if addr == "" {
+	named := addr != ""
+	if !named {
 		cfg, err := config.Load(path, config.OutsideService)
 		if err != nil {
-			return "", 0, errors.Join(controlErr, err)
+			return "", 0, errors.Join(errs, err)
 		}
 		addr = cfg.Admin.Listen
 	}
-	if addr == "" {
-		return "", 0, errors.Join(controlErr, errors.New("no admin endpoint configured (admin.listen is empty); pass --admin"))
+	sock, isUnix := strings.CutPrefix(addr, "unix:")
+	var body string
+	var code int
+	var err error
+	switch {
+	case addr == "":
+		err = errors.New("no admin endpoint configured (admin.listen is empty)")
+	case isUnix:
+		body, code, err = askSocket(ctx, sock, urlPath, timeout)
+	case !named:
+		err = fmt.Errorf("admin endpoint %s not asked: over TCP another program could answer for a daemon that is down; ask it anyway with --admin %s", addr, addr)
+	default:
+		body, code, err = get(ctx, addr, urlPath, timeout)
 	}
-	body, code, err := get(ctx, addr, urlPath, timeout)
 	if err != nil {
-		return "", 0, errors.Join(controlErr, err)
+		return "", 0, errors.Join(errs, err)
 	}
 	return body, code, nil
 }

@@ -246,3 +246,42 @@ func TestProbeWithinBudgetWhileAnotherUserHoldsTheProbeSocket(t *testing.T) {
 		t.Errorf("probe socket answered %q at connect; daemon log:\n%s", b, logs())
 	}
 }
+
+// Nor for a person or systemd: after the daemon is SIGKILLed and uid
+// nobody answers on admin.listen's port as vipproxy would (ready, and
+// one more reload at each /status), `vipproxy status` and doctor's daemon
+// check say the daemon is down, and `vipproxy reload` does not report a
+// reload no daemon took. Before they asked the daemon's own sockets only,
+// all three fell back to that port: status exit 0 "ready", doctor PASS,
+// reload "reloaded". Over TCP they ask only an endpoint named with --admin.
+func TestStatusDoctorReloadRefuseAnotherUsersAnswerForADeadDaemon(t *testing.T) {
+	h := newProbeHome(t)
+	adminAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	path, logs, cmd := startDaemon(t, adminConfig(testutil.FreePort(t), testutil.ServeAddr(t, testutil.Close), adminAddr, false), "RUNTIME_DIRECTORY="+h.runDir)
+	waitReady(t, h, path, logs)
+	control := filepath.Join(h.runDir, "control.sock")
+	if out, code := runAs(t, 0, h.vipproxy, "status", "--config", path, "--control", "", "--admin", adminAddr); code != 0 {
+		t.Errorf("status of the live daemon over TCP named with --admin: exit %d, %q", code, out)
+	}
+	if out, code := runAs(t, 0, h.vipproxy, "status", "--config", path, "--control", ""); code == 0 || !strings.Contains(out, "not asked: over TCP") {
+		t.Errorf("status without its sockets asked admin.listen over TCP unasked: exit %d, %q", code, out)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	startLocalUser(t, h, "answer", "tcp", adminAddr)
+	hupProof := exec.Command("sh", "-c", `trap "" HUP; exec sleep 600`) // stands for the daemon's pid
+	if err := hupProof.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hupProof.Process.Kill(); hupProof.Wait() })
+	for _, args := range [][]string{
+		{"status"},
+		{"doctor", "--only", "daemon"},
+		{"reload", "--pid", fmt.Sprint(hupProof.Process.Pid), "--timeout", "5s"},
+	} {
+		out, code := runAs(t, 0, h.vipproxy, append(args, "--config", path, "--control", control)...)
+		if code == 0 || strings.Contains(out, "PASS") || strings.Contains(out, "reloaded") || strings.Contains(out, "v9.9.9") {
+			t.Errorf("%s of a dead daemon, uid %d on the admin port: exit %d, %q", args[0], nobody, code, out)
+		}
+	}
+}

@@ -21,7 +21,7 @@ func runReload(ctx context.Context, env Env, args []string) int {
 	fs := newFlags(env, "reload", &path)
 	fs.StringVar(&pidText, "pid", "", "the daemon's pid (ExecReload=: $MAINPID)")
 	fs.StringVar(&control, "control", admin.DefaultControlPath(), "the daemon's control socket")
-	fs.StringVar(&addr, "admin", "", "admin endpoint to ask when the control socket does not answer; default from the config")
+	fs.StringVar(&addr, "admin", "", adminFlagHelp)
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the daemon to take the reload")
 	if code, ok := parseFlags(env, fs, args); !ok {
 		return code

@@ -59,7 +59,7 @@ func runStatus(ctx context.Context, env Env, args []string) int {
 	var asJSON bool
 	fs := newFlags(env, "status", &path)
 	fs.StringVar(&control, "control", admin.DefaultControlPath(), "the daemon's control socket, asked first")
-	fs.StringVar(&addr, "admin", "", "admin endpoint to ask when the control socket does not answer; default from the config")
+	fs.StringVar(&addr, "admin", "", adminFlagHelp)
 	fs.BoolVar(&asJSON, "json", false, "print JSON for scripts")
 	if code, ok := parseFlags(env, fs, args); !ok {
 		return code

@@ -41,7 +41,7 @@ func TestAnonymousAuthOffApiservers(t *testing.T) {
 		if out, err := p.probe(); err != nil {
 			t.Errorf("probe: %v\n%s", err, out)
 		}
-		out, _ := exec.Command(filepath.Join(binDir, "vipproxy"), "status", "--config", p.cfgPath, "--control", "").CombinedOutput()
+		out, _ := exec.Command(filepath.Join(binDir, "vipproxy"), "status", "--config", p.cfgPath, "--control", "", "--admin", p.admin).CombinedOutput()
 		if !strings.Contains(string(out), "up (unverified)") || !strings.Contains(string(out), "readiness of 2 backend(s) unverified") ||
 			!strings.Contains(string(out), "fix: let anonymous clients read /readyz, /livez and /healthz alone") {
 			t.Errorf("vipproxy status does not say readiness is unverified:\n%s", out)

@@ -19,7 +19,7 @@ func checkDaemon(ctx context.Context, h Host, _ *config.Valid) Result {
 	}
 	body, code, err := h.Daemon(ctx, "/readyz")
 	if err != nil {
-		return fail("systemctl status vipproxy.socket vipproxy.service; journalctl -u vipproxy (the daemon answers on its control socket and on admin.listen)",
+		return fail("systemctl status vipproxy.socket vipproxy.service; journalctl -u vipproxy (doctor asks the daemon's control socket, and admin.listen when it is a unix socket; a TCP admin endpoint only when named with --admin)",
 			"the daemon does not answer: %v", err)
 	}
 	body = strings.TrimSpace(body)

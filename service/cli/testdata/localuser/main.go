@@ -1,7 +1,8 @@
 // Command localuser is what a hostile local user runs against the probe's
 // path to the daemon, for the probe tests (run as another uid):
 //
-//	localuser answer NETWORK ADDRESS  answer every request 200 "ready: api 3/3 backends healthy"
+//	localuser answer NETWORK ADDRESS  answer every request 200 "ready: api 3/3 backends healthy",
+//	                                  and /status as vipproxy's JSON: ready, one more reload each time
 //	localuser hold SOCKET N           hold N idle connections to SOCKET, opening another 50 ms after one closes
 //
 // Each prints "ready" on stdout once it listens or holds its N
@@ -15,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,7 +49,12 @@ func answer(network, addr string) {
 		}
 	}
 	fmt.Println("ready")
+	var reloads atomic.Uint64
 	fail(http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/status" {
+			fmt.Fprintf(w, `{"ready":true,"version":"v9.9.9","reloads":%d,"ports":[{"name":"api","required":true,"healthy":3,"backends":3}]}`, reloads.Add(1))
+			return
+		}
 		io.WriteString(w, "ready: api 3/3 backends healthy\n")
 	})))
 }
