@@ -46,6 +46,7 @@ cleanup() {
 	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 	ip netns del "$ns" 2>/dev/null || true
+	for d in "${credential_made[@]}"; do rmdir "$d" 2>/dev/null || true; done
 	if [ $rc != 0 ]; then
 		for f in "$work"/*.log "$work"/*/*.log; do
 			[ -e "$f" ] || continue
@@ -224,12 +225,38 @@ cluster_whole() {
 # vipproxy_start CONFIG: run `vipproxy serve` in the namespace, its log in
 # $swork/vipproxy.log (one at a time: it listens on the VIP and $admin).
 # The daemon gets a RUNTIME_DIRECTORY as systemd gives it: its probe socket
-# there ($swork/run/probe.sock) is all `vipproxy probe` asks.
+# there ($swork/run/probe.sock) is all `vipproxy probe` asks. With
+# $credentials (recipe_credentials) it gets them as LoadCredential= does:
+# that directory mounted at /run/credentials/vipproxy.service in a mount
+# namespace of its own, and CREDENTIALS_DIRECTORY naming it, so the config
+# names them as the docs do.
 vipproxy_start() {
 	mkdir -p -m 0711 "$swork/run"
-	RUNTIME_DIRECTORY="$swork/run" ip netns exec "$ns" "$vipproxy" serve --config "$1" >>"$swork/vipproxy.log" 2>&1 &
+	local env=(RUNTIME_DIRECTORY="$swork/run") cmd=("$vipproxy" serve --config "$1")
+	if [ -n "$credentials" ]; then
+		credential_mountpoint
+		env+=(CREDENTIALS_DIRECTORY="$credential_dir")
+		# shellcheck disable=SC2016 # expanded by that sh
+		cmd=(unshare --mount --propagation private sh -c 'mount --bind "$0" "$1" && shift && exec "$@"' "$credentials" "$credential_dir" "${cmd[@]}")
+	fi
+	env "${env[@]}" ip netns exec "$ns" "${cmd[@]}" >>"$swork/vipproxy.log" 2>&1 &
 	vipproxy_pid=$!
 	pids+=($vipproxy_pid)
+}
+credentials=
+credential_dir=/run/credentials/vipproxy.service
+credential_made=()
+# credential_mountpoint: $credential_dir, which systemd makes for a unit
+# with credentials, made here where the host has none (PID 1 not systemd)
+# and removed by cleanup; the files are only ever mounted on it in the
+# daemon's own mount namespace.
+credential_mountpoint() {
+	local d
+	for d in "$(dirname "$credential_dir")" "$credential_dir"; do
+		[ -d "$d" ] && continue
+		mkdir -m 0755 "$d"
+		credential_made=("$d" "${credential_made[@]}")
+	done
 }
 vipproxy_stop() {
 	[ -n "$vipproxy_pid" ] || return 0

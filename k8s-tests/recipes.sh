@@ -19,22 +19,45 @@ recipe_kubelet_cert() {
 	cat "$pki/kubelet.crt" "$pki/kubelet.key" >"$pki/kubelet.pem"
 }
 
-# recipe_credentials FILE: the file with the systemd credentials the docs
-# name (LoadCredential=: ca.crt, kubelet-client.pem) put where the test
-# keeps them.
+# recipe_credentials DIST: the credentials examples/credentials/DIST.conf
+# hands vipproxy.service (LoadCredential=NAME:SOURCE), each SOURCE this
+# cluster's file of that kind, copied to $swork/credentials/NAME as systemd
+# copies them; the next vipproxy_start finds them where the config names
+# them (/run/credentials/vipproxy.service/NAME). The config is used as the
+# docs write it.
 recipe_credentials() {
 	recipe_kubelet_cert
-	sed -i -e "s|/run/credentials/vipproxy.service/ca.crt|$pki/ca.crt|g" \
-		-e "s|/run/credentials/vipproxy.service/kubelet-client.pem|$pki/kubelet.pem|g" "$1"
+	local name src
+	credentials=$swork/credentials
+	rm -rf "$credentials"
+	mkdir -m 0700 "$credentials"
+	while IFS=: read -r name src; do
+		case $src in
+		*/ca.crt) cp "$pki/ca.crt" "$credentials/$name" ;;
+		*/kubelet-client-current.pem) cp "$pki/kubelet.pem" "$credentials/$name" ;;
+		*/server-ca.crt) cp "$pki/ca.crt" "$credentials/$name" ;;
+		*/client-kubelet.crt) cp "$pki/kubelet.crt" "$credentials/$name" ;;
+		*/client-kubelet.key) cp "$pki/kubelet.key" "$credentials/$name" ;;
+		*) fail "examples/credentials/$1.conf: no file of this cluster stands for $src" ;;
+		esac
+		chmod 0400 "$credentials/$name"
+	done < <(sed -n 's/^LoadCredential=//p' "$repo/examples/credentials/$1.conf")
+	[ -n "$(ls "$credentials")" ] || fail "examples/credentials/$1.conf names no credential"
 }
 
-# recipe_with_check_credentials NAME: recipe_config NAME with its [health]
-# table replaced by the docs' check credentials block (docs/distributions.md,
-# between <!-- credentials --> markers).
+# recipe_with_check_credentials NAME [two-file]: recipe_config NAME with its
+# [health] table replaced by the docs' check credentials block
+# (docs/distributions.md, between <!-- credentials --> markers: kubeadm's
+# one .pem), or with two-file, the block the docs give k3s (certificate and
+# key in two files, after "On k3s").
 recipe_with_check_credentials() {
 	recipe_config "$1" | awk '/^\[health\]$/ {skip=1; next} skip && /^$/ {skip=0; next} !skip'
 	echo
-	awk '/<!-- credentials -->/ {f=1; next} /<!-- end credentials -->/ {f=0} f && !/^```/' "$repo/docs/distributions.md"
+	if [ "${2:-}" = two-file ]; then
+		awk '/^On k3s / {f=1; next} f && /^```toml/ {in_block=1; next} in_block && /^```/ {exit} in_block' "$repo/docs/distributions.md"
+	else
+		awk '/<!-- credentials -->/ {f=1; next} /<!-- end credentials -->/ {f=0} f && !/^```/' "$repo/docs/distributions.md"
+	fi
 }
 
 # recipe_standins PORT...: a TLS stand-in (vipproxy-apiserver, the test CA's

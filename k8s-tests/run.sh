@@ -40,7 +40,7 @@ netns_setup
 pki_setup
 cluster_start
 for s in "${wanted[@]}"; do
-	swork=$work/$s
+	swork=$work/$s credentials=
 	mkdir -p "$swork"
 	step "scenario $s"
 	"scenario_${s//-/_}"

@@ -2,8 +2,11 @@
 # start with k3s's flags (--anonymous-auth=false among them); vipproxy runs
 # examples/k3s.toml as the docs show it: 3/3 backends up (readiness
 # unverified: /readyz answers 401), 10/10 kubectl GETs through the VIP,
-# `vipproxy probe` exit 0. Then with the docs' check credentials (the
-# kubelet's client certificate): readiness verified, and an apiserver whose
+# `vipproxy probe` exit 0. Then with the docs' check credentials for k3s
+# (the kubelet's client certificate and key, two files) at the
+# /run/credentials/vipproxy.service/ paths the docs write, handed over as
+# examples/credentials/k3s.conf names them (LoadCredential=, no path
+# rewritten): readiness verified, and an apiserver whose
 # /readyz fails (SIGTERMed, serving on for --shutdown-delay-duration) is
 # marked down.
 . "$repo/k8s-tests/recipes.sh"
@@ -25,11 +28,11 @@ scenario_recipe_k3s() {
 	recipe_probe "$swork/k3s.toml"
 	vipproxy_stop
 
-	recipe_with_check_credentials k3s >"$swork/k3s-verified.toml"
-	recipe_credentials "$swork/k3s-verified.toml"
+	recipe_with_check_credentials k3s two-file >"$swork/k3s-verified.toml"
+	recipe_credentials k3s
 	recipe_up "$swork/k3s-verified.toml" "$all"
 	waitfor 30 "3/3 verified" recipe_verified 3
-	step "with the docs' check credentials (a kubelet client certificate): 3/3 verified"
+	step "with the docs' two-file check credentials and examples/credentials/k3s.conf (k3s's kubelet client certificate and key): 3/3 verified"
 	recipe_kubectl_gets 10
 	apiserver_kill_async 2 TERM
 	waitfor 30 "apiserver 2 marked down while its /readyz fails" recipe_state 192.0.2.2:6443 down

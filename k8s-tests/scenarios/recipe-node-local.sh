@@ -1,7 +1,9 @@
 # scenario recipe-node-local: docs/distributions.md's worker-only node.
 # vipproxy runs examples/node-local.toml as the docs show it (loopback VIP
 # 127.0.0.1:7445, seeds 192.0.2.1-2, discovery with the kubelet's client
-# certificate handed over as the docs' LoadCredential= does): it discovers
+# certificate at the /run/credentials/vipproxy.service/ paths the example
+# names, handed over as examples/credentials/kubeadm.conf's LoadCredential=
+# does, no path rewritten): it discovers
 # 192.0.2.3; kubectl with the kubeconfig the docs give the kubelet
 # (server https://127.0.0.1:7445, tls-server-name kubernetes) gets 10/10;
 # an apiserver SIGKILLed under a request loop through the loopback VIP is
@@ -11,7 +13,7 @@
 
 scenario_recipe_node_local() {
 	recipe_config node-local >"$swork/node-local.toml"
-	recipe_credentials "$swork/node-local.toml"
+	recipe_credentials kubeadm
 	recipe_up "$swork/node-local.toml" "192.0.2.1:6443=static/up 192.0.2.2:6443=static/up 192.0.2.3:6443=discovered/up"
 	step "examples/node-local.toml: seeds 192.0.2.1-2, 192.0.2.3 discovered, all up"
 	in_ns "$vipproxy" network check --config "$swork/node-local.toml" >"$swork/network-check.txt" || fail "network check: $(cat "$swork/network-check.txt")"
