@@ -10,6 +10,7 @@ package daemon_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -58,7 +59,8 @@ func TestBackendFaultsUnderLoad(t *testing.T) {
 		closeOnDown bool
 		// gap, when set, says why new connections may fail: the test
 		// then asserts only that every failure started before b1 was
-		// marked down and ended by then (no client hung), and logs it.
+		// marked down and was ended by vipproxy (no client hung), and
+		// logs it.
 		gap string
 	}{
 		{"reset on connect", modeReset, true, ""},
@@ -111,10 +113,15 @@ func TestBackendFaultsUnderLoad(t *testing.T) {
 }
 
 // failuresEndWithMarkDown checks that every failed request that started
-// after the fault started before the mark-down was seen and ended within
-// a second of it: the client was let go, not left hanging.
+// after the fault started before the mark-down was seen, and was ended by
+// vipproxy (EOF or reset: close_on_down cuts it one check interval after
+// the mark-down), not by the client's own timeout: the client was let go,
+// not left hanging. How long after the mark-down each ended is logged,
+// never bounded: a bound of one second failed under -race beside four
+// busy CPU loops (ended 1.13 s after, 2026-12-06).
 func failuresEndWithMarkDown(t *testing.T, samples []sample, faultAt, downSeen time.Time) {
 	t.Helper()
+	var latest time.Duration
 	for _, s := range samples {
 		if s.err == nil || s.start.Before(faultAt) {
 			continue
@@ -122,10 +129,12 @@ func failuresEndWithMarkDown(t *testing.T, samples []sample, faultAt, downSeen t
 		if s.start.After(downSeen) {
 			t.Errorf("a connection started %v after b1 was marked down failed: %v", s.start.Sub(downSeen).Round(time.Millisecond), s.err)
 		}
-		if s.end.After(downSeen.Add(time.Second)) {
-			t.Errorf("a failed connection ended %v after b1 was marked down: the client hung: %v", s.end.Sub(downSeen).Round(time.Millisecond), s.err)
+		if ne := net.Error(nil); errors.As(s.err, &ne) && ne.Timeout() {
+			t.Errorf("a failed connection ended by the client's own timeout, %v after b1 was marked down: the client hung: %v", s.end.Sub(downSeen).Round(time.Millisecond), s.err)
 		}
+		latest = max(latest, s.end.Sub(downSeen))
 	}
+	t.Logf("the failed connections ended at most %v after the mark-down was seen (close_on_down cuts one check interval after it)", latest.Round(time.Millisecond))
 }
 
 // apiservers starts n stand-in apiserver processes and returns their addresses.
