@@ -43,21 +43,24 @@ func commandTable() []*cmdSpec {
 				{"vipproxy check --keepalived-conf /etc/keepalived/keepalived.conf", "also reject what in keepalived's config would cut or split the VIP"},
 			}},
 		{name: "probe", run: runProbe, summary: "exit 0 only if the local daemon is ready (keepalived's track script)",
-			about: "Asks the daemon's /readyz: its probe socket first, then its control socket, then admin.listen. " +
+			about: "Asks the daemon's /readyz: its probe socket first, then its control socket, then admin.listen when it is a unix socket " +
+				"(never over TCP: another program could answer there for a daemon that is down). " +
 				"Prints the answer on stdout and exits 0 when ready; else prints why on stderr and exits 1.",
 			examples: []example{
 				{"vipproxy probe", "is this node's proxy ready to hold the VIP?"},
-				{"vipproxy probe --control '' --admin 127.0.0.1:6449", "ask the admin endpoint only"},
+				{"vipproxy probe --control '' --admin unix:/run/vipproxy-admin.sock", "ask a unix admin endpoint only"},
 			}},
 		{name: "status", run: runStatus, summary: "print the daemon's state for a person: backends, VIP, keepalived, last reload",
-			about: "Exits 0 when the daemon is ready, 1 when it is not or does not answer.",
-			doc:   "operations.md",
+			about: "Asks the daemon's control socket, then admin.listen when it is a unix socket; over TCP only an endpoint named with --admin. " +
+				"Exits 0 when the daemon is ready, 1 when it is not or does not answer.",
+			doc: "operations.md",
 			examples: []example{
 				{"vipproxy status", "backends with their state, the VIPs held, the last reload"},
 				{"vipproxy status --json", "the same for scripts"},
+				{"vipproxy status --admin 127.0.0.1:6449", "also ask the admin endpoint over TCP (trusting whoever holds that port)"},
 			}},
 		{name: "doctor", run: runDoctor, summary: "check the host (VIP port, link, ARP, drop-ins, keepalived or BGP, backends), each with its fix",
-			about: "Prints each check as PASS, WARN or FAIL with the fix, or SKIP. Exits 1 if any check failed " +
+			about: "Prints each check as PASS, WARN or FAIL with the fix, or SKIP. Asks the daemon as status does. Exits 1 if any check failed " +
 				"(a warning does not), 2 on a bad config.",
 			doc: "operations.md",
 			examples: []example{
