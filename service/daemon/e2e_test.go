@@ -376,18 +376,23 @@ func TestSIGTERMDrains(t *testing.T) {
 // 7b. During the drain, a connection idle for timeouts.drain_idle is
 // closed (an idle keep-alive here), while a busy one (a watch) goes on: a
 // restart is not held up by connections that carry nothing.
+//
+// drain_idle is its default, 3 s, 30 of the watch's 100 ms lines: at
+// 300 ms, a watch starved of CPU (-race beside four busy loops,
+// 2026-12-06) went 300 ms without a line and was closed as idle. The drain
+// lasts far longer (120 s), so only the idle rule can close the keep-alive
+// connection, and the wait for that fails only on a hang.
 func TestSIGTERMClosesIdleConnections(t *testing.T) {
 	a := backend(t, "a", func(o *standin.Options) { o.WatchInterval = 100 * time.Millisecond })
 	s := newSettings(t, a.Addr())
-	s.DrainIdle = "300ms"
+	s.Drain = "120s"
 	p := startVIPProxy(t, s, nil)
 	p.waitState("b0", "up")
 	w := openWatch(t, mtlsClient(t, true), p.vip)
 	idle := keepAliveConn(t, p.vip)
 
 	p.signal(syscall.SIGTERM)
-	// The drain timeout (5 s) would close it too: the idle rule must be first.
-	idle.SetReadDeadline(time.Now().Add(4 * time.Second))
+	idle.SetReadDeadline(time.Now().Add(testutil.Scaled(60 * time.Second)))
 	if _, err := idle.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("idle keep-alive connection during the drain: read %v, want it closed by the proxy", err)
 	}

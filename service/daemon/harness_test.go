@@ -120,6 +120,8 @@ type settings struct {
 	Interval  string // default checkInterval (longer under qemu-user: testutil.CheckPeriod)
 	// DrainIdle is timeouts.drain_idle; default the config's default.
 	DrainIdle string
+	// Drain is timeouts.drain; default 5s.
+	Drain string
 	// Dial is timeouts.dial; default 1s.
 	Dial string
 	// Mode is vip.mode; default the config's default (vrrp).
@@ -161,7 +163,11 @@ func (s settings) toml() string {
 	if dial == "" {
 		dial = "1s"
 	}
-	fmt.Fprintf(&b, "\n[timeouts]\ndial = %q\ndrain = \"5s\"\n", dial)
+	drain := s.Drain
+	if drain == "" {
+		drain = "5s"
+	}
+	fmt.Fprintf(&b, "\n[timeouts]\ndial = %q\ndrain = %q\n", dial, drain)
 	if s.DrainIdle != "" {
 		fmt.Fprintf(&b, "drain_idle = %q\n", s.DrainIdle)
 	}
