@@ -339,9 +339,9 @@ func TestAllBackendsDownThenOneBack(t *testing.T) {
 	p.waitState("b0", "down")
 	p.waitState("b1", "down")
 
-	// A hang would last the client's 5 s timeout; failing within the dial
-	// timeout plus a second of scheduling slack is failing fast.
-	limit := dialTimeout + time.Second
+	// Turned away by vipproxy (EOF or reset), not left to the client's own
+	// timeout (a hang). How long it took is logged, never bounded: a
+	// loaded machine delays any answer.
 	var slowest time.Duration
 	c := mtlsClient(t, true)
 	for i := 0; i < 20; i++ {
@@ -352,8 +352,8 @@ func TestAllBackendsDownThenOneBack(t *testing.T) {
 		if err == nil {
 			t.Fatalf("request %d answered by %q with every backend down", i, n)
 		}
-		if took > limit {
-			t.Errorf("request %d took %v to fail (dial timeout %v): %v", i, took, dialTimeout, err)
+		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+			t.Errorf("request %d hung until the client's timeout (%v) with every backend down: %v", i, took, err)
 		}
 	}
 
