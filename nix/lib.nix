@@ -191,11 +191,15 @@ rec {
 
   # The command lines of systemd/vipproxy.service for this binary and
   # config path (`make test-nix` checks them with /usr/bin/vipproxy): a bad
-  # file fails the start, and `systemctl reload` reports a refused file.
+  # file fails the start, `systemctl reload` reports a refused file, and
+  # the daemon learns whether a stop is a restart.
   serviceExec = exe: configPath: {
     ExecStartPre = "${exe} check --quiet --config ${configPath}";
     ExecStart = "${exe} serve --config ${configPath}";
     ExecReload = "${exe} reload --config ${configPath} --pid $MAINPID";
+    # As root, before SIGTERM: a restart hands the connections over, a stop
+    # drains them (docs/operations.md#stop-drains).
+    ExecStop = "+${exe} prestop --pid=\${MAINPID}";
   };
 
   # The [Socket] and [Service] settings of systemd/vipproxy.socket and

@@ -218,7 +218,7 @@ check_units() {
 	fi
 	# Everything but the lines that name paths or the listen address, which
 	# the module sets from its own package and settings.
-	local skip='^(ExecStart|ExecStartPre|ExecReload|ListenStream)='
+	local skip='^(ExecStart|ExecStartPre|ExecReload|ExecStop|ListenStream)='
 	# The command lines are checked for the binary and config at their
 	# Debian paths.
 	local paths='"/usr/bin/vipproxy" "/etc/vipproxy/vipproxy.toml"'

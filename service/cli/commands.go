@@ -74,6 +74,15 @@ func commandTable() []*cmdSpec {
 				{"vipproxy reload --pid $MAINPID", "vipproxy.service's ExecReload="},
 				{"systemctl reload vipproxy.service", "the same through systemd"},
 			}},
+		{name: "prestop", run: runPreStop, summary: "tell the daemon whether systemd restarts or stops it (ExecStop=)",
+			about: "Asks systemd which job stops the daemon's unit and tells the daemon on its control socket: " +
+				"a restart hands the open connections over to the next daemon through systemd's file descriptor store, " +
+				"a stop drains them. A daemon told nothing drains. Runs as root (ExecStop=+), before systemd's SIGTERM; " +
+				"exits 0 when it cannot tell, so the stop goes on.",
+			doc: "operations.md",
+			examples: []example{
+				{"vipproxy prestop --pid=$MAINPID", "vipproxy.service's ExecStop="},
+			}},
 		{name: "network", run: runNetwork, summary: "set up the dummy link, the VIPs and the uplinks' ARP sysctls through systemd-networkd",
 			doc: "host-network.md",
 			subs: []*cmdSpec{

@@ -42,7 +42,7 @@ func metavar(f *flag.Flag) string {
 		"config": "FILE", "out": "FILE", "keepalived-conf": "FILE",
 		"root": "DIR", "proc": "DIR",
 		"admin": "ADDRESS", "control": "SOCKET", "bird-socket": "SOCKET",
-		"pid": "PID", "only": "CHECKS",
+		"pid": "PID", "only": "CHECKS", "job": "JOB",
 	}
 	if n, ok := names[f.Name]; ok {
 		return n

@@ -64,6 +64,9 @@ type Daemon struct {
 	// handover counts the connections handed over, resumed and closed
 	// across a restart, by outcome and reason (handover.go).
 	handover map[string]handoverCount
+	// stopJob is the job that stops the unit, as ExecStop= reported it
+	// (handover.go, StopJobPath); nil: none reported.
+	stopJob *string
 
 	// Discovery (see discovery.go). setMu serialises changes of the
 	// backend set; members, sources and discoveryErrors are under mu.
@@ -298,24 +301,24 @@ func (d *Daemon) waitUsable(ctx context.Context) {
 // openConns counts the client connections open on every port.
 func (d *Daemon) openConns() int64 { return d.open.Load() }
 
-// shutdown stops accepting and hands the open connections over to the
-// next start through systemd's file descriptor store (handover.go); with
-// no store, or when the store fails, they drain.
+// shutdown stops accepting and, when systemd restarts the unit (stopPlan),
+// hands the open connections over to the next start through its file
+// descriptor store (handover.go); otherwise, or when the store fails,
+// they drain.
 func (d *Daemon) shutdown() error {
 	d.ready.Store(false)
-	store, why := notify.OpenFDStore(os.Getenv)
-	if store != nil {
-		defer store.Close()
-	}
-	if store != nil && store.Max() > 0 {
-		why = d.restartPending()
-		if why == "" && d.handOver(store) {
-			return nil
+	handOver, why := d.stopPlan()
+	if handOver {
+		store, _ := notify.OpenFDStore(os.Getenv)
+		if store != nil {
+			defer store.Close()
+			if d.handOver(store) {
+				return nil
+			}
+			why = "the file descriptor store refused a connection"
 		}
 	}
-	if why != "" {
-		d.log.Info("connections drain: they are not handed over to a next start", "reason", why)
-	}
+	d.log.Info("connections drain: they are not handed over to a next start", "reason", why)
 	return d.drain()
 }
 

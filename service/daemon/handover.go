@@ -2,7 +2,8 @@ package daemon
 
 // Handover of established connections across a restart, through
 // systemd's file descriptor store (notify.FDStore). On SIGTERM, with a
-// store, the daemon stops accepting, stops every connection at a quiet
+// store and a restart job stopping the unit (stopPlan: ExecStop= says
+// which job, StopJobPath), the daemon stops accepting, stops every connection at a quiet
 // point (proxy.Freeze: no byte held in the daemon, so both sockets are
 // the connection's whole state), stores each pair's two sockets under
 // names that say which pair, port and backend they are (pairName), and
@@ -24,6 +25,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"sort"
 	"strconv"
@@ -201,41 +203,92 @@ func (d *Daemon) sayStore() {
 	d.log.Info("a restart hands the connections over through the file descriptor store", "store_size", store.Max(), "connections", store.Max()/2)
 }
 
-// stopJobTimeout bounds the question to systemd (StopJob): it answers
-// at once, and a bus that does not must not hold up the stop.
-const stopJobTimeout = 2 * time.Second
+// StopJobPath is where, on the control socket only, vipproxy.service's
+// ExecStop=+ (`vipproxy prestop`) tells the daemon which job stops
+// its unit (form value "job": "restart", "stop", ...; "" for none),
+// before systemd sends SIGTERM. The answer says what the daemon will do.
+const StopJobPath = "/stop-job"
 
-// restartPending asks systemd which job stops the daemon and returns ""
-// if the store survives it (a restart), else why the connections drain.
-func (d *Daemon) restartPending() string {
-	ctx, cancel := context.WithTimeout(context.Background(), stopJobTimeout)
-	defer cancel()
-	unit, job, err := notify.StopJob(ctx)
-	handOver, why := handOverFor(job, err)
-	if err != nil && handOver {
-		// Expected with dbus-daemon: it refuses DynamicUser= services
-		// (measured on Debian 12, systemd 252, 2026-12-06: vm-tests/neighbours.py).
-		d.log.Info("cannot ask systemd whether this is a restart or a stop; handing connections over as for a restart (a stop then closes them)", "err", err)
-	}
-	if !handOver {
-		why = fmt.Sprintf("%s: %s", unit, why)
-	}
-	return why
+// controlHandler serves h and, on the control socket alone (mode 0660,
+// root's and the daemon's user's), the stop job: told on admin.listen, any
+// local user could make a stop hand over and so cut every connection.
+func (d *Daemon) controlHandler(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.HandleFunc("POST "+StopJobPath, d.serveStopJob)
+	return mux
 }
 
-// handOverFor decides from the job stopping the unit (notify.StopJob)
-// whether to hand the connections over, and if not, why: systemd keeps
-// the store across a restart and empties it when the unit stops, where
-// handed-over connections would be closed, busy ones cut. When systemd
-// cannot be asked, a restart (every upgrade) is the likelier case.
-func handOverFor(job string, err error) (bool, string) {
-	switch {
-	case err != nil:
+func (d *Daemon) serveStopJob(w http.ResponseWriter, r *http.Request) {
+	job := r.FormValue("job")
+	if !validJobType(job) {
+		http.Error(w, fmt.Sprintf("job %q: want a systemd job type (restart, stop, ...) or empty for none", job), http.StatusBadRequest)
+		return
+	}
+	d.mu.Lock()
+	d.stopJob = &job
+	d.mu.Unlock()
+	handOver, why := d.stopPlan()
+	d.log.Info("told which job stops the unit", "job", job, "hand_over", handOver, "reason", why)
+	if handOver {
+		fmt.Fprintf(w, "a %s job: the daemon hands its connections over to the next start\n", job)
+		return
+	}
+	fmt.Fprintf(w, "the daemon drains its connections: %s\n", why)
+}
+
+// validJobType takes systemd's job type names (job_type_to_string:
+// lower-case words joined by '-') and "".
+func validJobType(job string) bool {
+	for _, c := range []byte(job) {
+		if (c < 'a' || c > 'z') && c != '-' {
+			return false
+		}
+	}
+	return len(job) <= 32
+}
+
+// stopPlan is the one place that decides what SIGTERM does with the open
+// connections: hand them over through the file descriptor store (true),
+// or drain them, and why. It needs a store and the job that stops the
+// unit as ExecStop= reported it (handOverFor).
+func (d *Daemon) stopPlan() (bool, string) {
+	store, why := notify.OpenFDStore(os.Getenv)
+	if store == nil || store.Max() == 0 {
+		if store != nil {
+			store.Close()
+		}
+		return false, why
+	}
+	store.Close()
+	d.mu.Lock()
+	job := d.stopJob
+	d.mu.Unlock()
+	if job == nil {
+		return false, noStopJob
+	}
+	return handOverFor(*job)
+}
+
+// noStopJob is why a SIGTERM that nothing announced drains. systemd
+// empties the store when the unit stops, and only a restart keeps it; a
+// daemon that handed over on a stop would have every connection closed
+// by systemd at once, a busy transfer cut, where a drain lets it finish.
+// A drain on a restart costs what a restart cost before the handover
+// (watches reconnect), never a byte. So without word, drain: a kill by
+// hand, a unit without the ExecStop= line, or an ExecStop= that failed.
+const noStopJob = "no stop job reported before SIGTERM (vipproxy.service's ExecStop=+vipproxy prestop tells it): draining is the safe choice"
+
+// handOverFor decides from the job stopping the unit whether to hand the
+// connections over, and if not, why: systemd keeps the store across a
+// restart and empties it when the unit stops, where handed-over
+// connections would be closed, busy ones cut.
+func handOverFor(job string) (bool, string) {
+	switch job {
+	case "restart", "try-restart":
 		return true, ""
-	case job == "restart" || job == "try-restart":
-		return true, ""
-	case job == "":
-		return false, "no restart job: the unit stops, and systemd then empties the file descriptor store"
+	case "":
+		return false, "no job: the unit stops, and systemd then empties the file descriptor store"
 	}
 	return false, fmt.Sprintf("a %s job: systemd empties the file descriptor store when the unit stops", job)
 }

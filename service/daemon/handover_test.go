@@ -208,12 +208,19 @@ func (s *stream) check(t *testing.T, what string) {
 }
 
 // startWithFiles starts vipproxy on the socket-activated listener f and
-// the descriptors a file descriptor store passes after it.
+// the descriptors a file descriptor store passes after it, with a
+// RUNTIME_DIRECTORY of its own for the control socket, as the unit has.
 func startWithFiles(t *testing.T, s settings, env []string, f *os.File, files []*os.File, names []string) *proc {
 	t.Helper()
-	p := newProc(t, s)
+	return startProcWithFiles(t, newProc(t, s), env, f, files, names)
+}
+
+// startProcWithFiles is startWithFiles for a daemon whose config newProc
+// wrote.
+func startProcWithFiles(t *testing.T, p *proc, env []string, f *os.File, files []*os.File, names []string) *proc {
+	t.Helper()
 	p.cmd = exec.Command(filepath.Join(binDir, "vipproxy"), "serve", "--config", p.cfgPath)
-	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Env = append(append(os.Environ(), runtimeDir(t)...), env...)
 	activation.PassFiles(p.cmd, append([]*os.File{f}, files...), append([]string{"vip"}, names...))
 	p.start()
 	for _, f := range files {
@@ -221,6 +228,32 @@ func startWithFiles(t *testing.T, s settings, env []string, f *os.File, files []
 	}
 	p.waitFor(func() bool { return p.status().Ready }, "ready")
 	return p
+}
+
+// stopFor stops p as systemd does for a job of that type: ExecStop=+
+// (`vipproxy prestop`, told the job that systemd would name over
+// D-Bus), then SIGTERM; it waits for the exit and returns what
+// prestop printed.
+func (p *proc) stopFor(job string) string {
+	p.t.Helper()
+	out, err := exec.Command(filepath.Join(binDir, "vipproxy"), "prestop", "--config", p.cfgPath,
+		"--pid="+strconv.Itoa(p.cmd.Process.Pid), "--job", job, "--control", p.controlSocket()).CombinedOutput()
+	if err != nil {
+		p.t.Fatalf("vipproxy prestop --job %s: %v\n%s", job, err, out)
+	}
+	p.stop()
+	return string(out)
+}
+
+// controlSocket is the control socket of p, started by startWithFiles.
+func (p *proc) controlSocket() string {
+	for _, e := range p.cmd.Env {
+		if d, ok := strings.CutPrefix(e, "RUNTIME_DIRECTORY="); ok {
+			return filepath.Join(d, "control.sock")
+		}
+	}
+	p.t.Fatal("a daemon started without RUNTIME_DIRECTORY has no control socket")
+	return ""
 }
 
 // A restart through the file descriptor store (systemd's, stood in for
@@ -263,7 +296,9 @@ func TestRestartHandsConnectionsOver(t *testing.T) {
 	down := startStream(onA[0].backend, onA[0].client, size, 2)
 	testutil.WaitFor(t, "both streams under way", func() bool { return up.read.Load() > 1<<20 && down.read.Load() > 1<<20 })
 
-	first.stop()
+	if out := first.stopFor("restart"); !strings.Contains(out, "hands its connections over") {
+		t.Errorf("prestop said %q, want the handover", out)
+	}
 	if up.read.Load() == size || down.read.Load() == size {
 		t.Fatal("a stream ended before the handover: nothing was mid-transfer")
 	}
@@ -417,7 +452,7 @@ func TestHandoverStoreFull(t *testing.T) {
 	defer f.Close()
 	first := startWithFiles(t, s, store.Env(), f, nil, nil)
 	pairs := dialPairs(t, first.vip, 3, a)
-	first.stop()
+	first.stopFor("restart")
 	testutil.WaitFor(t, "the handover logged", func() bool {
 		return strings.Contains(first.log.String(), `handed_over=2 closed=1 reasons="store_full=1"`)
 	})
@@ -434,5 +469,67 @@ func TestHandoverStoreFull(t *testing.T) {
 	}
 	if resumed != 2 {
 		t.Errorf("%d connections resumed, want 2", resumed)
+	}
+}
+
+// A stop drains even where a store exists, and so does a SIGTERM that
+// nothing announced (a kill by hand, a unit without ExecStop=): systemd
+// empties the store when the unit stops, so handed-over connections would
+// all be closed, a busy transfer cut. Drained, the busy stream finishes
+// byte for byte, the idle connections are closed after
+// timeouts.drain_idle, and the store is handed nothing.
+func TestStopDrainsWithStore(t *testing.T) {
+	for _, job := range []string{"stop", "none"} {
+		t.Run(job, func(t *testing.T) {
+			a := newTCPBackend(t, "b0")
+			s := newSettings(t, a.addr())
+			s.DrainIdle = "1s"
+			store := testutil.NewFDStore(t, 4096)
+			f, err := activation.Socket(context.Background(), s.Port)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			p := newProc(t, s)
+			// Room for the busy stream on a loaded machine: drain fails
+			// only on a hang.
+			p.rewriteFile(strings.Replace(s.toml(), `drain = "5s"`, `drain = "120s"`, 1))
+			startProcWithFiles(t, p, store.Env(), f, nil, nil)
+			pairs := dialPairs(t, p.vip, 3, a)
+			const size = 16 << 20
+			up := startStream(pairs[0].client, pairs[0].backend, size, 4)
+			testutil.WaitFor(t, "the stream under way", func() bool { return up.read.Load() > 1<<20 })
+			if job == "stop" {
+				if out := p.stopFor("stop"); !strings.Contains(out, "drains its connections") {
+					t.Errorf("prestop said %q, want a drain", out)
+				}
+			} else {
+				p.stop()
+			}
+			up.check(t, "the busy stream, drained")
+			for _, c := range pairs[1:] {
+				wantClosed(t, c)
+			}
+			if held := store.Held(); len(held) != 0 {
+				t.Errorf("a stop stored %q", held)
+			}
+			log := p.log.String()
+			for _, want := range []string{"connections drain: they are not handed over", "stopping: no longer accepting, draining", `msg=drained`} {
+				if !strings.Contains(log, want) {
+					t.Errorf("the log lacks %q:\n%s", want, log)
+				}
+			}
+			if strings.Contains(log, "handing connections over") {
+				t.Errorf("a %s handed connections over:\n%s", job, log)
+			}
+		})
+	}
+}
+
+// rewriteFile replaces the config file of a daemon not started yet.
+func (p *proc) rewriteFile(content string) {
+	p.t.Helper()
+	if err := os.WriteFile(p.cfgPath, []byte(content), 0o644); err != nil {
+		p.t.Fatal(err)
 	}
 }

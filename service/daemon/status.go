@@ -88,7 +88,7 @@ func (d *Daemon) startControl(ctx context.Context, h http.Handler) error {
 		ln.Close()
 		return fmt.Errorf("probe socket: %w", err)
 	}
-	go d.serveAdmin(ctx, ln, h)
+	go d.serveAdmin(ctx, ln, d.controlHandler(h))
 	go admin.ServeProbe(ctx, probe, d, d.log)
 	return nil
 }
