@@ -533,3 +533,50 @@ func (p *proc) rewriteFile(content string) {
 		p.t.Fatal(err)
 	}
 }
+
+// A client that sent its request and half-closed (its FIN passed on to
+// the backend) while the answer streams back is handed over like any
+// pair: the next daemon reads the client's end again, relays the rest of
+// the answer byte for byte, and passes the backend's end on.
+func TestHalfClosedClientHandedOver(t *testing.T) {
+	a := newTCPBackend(t, "b0")
+	s := newSettings(t, a.addr())
+	store := testutil.NewFDStore(t, 4096)
+	f, err := activation.Socket(context.Background(), s.Port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	first := startWithFiles(t, s, store.Env(), f, nil, nil)
+	p := dialPairs(t, first.vip, 1, a)[0]
+	if err := p.client.Conn.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	p.backend.SetReadDeadline(time.Now().Add(testutil.Scaled(10 * time.Second)))
+	if n, err := p.backend.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("the backend read %d bytes, %v; want the client's end", n, err)
+	}
+	p.backend.SetReadDeadline(time.Time{})
+	const size = 32 << 20
+	down := startStream(p.backend, p.client, size, 5)
+	testutil.WaitFor(t, "the answer under way", func() bool { return down.read.Load() > 1<<20 })
+
+	first.stopFor("restart")
+	if down.read.Load() == size {
+		t.Fatal("the answer ended before the handover")
+	}
+	testutil.WaitFor(t, "the handover logged", func() bool {
+		return strings.Contains(first.log.String(), `handed connections over to the next start" handed_over=1 closed=0`)
+	})
+	s.Admin = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	files, names := store.Files()
+	second := startWithFiles(t, s, store.Env(), f, files, names)
+	second.waitLog("resumed the connections the previous daemon handed over")
+	down.check(t, "the answer to a half-closed client")
+	p.backend.Close()
+	p.client.SetReadDeadline(time.Now().Add(testutil.Scaled(10 * time.Second)))
+	if n, err := p.client.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("after the answer the client read %d bytes, %v; want the backend's end", n, err)
+	}
+	second.waitFor(func() bool { return second.status().OpenConnections == 0 }, "the finished connection no longer counted")
+}

@@ -16,9 +16,11 @@ package proxy
 //
 // A connection whose backend has not answered yet keeps the client's
 // first bytes for a replay (session.Keep): those would be lost, so it is
-// not frozen until it is answered. One whose direction ended (half
-// closed) or whose writes wait for a peer that does not read is not
-// frozen either; the daemon closes what is not frozen in time.
+// not frozen until it is answered. A client that half-closed (sent its
+// FIN, waits for the answer) is handed over: its end was passed on and
+// is read again by the next daemon. One whose backend half-closed, or
+// whose writes wait for a peer that does not read, is not frozen; the
+// daemon closes what is not frozen in time.
 
 import (
 	"context"

@@ -95,8 +95,10 @@ func TestResumeChecksTheSockets(t *testing.T) {
 }
 
 // What has no quiet point is left to close, with the reason: a backend
-// that has not answered (replay window), a connection the client half
-// closed, and one whose backend does not read what the client sends.
+// that has not answered (replay window), a connection the backend half
+// closed, and one whose backend does not read what the client sends. (A
+// client's half-close is handed over: TestHalfClosedClientHandedOver in
+// service/daemon.)
 func TestFreezeLeavesWhatIsNotQuiet(t *testing.T) {
 	release := make(chan struct{})
 	answerThenHold := func(readAll bool) string {
@@ -104,6 +106,7 @@ func TestFreezeLeavesWhatIsNotQuiet(t *testing.T) {
 			defer c.Close()
 			c.Write([]byte("hi"))
 			if readAll {
+				c.(*net.TCPConn).CloseWrite()
 				io.Copy(io.Discard, c)
 			}
 			<-release
@@ -118,7 +121,6 @@ func TestFreezeLeavesWhatIsNotQuiet(t *testing.T) {
 		{ReasonReplayWindow, silentBackend(t), func(c net.Conn) { c.Write([]byte("hello?")) }},
 		{ReasonHalfClosed, answerThenHold(true), func(c net.Conn) {
 			io.ReadFull(c, make([]byte, 2))
-			c.(*net.TCPConn).CloseWrite()
 		}},
 		{ReasonBusy, answerThenHold(false), func(c net.Conn) {
 			io.ReadFull(c, make([]byte, 2))

@@ -110,6 +110,13 @@ func resetOnClose(c socket) {
 	})
 }
 
+// ClientDone reports whether the client half-closed (engine.Conn).
+func (s *session) ClientDone() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.clientDone
+}
+
 // IsClosed reports whether CloseSockets was called.
 func (s *session) IsClosed() bool {
 	s.mu.Lock()

@@ -40,6 +40,9 @@ type Conn interface {
 	// ClientFinished records that the client half-closed (or failed) and
 	// returns the backend connection to pass that on to.
 	ClientFinished() Socket
+	// ClientDone reports whether ClientFinished was called: the client
+	// half-closed.
+	ClientDone() bool
 
 	// KeepsAlive reports whether the backend Socket wants keepalive
 	// options once the connection outlives an idle check;

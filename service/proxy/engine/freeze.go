@@ -21,8 +21,8 @@ const (
 	// ReasonReplayWindow: the backend had not answered yet, so the
 	// client's first bytes were still kept for a replay.
 	ReasonReplayWindow = "replay_window"
-	// ReasonHalfClosed: one direction had ended (or the connection was
-	// being closed).
+	// ReasonHalfClosed: the backend had half-closed, or the connection
+	// was being closed (a client's half-close is handed over).
 	ReasonHalfClosed = "half_closed"
 	// ReasonBusy: a write still waited for a peer that did not read.
 	ReasonBusy = "busy"
@@ -61,15 +61,26 @@ func (d *direction) freezeParked() bool {
 	return true
 }
 
-// thaw lets a frozen direction run again, parked or on a goroutine.
+// thaw lets a frozen direction run again, parked or on a goroutine; one
+// that had ended is watched for a reset again (watchForReset).
 func (d *direction) thaw() {
 	d.pk.mu.Lock()
 	was := d.pk.frozen
 	d.pk.frozen = false
 	d.pk.mu.Unlock()
-	if was {
+	switch {
+	case !was:
+	case d.ended():
+		d.watchForReset()
+	default:
 		d.begin()
 	}
+}
+
+// ended reports whether d is the client→backend direction and read the
+// client's end (Conn.ClientFinished).
+func (d *direction) ended() bool {
+	return d.toBackend && d.rel.conn.ClientDone()
 }
 
 // TryFreeze asks the relay to stop at a quiet point and reports whether
@@ -80,15 +91,24 @@ func (r *Relay) TryFreeze() (bool, string) {
 		return false, ReasonReplayWindow
 	}
 	r.handover.Store(true)
+	clientDone, closed, live := r.conn.ClientDone(), r.conn.IsClosed(), r.live.Load()
 	switch {
 	case !r.conn.Answered():
 		return false, ReasonReplayWindow
-	case r.live.Load() != 2:
+	case closed || live == 0 || live == 1 && !clientDone:
 		return false, ReasonHalfClosed
 	}
+	// A client that half-closed: its FIN was passed on (the backend's
+	// socket is shut for writing) and its direction is parked watching
+	// for a reset, which freezeParked stops as any parked direction. The
+	// next daemon reads the client's end again and passes it on again (a
+	// no-op): the pair is handed over as any other.
 	up, down := r.dirs[Up].freezeParked(), r.dirs[Down].freezeParked()
 	if up && down {
 		return true, ""
+	}
+	if live == 1 {
+		return false, ReasonHalfClosed // its end not watched yet, or no parker
 	}
 	for i := range r.dirs {
 		d := &r.dirs[i]
