@@ -25,11 +25,13 @@ type FDStore struct {
 
 	conn *net.UnixConn
 
-	mu      sync.Mutex
-	names   []string       // in the order stored
-	files   map[string]int // raw: an os.File's Fd would make a socket blocking
-	removed []string
-	msgs    []string
+	mu         sync.Mutex
+	stallAfter int            // stop reading once this many are held (0: never)
+	stalled    chan struct{}  // closed by Unstall
+	names      []string       // in the order stored
+	files      map[string]int // raw: an os.File's Fd would make a socket blocking
+	removed    []string
+	msgs       []string
 }
 
 // NewFDStore listens on a new socket in the test's directory; what it
@@ -47,7 +49,7 @@ func NewFDStore(t testing.TB, max int) *FDStore {
 // ListenFDStore is NewFDStore outside a test (the bench's stand-in for
 // systemd): it listens on path, which must not exist, until Close.
 func ListenFDStore(path string, max int) (*FDStore, error) {
-	s := &FDStore{Path: path, Max: max, files: map[string]int{}}
+	s := &FDStore{Path: path, Max: max, files: map[string]int{}, stalled: make(chan struct{})}
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
 	if err != nil {
 		return nil, fmt.Errorf("listen on the file descriptor store's socket: %w", err)
@@ -59,8 +61,40 @@ func ListenFDStore(path string, max int) (*FDStore, error) {
 
 // Close stops listening and closes everything the store holds.
 func (s *FDStore) Close() {
+	s.Unstall()
 	s.conn.Close()
 	s.Flush()
+}
+
+// StallAfter makes the store stop reading its socket once it holds n
+// descriptors, as a service manager that hangs: the datagrams sent after
+// wait in the socket's queue, and once that is full (net.unix.max_dgram_qlen)
+// the service's sends fail when their deadline passes. Unstall reads on.
+func (s *FDStore) StallAfter(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stallAfter = n
+}
+
+// Unstall lets a stalled store read on (what waited in the queue too).
+func (s *FDStore) Unstall() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.stalled:
+	default:
+		close(s.stalled)
+	}
+}
+
+// wait blocks while the store is stalled.
+func (s *FDStore) wait() {
+	s.mu.Lock()
+	stall := s.stallAfter > 0 && len(s.files) >= s.stallAfter
+	s.mu.Unlock()
+	if stall {
+		<-s.stalled
+	}
 }
 
 // Env is what points a service at the store: NOTIFY_SOCKET and FDSTORE.
@@ -72,6 +106,7 @@ func (s *FDStore) serve(conn *net.UnixConn) {
 	buf := make([]byte, 4096)
 	oob := make([]byte, syscall.CmsgSpace(253*4))
 	for {
+		s.wait()
 		n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
 		if err != nil {
 			return

@@ -580,3 +580,87 @@ func TestHalfClosedClientHandedOver(t *testing.T) {
 	}
 	second.waitFor(func() bool { return second.status().OpenConnections == 0 }, "the finished connection no longer counted")
 }
+
+// A store that stops taking descriptors partway (a hung service manager:
+// the datagrams queue until the socket's queue is full, then the sends
+// time out): the pairs sent before are handed over, the rest are drained
+// (idle ones closed after timeouts.drain_idle), none is relayed by both
+// daemons, and the counts add up: the old daemon's journal, the new
+// one's /status and metrics.
+func TestHandoverStoreFailsPartway(t *testing.T) {
+	qlen := 10
+	if b, err := os.ReadFile("/proc/sys/net/unix/max_dgram_qlen"); err == nil {
+		qlen, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	n := qlen/2 + 6 // more datagrams than the queue holds
+	a := newTCPBackend(t, "b0")
+	s := newSettings(t, a.addr())
+	s.DrainIdle = "1s"
+	store := testutil.NewFDStore(t, 4*n)
+	store.StallAfter(3) // one pair and a half
+	f, err := activation.Socket(context.Background(), s.Port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	first := startWithFiles(t, s, store.Env(), f, nil, nil)
+	pairs := dialPairs(t, first.vip, n, a)
+	go func() {
+		// The manager recovers once the daemon gave up on the store: the
+		// queued datagrams reach it, and the drain's STOPPING=1 too (a
+		// manager that stays hung holds that up until TimeoutStopSec=).
+		defer store.Unstall()
+		for range 6000 { // up to 10 minutes: only a hang
+			if strings.Contains(first.log.String(), "the file descriptor store refused a connection") {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	first.stopFor("restart")
+	m := regexp.MustCompile(`refused a connection; draining the rest" handed_over=(\d+) draining=(\d+) closed="?([^" ]*)"?`).FindStringSubmatch(first.log.String())
+	if m == nil {
+		t.Fatalf("the old daemon did not say that the store failed:\n%s", first.log.String())
+	}
+	handed, _ := strconv.Atoi(m[1])
+	draining, _ := strconv.Atoi(m[2])
+	if handed+draining != n || draining == 0 || m[3] != "" {
+		t.Fatalf("handed over %d, draining %d, closed %q of %d connections: want all counted, some drained, none closed", handed, draining, m[3], n)
+	}
+	if !strings.Contains(first.log.String(), "msg=drained") {
+		t.Errorf("the rest did not drain:\n%s", first.log.String())
+	}
+
+	testutil.WaitFor(t, "the store holds what was sent", func() bool { return len(store.Held()) >= 2*handed })
+	s.Admin = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	files, names := store.Files()
+	second := startWithFiles(t, s, store.Env(), f, files, names)
+	second.waitLog("resumed the connections the previous daemon handed over")
+	resumed := 0
+	for _, p := range pairs {
+		p.client.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		if _, err := p.client.Read(make([]byte, 1)); os.IsTimeout(err) {
+			pingPong(t, p) // open: handed over, and it must carry messages
+			resumed++
+		} else {
+			wantClosed(t, p)
+		}
+	}
+	if resumed != handed {
+		t.Errorf("%d connections resumed, the old daemon handed over %d", resumed, handed)
+	}
+	var st struct {
+		Handover struct {
+			Resumed int            `json:"resumed"`
+			Closed  map[string]int `json:"closed"`
+		} `json:"handover"`
+	}
+	body, _ := second.get("/status")
+	if err := json.Unmarshal([]byte(body), &st); err != nil || st.Handover.Resumed != handed || st.Handover.Closed["incomplete"] > 1 {
+		t.Errorf("/status handover = %+v (%v), want %d resumed and at most the one pair cut in two closed", st.Handover, err, handed)
+	}
+	metrics, _ := second.get("/metrics")
+	if !strings.Contains(metrics, fmt.Sprintf(`vipproxy_handover_pairs_total{outcome="resumed",reason=""} %d`, handed)) {
+		t.Errorf("metrics lack the %d resumed pairs:\n%s", handed, grepLines(metrics, "handover"))
+	}
+}
