@@ -3,9 +3,10 @@ package daemon
 // Handover of established connections across a restart, through
 // systemd's file descriptor store (notify.FDStore). On SIGTERM, with a
 // store and a restart job stopping the unit (stopPlan: ExecStop= says
-// which job, StopJobPath), the daemon stops accepting, stops every connection at a quiet
-// point (proxy.Freeze: no byte held in the daemon, so both sockets are
-// the connection's whole state), stores each pair's two sockets under
+// which job, StopJobPath), the daemon stops accepting, stops every
+// connection at a quiet point (proxy.Freeze: no byte held in the daemon,
+// so both sockets are the connection's whole state; a client's
+// half-close included), stores each pair's two sockets under
 // names that say which pair, port and backend they are (pairName), and
 // exits at once. The next daemon finds them after the listeners in
 // LISTEN_FDS, takes them out of the store, and relays them on.
