@@ -163,12 +163,14 @@ def busy_then_stop():
     """Stop vipproxy.socket and vipproxy.service while one connection
     through the VIP is busy: curl asks /name BUSY_REQUESTS times at 10 a
     second over one kept-alive connection (~6 s), logging each answer's
-    status and the connections opened for it; the stop starts in the same
-    shell once 3 are answered. Returns the answers logged at the stop."""
+    status and the connections opened for it (on stderr: unbuffered, where
+    stdout into a file shows nothing until curl exits); the stop starts in
+    the same shell once 3 are answered. Returns the answers logged at the
+    stop."""
     urls = " ".join([f"-o /dev/null https://{VIP4}:6443/name"] * BUSY_REQUESTS)
     cp1.succeed("rm -f /run/busy.log /run/busy.atstop")
     cp1.succeed(
-        f"{RUN} --unit=busy bash -c '{CURL} --rate 10/s -w \"%{{http_code}} %{{num_connects}}\\n\" {urls} >> /run/busy.log; echo \"exit $?\" >> /run/busy.log'"
+        f"{RUN} --unit=busy bash -c '{CURL} --rate 10/s -w \"%{{stderr}}%{{http_code}} %{{num_connects}}\\n\" {urls} 2>> /run/busy.log; echo \"exit $?\" >> /run/busy.log'"
         " && for i in $(seq 1200); do [ \"$(grep -c '^200 ' /run/busy.log 2>/dev/null)\" -ge 3 ] && break; sleep 0.1; done"
         " && grep -c '^200 ' /run/busy.log > /run/busy.atstop && systemctl stop vipproxy.socket vipproxy.service",
         timeout=300,
