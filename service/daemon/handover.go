@@ -47,6 +47,15 @@ import (
 // socket's backlog, so the wait is short.
 const quietWait = time.Second
 
+// answerWait bounds the wait for a connection in its replay window, which
+// is closed otherwise, failing a request about to be answered. An
+// apiserver answers a TLS ClientHello in milliseconds; in TCG guests on
+// a loaded host 4 of 76 new connections were still unanswered after 1 s
+// (measured 2026-12-06). Five seconds keeps a client that arrived during
+// the handover (it waits in the backlog) well inside client-go's 10 s
+// TLS handshake timeout.
+const answerWait = 5 * time.Second
+
 // pairPrefix starts the store name of every pair's socket; the socket
 // units' names (vip, a port's, admin) never do.
 const pairPrefix = "pair."
@@ -164,7 +173,8 @@ type frozenPair struct {
 }
 
 // freezeAll stops every port's connections at a quiet point, the ports
-// at once, each for up to quietWait.
+// at once, each for up to quietWait (answerWait for a connection in its
+// replay window).
 func (d *Daemon) freezeAll() ([]frozenPair, []*proxy.Unfrozen) {
 	var mu sync.Mutex
 	var frozen []frozenPair
@@ -175,7 +185,7 @@ func (d *Daemon) freezeAll() ([]frozenPair, []*proxy.Unfrozen) {
 			d.mu.Lock()
 			backends := append(ps.pool.Backends(), ps.retired...)
 			d.mu.Unlock()
-			pairs, unfrozen := ps.proxy.Freeze(context.Background(), backends, quietWait)
+			pairs, unfrozen := ps.proxy.Freeze(context.Background(), backends, quietWait, answerWait)
 			mu.Lock()
 			defer mu.Unlock()
 			for _, p := range pairs {

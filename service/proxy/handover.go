@@ -114,13 +114,14 @@ func (u *Unfrozen) Close() {
 
 // Freeze stops every connection of backends (this proxy's) at a quiet
 // point, looking again every 10 ms, until all are frozen or wait has
-// passed; accepting must have stopped. A connection accepted but still
+// passed, or answerWait while a connection still waits for its backend's
+// first answer (its replay window: closing it would fail a request that
+// is about to be answered); accepting must have stopped. A connection accepted but still
 // dialing its backend is waited for too (counted open, not yet on a
 // backend). It returns the pairs frozen and the connections that were
 // not, with the reason of each.
-func (p *Proxy) Freeze(ctx context.Context, backends []*balance.Backend, wait time.Duration) ([]*Pair, []*Unfrozen) {
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
+func (p *Proxy) Freeze(ctx context.Context, backends []*balance.Backend, wait, answerWait time.Duration) ([]*Pair, []*Unfrozen) {
+	start := time.Now()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -128,12 +129,26 @@ func (p *Proxy) Freeze(ctx context.Context, backends []*balance.Backend, wait ti
 		if len(rest) == 0 && int64(len(pairs)) >= p.open.Load() {
 			return pairs, nil
 		}
+		if waited := time.Since(start); waited >= max(wait, answerWait) || waited >= wait && !awaitsAnswer(rest) {
+			return pairs, rest
+		}
 		select {
 		case <-ctx.Done():
 			return pairs, rest
 		case <-tick.C:
 		}
 	}
+}
+
+// awaitsAnswer reports whether a connection of rest is in its replay
+// window.
+func awaitsAnswer(rest []*Unfrozen) bool {
+	for _, u := range rest {
+		if u.Reason == ReasonReplayWindow {
+			return true
+		}
+	}
+	return false
 }
 
 // freezeOnce tries to freeze every connection of backends once.

@@ -35,7 +35,7 @@ func TestFrozenPairResumesElsewhere(t *testing.T) {
 	c := dial(t, addr)
 	pingPong(t, c, "before")
 	p1.StopAccepting()
-	pairs, rest := p1.Freeze(context.Background(), pool1.Backends(), 5*time.Second)
+	pairs, rest := p1.Freeze(context.Background(), pool1.Backends(), 5*time.Second, 5*time.Second)
 	if len(pairs) != 1 || len(rest) != 0 {
 		t.Fatalf("froze %d, left %d; want 1 and 0", len(pairs), len(rest))
 	}
@@ -57,6 +57,58 @@ func TestFrozenPairResumesElsewhere(t *testing.T) {
 	}
 }
 
+// A connection in its replay window when the handover starts is waited
+// for (answerWait, longer than wait) and handed over once its backend
+// answers, not closed at wait: the request it carries succeeds through
+// the next proxy.
+func TestFreezeWaitsForAnAnswerDue(t *testing.T) {
+	answer := make(chan struct{})
+	backend := testutil.ServeAddr(t, func(c net.Conn) {
+		defer c.Close()
+		if _, err := io.ReadFull(c, make([]byte, 6)); err != nil {
+			return
+		}
+		<-answer
+		c.Write([]byte("late"))
+		io.Copy(c, c)
+	})
+	p1, pool1, addr := startProxy(t, backend)
+	c := dial(t, addr)
+	c.Write([]byte("hello?"))
+	testutil.WaitFor(t, "the connection relayed", func() bool { return pool1.Backends()[0].Open() == 1 })
+	p1.StopAccepting()
+	type result struct {
+		pairs []*Pair
+		rest  []*Unfrozen
+	}
+	done := make(chan result, 1)
+	go func() {
+		pairs, rest := p1.Freeze(context.Background(), pool1.Backends(), 100*time.Millisecond, time.Minute)
+		done <- result{pairs, rest}
+	}()
+	time.Sleep(500 * time.Millisecond) // past wait: only answerWait keeps the freeze going
+	close(answer)
+	r := <-done
+	if len(r.pairs) != 1 || len(r.rest) != 0 {
+		t.Fatalf("froze %d, left %d; want the answered connection frozen, none left", len(r.pairs), len(r.rest))
+	}
+	cf, bf, err := r.pairs[0].Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.pairs[0].Release()
+	p2, pool2, _ := startProxy(t, backend)
+	if err := p2.Resume(cf, bf, pool2.Lookup(backend)); err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "late" {
+		t.Fatalf("the answer through the next proxy: %q, %v", got, err)
+	}
+	pingPong(t, c, "after the handover")
+}
+
 // Resume refuses a backend socket connected elsewhere than the backend
 // it is said to be for, and a socket that is not connected.
 func TestResumeChecksTheSockets(t *testing.T) {
@@ -65,7 +117,7 @@ func TestResumeChecksTheSockets(t *testing.T) {
 	c := dial(t, addr)
 	pingPong(t, c, "x")
 	p1.StopAccepting()
-	pairs, _ := p1.Freeze(context.Background(), pool1.Backends(), 5*time.Second)
+	pairs, _ := p1.Freeze(context.Background(), pool1.Backends(), 5*time.Second, 5*time.Second)
 	if len(pairs) != 1 {
 		t.Fatalf("froze %d connections, want 1", len(pairs))
 	}
@@ -136,7 +188,7 @@ func TestFreezeLeavesWhatIsNotQuiet(t *testing.T) {
 			testutil.WaitFor(t, "the connection relayed", func() bool { return pool.Backends()[0].Open() == 1 })
 			time.Sleep(200 * time.Millisecond) // the busy write fills the buffers, the FIN is passed on
 			p.StopAccepting()
-			pairs, rest := p.Freeze(context.Background(), pool.Backends(), 500*time.Millisecond)
+			pairs, rest := p.Freeze(context.Background(), pool.Backends(), 500*time.Millisecond, 500*time.Millisecond)
 			if len(pairs) != 0 || len(rest) != 1 || rest[0].Reason != tc.reason {
 				reasons := []string{}
 				for _, u := range rest {
