@@ -10,15 +10,20 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/vipproxy/vipproxy/internal/testpki"
 )
 
-// Main is the vipproxy-apiserver command: serve a stand-in apiserver, or
-// `pki --dir D --hosts a,b` to write a test PKI. It returns the exit code.
+// Main is the vipproxy-apiserver command: serve a stand-in apiserver,
+// `pki --dir D --hosts a,b` to write a test PKI, or `load` to hold watches
+// and open new connections through an address. It returns the exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "pki" {
 		return runPKI(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "load" {
+		return runLoad(ctx, args[1:], stderr)
 	}
 	return runServer(ctx, args, stderr)
 }
@@ -136,4 +141,45 @@ func serveUntilDone(ctx context.Context, opts Options) int {
 			srv.SetReady(!srv.ready.Load())
 		}
 	}
+}
+
+// runLoad is `vipproxy-apiserver load`: RunLoad until SIGTERM, SIGUSR1
+// closing a window.
+func runLoad(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("vipproxy-apiserver load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var spec LoadSpec
+	var ca, cert, key, status, report string
+	fs.StringVar(&spec.Target, "target", "", "host:port to connect to (the VIP); the server certificate is verified for host")
+	fs.StringVar(&ca, "ca", "", "CA that the server certificate chains to (PEM)")
+	fs.StringVar(&cert, "cert", "", "client certificate (PEM)")
+	fs.StringVar(&key, "key", "", "client key (PEM)")
+	fs.IntVar(&spec.Watches, "watches", 100, "/watch streams to hold, each reconnected when it ends")
+	fs.DurationVar(&spec.ConnectEvery, "connect-every", 100*time.Millisecond, "open a new connection (GET /name) this often")
+	fs.DurationVar(&spec.Timeout, "timeout", time.Minute, "longest wait for a connection's answer or a watch's next line")
+	fs.IntVar(&spec.Ramp, "ramp", 20, "watches connecting at once while they start")
+	fs.StringVar(&status, "status", "", "write the current window's figures here (JSON) every 500 ms")
+	fs.StringVar(&report, "report", "", "on SIGUSR1, write the window's figures here (JSON) and start the next window")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if spec.Target == "" || ca == "" || cert == "" || key == "" || status == "" || report == "" || fs.NArg() > 0 ||
+		spec.Watches < 0 || spec.ConnectEvery <= 0 || spec.Timeout <= 0 {
+		fmt.Fprintln(stderr, "usage: vipproxy-apiserver load --target HOST:PORT --ca F --cert F --key F --status F --report F [--watches N >= 0] [--connect-every D > 0] [--timeout D > 0]")
+		return 2
+	}
+	tlsConf, err := (&testpki.Files{CA: ca, ClientCert: cert, ClientKey: key}).ClientTLS()
+	if err != nil {
+		fmt.Fprintf(stderr, "vipproxy-apiserver load: %v\n", err)
+		return 2
+	}
+	spec.TLS = tlsConf
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
+	if err := RunLoad(ctx, spec, usr1, status, report); err != nil {
+		fmt.Fprintf(stderr, "vipproxy-apiserver load: %v\n", err)
+		return 1
+	}
+	return 0
 }
