@@ -25,6 +25,11 @@ trap 'rm -f "$OPT"' EXIT
 if grep -qx '# stage: debs' "$@"; then
 	export VM_STAGE_DEBS=${VM_STAGE_DEBS:-0.1.0 0.1.1}
 fi
+# Scripts that upgrade the binary say so (`# stage: upgrade`): a second
+# build of vipproxy, another version stamped.
+if grep -qx '# stage: upgrade' "$@"; then
+	export VM_STAGE_UPGRADE=1
+fi
 "$HERE/stage.sh" "$ARCH" "$OPT"
 # Each script's output is also kept in ARCH-run/NAME.out.
 rc=0 results=

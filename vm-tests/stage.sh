@@ -28,6 +28,15 @@ VERSION=$(cd "$REPO" && git describe --tags --always --dirty 2>/dev/null || true
 COMMIT=$(cd "$REPO" && git rev-parse HEAD 2>/dev/null || true)
 (cd "$REPO" && CGO_ENABLED=0 GOOS=linux GOARCH=$ARCH $GO build -trimpath -tags nethttpomithttp2 \
 	-ldflags "-s -w -X main.version=$VERSION -X main.commit=$COMMIT" -o "$DIR/bin/" ./cmd/...)
+# upgrade/: with VM_STAGE_UPGRADE=1 (run.sh sets it for a script with a
+# `# stage: upgrade` line), vipproxy built again from the same source with
+# another version stamped (VERSION-upgrade): a different build to install
+# over the running one, as a package upgrade does.
+if [ -n "${VM_STAGE_UPGRADE:-}" ]; then
+	mkdir -p "$DIR/upgrade"
+	(cd "$REPO" && CGO_ENABLED=0 GOOS=linux GOARCH=$ARCH $GO build -trimpath -tags nethttpomithttp2 \
+		-ldflags "-s -w -X main.version=${VERSION:-unknown}-upgrade -X main.commit=$COMMIT" -o "$DIR/upgrade/" ./cmd/vipproxy)
+fi
 # tests/: Go test binaries of the packages in VM_GO_TESTS (e.g.
 # ./service/daemon for flood.py), run in a guest where a limit or a kernel
 # feature of this host is in the way; they find the binaries above through
