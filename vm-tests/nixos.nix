@@ -97,6 +97,9 @@ let
       # package.py installs the .deb on a Debian node; NixOS has the module.
       "package.py"
       "credentials.py"
+      # handover.py installs a second build from the Debian harness's
+      # staging disk (stage.sh's upgrade/) over the unit's binary.
+      "handover.py"
     ])
   ) (builtins.readDir ./.);
 
