@@ -28,15 +28,17 @@ import time
 VIP4 = "192.168.1.100"
 NODE = "192.168.1.1"  # the only node is number 1
 BACKENDS = {"cp1a": 7443, "cp1b": 8443}
-# 1,000 watches and a new connection every 100 ms; an event on every watch
-# every 2 s, not 100 ms: 1,000 watches at 100 ms are 10,000 TLS records a
-# second through the daemon, which took 0.35 of a host core for the
-# stand-in and the client alone (loopback, no proxy, host at load 20,
-# 2026-12-06); a guest under TCG runs 10-30 times slower on one vCPU.
-# VM_HANDOVER_EVENT_EVERY=100ms runs the figure on a guest that can (KVM).
+# 1,000 watches, with an event on each every 2 s and a new connection
+# every second, not every 100 ms: 1,000 watches at 100 ms are 10,000 TLS
+# records a second through the daemon, which took 0.35 of a host core for
+# the stand-in and the client alone (loopback, no proxy, host at load 20,
+# 2026-12-06), and the TCG guest on that host completed about 5 mTLS
+# handshakes a second in all (client and server in the guest): new
+# connections every 100 ms waited 14 s (p50) in its queue. On a guest that
+# can (KVM): VM_HANDOVER_EVENT_EVERY=100ms VM_HANDOVER_CONNECT_EVERY=100ms.
 WATCHES = int(os.environ.get("VM_HANDOVER_WATCHES", "1000"))
 EVENT_EVERY = os.environ.get("VM_HANDOVER_EVENT_EVERY", "2s")
-CONNECT_EVERY = os.environ.get("VM_HANDOVER_CONNECT_EVERY", "100ms")
+CONNECT_EVERY = os.environ.get("VM_HANDOVER_CONNECT_EVERY", "1s")
 STATUS = "/run/load-status.json"
 REPORT = "/run/load-report.json"
 # The unit's binary (stage.sh rewrites ExecStart= to the staging disk) and
@@ -157,8 +159,8 @@ with subtest(f"{WATCHES} watches through the VIP and new connections every {CONN
     wait_status(f"{WATCHES} watches streaming", lambda s: s["up"] == WATCHES and s["oldest_event"] > 0, timeout=900)
     print(f"RESULT set-up: {WATCHES} watches streaming after {time.monotonic() - t:.0f} s")
     assert_kept("set-up", close_window(0))
-    # A steady window of 100 new connections, the reference for the delay.
-    wait_status("100 new connections answered", lambda s: s["connections"] >= 100, timeout=600)
+    # A steady window of 30 new connections, the reference for the delay.
+    wait_status("30 new connections answered", lambda s: s["connections"] >= 30, timeout=600)
     steady = close_window(1)
     assert_kept("steady", steady)
     print(cp1.succeed("cat /proc/loadavg; free -m; ps -o rss,pcpu,comm -C vipproxy,vipproxy-apiser"))

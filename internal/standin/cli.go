@@ -155,7 +155,7 @@ func runLoad(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&cert, "cert", "", "client certificate (PEM)")
 	fs.StringVar(&key, "key", "", "client key (PEM)")
 	fs.IntVar(&spec.Watches, "watches", 100, "/watch streams to hold, each reconnected when it ends")
-	fs.DurationVar(&spec.ConnectEvery, "connect-every", 100*time.Millisecond, "open a new connection (GET /name) this often")
+	fs.DurationVar(&spec.ConnectEvery, "connect-every", 100*time.Millisecond, "open a new connection (GET /name) this often, once every watch has streamed")
 	fs.DurationVar(&spec.Timeout, "timeout", time.Minute, "longest wait for a connection's answer or a watch's next line")
 	fs.IntVar(&spec.Ramp, "ramp", 20, "watches connecting at once while they start")
 	fs.StringVar(&status, "status", "", "write the current window's figures here (JSON) every 500 ms")
