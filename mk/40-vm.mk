@@ -127,6 +127,15 @@ vm-test-flood:
 vm-test-bgp:
 	$(MAKE) --no-print-directory vm-test VM_SCRIPTS=vm-tests/bgp.py
 
+# A restart and a binary upgrade of vipproxy.service under 1,000 watches
+# and a loop of new connections through the VIP: 0 cut, 0 failed, the
+# delay of new connections measured. Not in vm-test-ci: under TCG the
+# guest completes about 5 mTLS handshakes a second on a loaded host, so the
+# 1,000 watches alone take minutes to start. See vm-tests/handover.py.
+.PHONY: vm-test-handover
+vm-test-handover:
+	$(MAKE) --no-print-directory vm-test VM_SCRIPTS=vm-tests/handover.py
+
 vm-images: vm-archs-known
 	@set -e; for a in $(VM_ARCHS); do $(MAKE) --no-print-directory vm-image ARCH=$$a; done
 
