@@ -113,6 +113,22 @@ def journal_field(since, message, field):
     return line, 0
 
 
+def phases(since):
+    """The restart's phases from the daemons' journal: the old one storing
+    its connections, systemd starting the new one, the new one taking them."""
+    marks = {}
+    out = cp1.succeed(f"journalctl -u vipproxy.service --since '{since}' -o short-unix")
+    for line in out.splitlines():
+        for key, msg in (("stop", "stopping: no longer accepting"), ("stored", "handed connections over"),
+                         ("started", "connection cap"), ("resumed", "resumed the connections")):
+            if msg in line and key not in marks:
+                marks[key] = float(line.split()[0])
+    if len(marks) < 4:
+        return f"journal marks missing: {marks}"
+    return (f"storing {marks['stored'] - marks['stop']:.1f} s, new daemon started after {marks['started'] - marks['stored']:.1f} s, "
+            f"taking the connections {marks['resumed'] - marks['started']:.1f} s")
+
+
 def restart(what, window):
     """Restart vipproxy.service under the load; window n covers it."""
     since = cp1.succeed("date '+%Y-%m-%d %H:%M:%S'").strip()
@@ -126,7 +142,7 @@ def restart(what, window):
     assert_kept(what, r)
     old, handed = journal_field(since, "handed connections over", "handed_over")
     new, resumed = journal_field(since, "resumed the connections", "resumed")
-    print(f"RESULT {what}: journal: {old} / {new}")
+    print(f"RESULT {what}: journal: {old} / {new}; {phases(since)}")
     assert handed >= WATCHES and resumed >= WATCHES, f"{what}: handed over {handed}, resumed {resumed}, want the {WATCHES} watches at least"
     return t1 - t0, r
 
@@ -170,7 +186,7 @@ with subtest("1. systemctl restart vipproxy.service"):
 
 with subtest("2. binary upgrade: another build installed, then restarted"):
     old = cp1.succeed("vipproxy status | head -n 3")
-    new_version = cp1.succeed(f"{UPGRADE} --version").split()[2]
+    new_version = cp1.succeed(f"{UPGRADE} --version").split()[1]  # "vipproxy VERSION"
     assert new_version not in old, f"the running daemon is already {new_version}: {old}"
     # The unit's binary path now holds the other build (a new file at the
     # path, as dpkg's rename or a new store path gives); the running
