@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -85,6 +86,9 @@ func (r *runner) upgradeHost(ctx context.Context, port int) (func(), error) {
 	if err := r.fitsStore(); err != nil {
 		return nil, err
 	}
+	if err := os.MkdirAll(r.runtimeDir(), 0o711); err != nil {
+		return nil, fmt.Errorf("the daemon's runtime directory: %w", err)
+	}
 	f, err := activation.Socket(ctx, port)
 	if err != nil {
 		return nil, err
@@ -137,6 +141,9 @@ func storeWatches() (most int, limit uint64, err error) {
 // holds (copies: the store keeps its own until FDSTOREREMOVE=1).
 func (r *runner) fromStore(cmd *exec.Cmd) *launchEnv {
 	cmd.Env = append(cmd.Env, r.store.Env()...)
+	// RuntimeDirectory=: the control socket, on which ExecStop='s
+	// prestop tells the daemon that a restart stops it (upgrade).
+	cmd.Env = append(cmd.Env, "RUNTIME_DIRECTORY="+r.runtimeDir())
 	files, names := r.store.Files()
 	activation.PassFiles(cmd, append([]*os.File{r.activation}, files...), append([]string{listenName}, names...))
 	if len(files) > 0 {
@@ -156,8 +163,13 @@ func (r *runner) upgrade(ctx context.Context, p *stormProxy) error {
 		}
 		return nil
 	}
-	// systemd's restart: SIGTERM, wait for the main process to exit
-	// (TimeoutStopSec= is longer; then SIGKILL), start again.
+	// systemd's restart: ExecStop= (vipproxy.service's prestop, of the
+	// binary installed now, tells the daemon the job is a restart), then
+	// SIGTERM, wait for the main process to exit (TimeoutStopSec= is
+	// longer; then SIGKILL), start again.
+	if p.name != haproxyRestart {
+		r.preStop(ctx, old.cmd.Process.Pid)
+	}
 	r.procs.stop(old.cmd, syscall.SIGTERM, 30*time.Second)
 	if st := old.cmd.ProcessState; st != nil {
 		p.retired = st.UserTime() + st.SystemTime()
@@ -208,4 +220,21 @@ func (r *runner) recordUpgrade(name string, res watchResult) {
 	add("newmax", res.ProbeMaxMs)
 	fmt.Fprintf(r.log, "bench:   upgrade   %s: %d watches cut, %d new connections, %d failed (first: %s), connect to ACK p50 %.1f ms p99 %.1f ms max %.1f ms\n",
 		name, res.Disrupted, res.Probes, res.ProbeFailed, res.ProbeFirstError, res.ProbeP50ms, res.ProbeP99ms, res.ProbeMaxMs)
+}
+
+// runtimeDir is the stand-in for vipproxy.service's RuntimeDirectory=.
+func (r *runner) runtimeDir() string {
+	return filepath.Join(r.dir, "run")
+}
+
+// preStop runs `vipproxy prestop` as vipproxy.service's ExecStop=+ does
+// on a restart. As there, a failure leaves the daemon to drain: the
+// storm's figures then show it, so it is only logged.
+func (r *runner) preStop(ctx context.Context, pid int) {
+	out, err := exec.CommandContext(ctx, r.opt.Vipproxy, "prestop", "--pid="+strconv.Itoa(pid), "--job", "restart",
+		"--control", filepath.Join(r.runtimeDir(), "control.sock")).CombinedOutput()
+	fmt.Fprintf(r.log, "bench:   vipproxy prestop: %s", out)
+	if err != nil {
+		fmt.Fprintf(r.log, "bench:   vipproxy prestop: %v\n", err)
+	}
 }
