@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/internal/testutil/testconfig"
 	"github.com/vipproxy/vipproxy/service/config"
 )
@@ -39,8 +40,8 @@ func TestAcceptedHostileValuesPassKeepalived(t *testing.T) {
 				ns.Veth(t, iface, fmt.Sprintf("kp%d", len(links)))
 			}
 			dir := t.TempDir()
-			writeConf(t, dir, "vipproxy.conf", string(data))
-			conf := writeConf(t, dir, "keepalived.conf", mainConf)
+			testutil.WriteFile(t, dir, "vipproxy.conf", string(data))
+			conf := testutil.WriteFile(t, dir, "keepalived.conf", mainConf)
 			if out, err := ns.Exec("keepalived", "--config-test", "-f", conf); err != nil {
 				t.Errorf("%s = %.80q passes check, keepalived --config-test refuses it: %v\n%s\n%s", f.Key, v, err, out, data)
 				continue
@@ -78,8 +79,8 @@ func TestInjectedPeerWouldRunAsRoot(t *testing.T) {
 		`[network]`, `uplinks = ["eth1"]`, `[keepalived]`, `probe_command = "/bin/true"`, `unicast_peers = ["2001:db8::2"]`)
 	data := strings.Replace(string(Render(cfg)), "2001:db8::2\n", "2001:db8::2"+testconfig.Injection+"\n", 1)
 	dir := t.TempDir()
-	writeConf(t, dir, "vipproxy.conf", data)
-	conf := writeConf(t, dir, "keepalived.conf", mainConf)
+	testutil.WriteFile(t, dir, "vipproxy.conf", data)
+	conf := testutil.WriteFile(t, dir, "keepalived.conf", mainConf)
 	out, _ := ns.Exec("keepalived", "--config-test", "-f", conf)
 	if strings.Contains(out, "notify_master") && strings.Contains(out, "Unknown keyword") {
 		t.Fatalf("keepalived does not take the injected notify_master: the attack is not as described\n%s", out)

@@ -33,8 +33,8 @@ func TestGoldenPassesKeepalivedConfigTest(t *testing.T) {
 		cfg.Keepalived.ProbeCommand = "/bin/true"
 		data := Render(cfg)
 		dir := t.TempDir()
-		writeConf(t, dir, "vipproxy.conf", string(data))
-		conf := writeConf(t, dir, "keepalived.conf", mainConf)
+		testutil.WriteFile(t, dir, "vipproxy.conf", string(data))
+		conf := testutil.WriteFile(t, dir, "keepalived.conf", mainConf)
 		out, err := ns.Exec("keepalived", "--config-test", "-f", conf)
 		if err != nil {
 			t.Errorf("keepalived --config-test (case %s): %v\n%s\n%s", name, err, out, data)
@@ -56,7 +56,7 @@ func TestProbeGetsTheConfigPath(t *testing.T) {
 	// The probe records its arguments, each ended by a NUL. It lies under
 	// a path with a space, quoted as the default probe_command quotes
 	// this binary's path there (probeCommandOf).
-	probe := writeConf(t, dir, "with space/probe.sh", "#!/bin/sh\nprintf '%s\\0' \"$@\" > \"$0.args\"\n")
+	probe := testutil.WriteFile(t, dir, "with space/probe.sh", "#!/bin/sh\nprintf '%s\\0' \"$@\" > \"$0.args\"\n")
 	if err := os.Chmod(probe, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -95,8 +95,8 @@ address = "192.168.1.1:6443"
 		t.Run(fmt.Sprintf("path%d", i), func(t *testing.T) {
 			os.Remove(probe + ".args")
 			run := t.TempDir()
-			writeConf(t, run, "vipproxy.conf", string(Render(cfg)))
-			conf := writeConf(t, run, "keepalived.conf", mainConf)
+			testutil.WriteFile(t, run, "vipproxy.conf", string(Render(cfg)))
+			conf := testutil.WriteFile(t, run, "keepalived.conf", mainConf)
 			startKeepalived(t, ns, conf, "--vrrp")
 			var args []byte
 			for range 200 { // 20 s: the script runs at keepalived's start
@@ -127,9 +127,9 @@ func TestBraceIncludeReadAsKeepalivedReads(t *testing.T) {
 	for _, keyword := range []string{"include", "includer", "includem", "includew", "includeb", "includea"} {
 		t.Run(keyword, func(t *testing.T) {
 			dir := t.TempDir()
-			writeConf(t, dir, "extra/vipproxy.conf", string(Render(cfg)))
-			writeConf(t, dir, "conf.d/empty.conf", "# nothing here\n")
-			conf := writeConf(t, dir, "keepalived.conf", strings.Replace(mainConf, "include vipproxy.conf", keyword+" {conf.d,extra}/*.conf", 1))
+			testutil.WriteFile(t, dir, "extra/vipproxy.conf", string(Render(cfg)))
+			testutil.WriteFile(t, dir, "conf.d/empty.conf", "# nothing here\n")
+			conf := testutil.WriteFile(t, dir, "keepalived.conf", strings.Replace(mainConf, "include vipproxy.conf", keyword+" {conf.d,extra}/*.conf", 1))
 			out, err := ns.Exec("keepalived", "--config-test", "-f", conf)
 			if err != nil || strings.Contains(out, "not found") {
 				t.Fatalf("keepalived --config-test does not read the snippet through the braces: %v\n%s", err, out)
@@ -177,7 +177,7 @@ func oldVIPListsTheVIP(dump string) bool {
 func holdersBeside(t *testing.T, table formTable) {
 	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
 	table.dumpBeside(t, oldVIPListsTheVIP, func(t *testing.T, text string) bool {
-		return readAndCheck(cfg, writeConf(t, t.TempDir(), "keepalived.conf", text), (*Conf).CheckOtherHolders) != nil
+		return readAndCheck(cfg, testutil.WriteFile(t, t.TempDir(), "keepalived.conf", text), (*Conf).CheckOtherHolders) != nil
 	})
 }
 
@@ -234,7 +234,7 @@ func TestConfigIDAsKeepalived(t *testing.T) {
 	ns := keepalivedNS(t)
 	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
 	text := trackConf("track_script {\n        other_probe\n        @main vipproxy_probe\n    }")
-	conf := writeConf(t, t.TempDir(), "keepalived.conf", text)
+	conf := testutil.WriteFile(t, t.TempDir(), "keepalived.conf", text)
 	for _, id := range []string{"main", "backup"} {
 		dump := instanceDump(t, ns, text, "--config-id", id)
 		tracked := tracksProbe(dump)
@@ -266,7 +266,7 @@ func comparedNatively(t *testing.T) {
 // to the end of its one vrrp_instance.
 func instanceDump(t *testing.T, ns *testutil.NetNS, text string, flags ...string) string {
 	t.Helper()
-	conf := writeConf(t, t.TempDir(), "keepalived.conf", text)
+	conf := testutil.WriteFile(t, t.TempDir(), "keepalived.conf", text)
 	out := startKeepalived(t, ns, conf, append([]string{"--dump-conf", "--vrrp"}, flags...)...)
 	// The instance's dump ends with this line.
 	const end = "Using smtp notification"
@@ -294,12 +294,12 @@ func TestStrictDropsTheVIP(t *testing.T) {
 			ns := keepalivedNS(t)
 			ns.IP(t, "addr", "add", "192.168.1.2/24", "dev", "eth1")
 			dir := t.TempDir()
-			writeConf(t, dir, "vipproxy.conf", string(Render(cfg)))
+			testutil.WriteFile(t, dir, "vipproxy.conf", string(Render(cfg)))
 			top := mainConf
 			if strict {
 				top = strings.Replace(top, "global_defs {", "global_defs {\n    vrrp_strict", 1)
 			}
-			conf := writeConf(t, dir, "keepalived.conf", top)
+			conf := testutil.WriteFile(t, dir, "keepalived.conf", top)
 			out := startKeepalived(t, ns, conf, "--vrrp")
 			testutil.WaitFor(t, "keepalived's instance to become master", func() bool {
 				return strings.Contains(out.String(), "Entering MASTER STATE")
@@ -355,13 +355,13 @@ func TestIncludeReadAsKeepalivedReads(t *testing.T) {
 	comparedNatively(t)
 	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
 	inc := t.TempDir()
-	writeConf(t, inc, "vip.conf", "192.168.1.100/32 dev eth1\n")
-	writeConf(t, inc, "other.conf", "192.168.1.101/32 dev eth1\n")
-	writeConf(t, inc, "commented.conf", "! a comment\n192.168.1.100/32 dev eth1\n")
-	writeConf(t, inc, "node-"+defaultConfigID()+".conf", "192.168.1.100/32 dev eth1\n")
+	testutil.WriteFile(t, inc, "vip.conf", "192.168.1.100/32 dev eth1\n")
+	testutil.WriteFile(t, inc, "other.conf", "192.168.1.101/32 dev eth1\n")
+	testutil.WriteFile(t, inc, "commented.conf", "! a comment\n192.168.1.100/32 dev eth1\n")
+	testutil.WriteFile(t, inc, "node-"+defaultConfigID()+".conf", "192.168.1.100/32 dev eth1\n")
 	// keepalived skips a directory or an executable file a glob matches.
-	writeConf(t, inc, "skipped/dir.conf/x", "192.168.1.100/32 dev eth1\n")
-	if err := os.Chmod(writeConf(t, inc, "skipped/run.conf", "192.168.1.100/32 dev eth1\n"), 0o755); err != nil {
+	testutil.WriteFile(t, inc, "skipped/dir.conf/x", "192.168.1.100/32 dev eth1\n")
+	if err := os.Chmod(testutil.WriteFile(t, inc, "skipped/run.conf", "192.168.1.100/32 dev eth1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	const first = "192.168.1.101\n        "
@@ -403,7 +403,7 @@ func TestIncludeReadAsKeepalivedReads(t *testing.T) {
 			if n := len(vipInDump.FindAllString(dump, -1)); n != f.listed {
 				t.Errorf("%s: keepalived's dump lists 192.168.1.100 %d times, the form says %d\n%s", f.name, n, f.listed, dump)
 			}
-			err := readAndCheck(cfg, writeConf(t, t.TempDir(), "keepalived.conf", text), (*Conf).CheckOtherHolders)
+			err := readAndCheck(cfg, testutil.WriteFile(t, t.TempDir(), "keepalived.conf", text), (*Conf).CheckOtherHolders)
 			refused := err != nil && strings.Contains(err.Error(), "include") && strings.Contains(err.Error(), "vipproxy does not follow")
 			switch {
 			case refused != f.refused:

@@ -45,19 +45,6 @@ func TestRenderGolden(t *testing.T) {
 	}
 }
 
-// writeConf writes name under dir and returns its path.
-func writeConf(t *testing.T, dir, name, text string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func TestCheckVirtualServers(t *testing.T) {
 	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", `[vip]`, `addresses = ["192.168.1.100", "2001:db8:1::100"]`, `[network]`, `uplinks = ["eth1"]`)
 	rendered := Render(cfg)
@@ -107,7 +94,7 @@ func TestCheckVirtualServers(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			for name, text := range c.files {
-				writeConf(t, dir, name, strings.ReplaceAll(text, "TMP/", dir+"/"))
+				testutil.WriteFile(t, dir, name, strings.ReplaceAll(text, "TMP/", dir+"/"))
 			}
 			err := readAndCheck(cfg, filepath.Join(dir, "keepalived.conf"), (*Conf).CheckVirtualServers)
 			switch {
@@ -241,7 +228,7 @@ func (ft formTable) check(t *testing.T, check func(*Conf, *config.Valid) error, 
 	for _, f := range ft.forms {
 		t.Run(f.name, func(t *testing.T) {
 			text := ft.whole(f.text)
-			err := readAndCheck(cfg, writeConf(t, t.TempDir(), "keepalived.conf", text), check)
+			err := readAndCheck(cfg, testutil.WriteFile(t, t.TempDir(), "keepalived.conf", text), check)
 			if found(err) != f.found {
 				t.Errorf("check: %v; want %s: %v in:\n%s", err, ft.what, f.found, text)
 			}
@@ -400,7 +387,7 @@ func checkEach(t *testing.T, check func(*Conf, *config.Valid) error, cfg *config
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := readAndCheck(cfg, writeConf(t, t.TempDir(), "keepalived.conf", c.conf), check)
+			err := readAndCheck(cfg, testutil.WriteFile(t, t.TempDir(), "keepalived.conf", c.conf), check)
 			switch {
 			case c.want == "" && err != nil:
 				t.Errorf("rejected: %v", err)
@@ -440,7 +427,7 @@ func TestDecomment(t *testing.T) {
 func TestSubstitutionEnds(t *testing.T) {
 	cfg := testconfig.WithBackend(t, "192.168.1.1:6443", goldenCases["minimal"]...)
 	for _, def := range []string{"$A=$A", "$A=$A $A", "$A=${A}x", "$M= \\\n$M\n\n$M", "$M= \\\nx \\\n$M\n\n$M", "$M= \\\n$M \\\n$M\n\n$M"} {
-		conf := writeConf(t, t.TempDir(), "keepalived.conf", def+"\n$A\n${A}\n"+trackConf("track_script {\n        vipproxy_probe\n    }"))
+		conf := testutil.WriteFile(t, t.TempDir(), "keepalived.conf", def+"\n$A\n${A}\n"+trackConf("track_script {\n        vipproxy_probe\n    }"))
 		if err := readAndCheck(cfg, conf, (*Conf).CheckTracksProbe); err != nil && !strings.Contains(err.Error(), "deeper than") && !strings.Contains(err.Error(), "does not end") {
 			t.Errorf("%q: %v", def, err)
 		}
@@ -473,7 +460,7 @@ func FuzzRead(f *testing.F) {
 	f.Add("@x include *.conf\n$F=keepalived\ninclude ${F}.conf\n$I=include x\n$I\n~LST(f, a) include $f\n$M= \\\ninclude x\n")
 	cfg := testconfig.WithBackend(f, "192.168.1.1:6443", goldenCases["dual-stack"]...)
 	f.Fuzz(func(t *testing.T, text string) {
-		path := writeConf(t, t.TempDir(), "keepalived.conf", text)
+		path := testutil.WriteFile(t, t.TempDir(), "keepalived.conf", text)
 		c, err := Read(path, "x")
 		if err != nil {
 			return
@@ -594,7 +581,7 @@ func TestSeqEnds(t *testing.T) {
 		{"~LSTx\n~LST(v, a) x", "keepalived.conf:2: malformed ~LST"},
 	} {
 		start := time.Now()
-		_, err := readLines(writeConf(t, t.TempDir(), "keepalived.conf", "a\n"+c.text+"\n"), "h")
+		_, err := readLines(testutil.WriteFile(t, t.TempDir(), "keepalived.conf", "a\n"+c.text+"\n"), "h")
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: got %v, want an error containing %q", c.text, err, c.want)
 		}
@@ -657,13 +644,13 @@ func TestReadIncludes(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			for name, text := range files {
-				writeConf(t, dir, name, text+"\n")
+				testutil.WriteFile(t, dir, name, text+"\n")
 			}
 			// keepalived skips an executable file an include matches.
-			if err := os.Chmod(writeConf(t, dir, "sub/run.sh", "a line\n"), 0o755); err != nil {
+			if err := os.Chmod(testutil.WriteFile(t, dir, "sub/run.sh", "a line\n"), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			lines, err := readLines(writeConf(t, dir, "keepalived.conf", c.text+"\n"), "h")
+			lines, err := readLines(testutil.WriteFile(t, dir, "keepalived.conf", c.text+"\n"), "h")
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Errorf("read\n%s\ngot %v, want an error containing %q", c.text, err, c.err)
@@ -689,7 +676,7 @@ func TestReadIncludes(t *testing.T) {
 // statement its line number and words.
 func readNumbered(t *testing.T, text string) []string {
 	t.Helper()
-	lines, err := readLines(writeConf(t, t.TempDir(), "keepalived.conf", text+"\n"), "h")
+	lines, err := readLines(testutil.WriteFile(t, t.TempDir(), "keepalived.conf", text+"\n"), "h")
 	if err != nil {
 		t.Fatal(err)
 	}

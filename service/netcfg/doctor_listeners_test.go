@@ -100,7 +100,7 @@ func TestDoctorNetworkdForeign(t *testing.T) {
 	n.veth(t, "up0", "up0-peer")
 	cfg := writeConfig(t, testutil.NodeConfig([]string{"10.9.0.100"}, "127.0.0.1:16443", []string{"up0"}, ""))
 	root := t.TempDir()
-	writeUnder(t, root, "run/systemd/network/10-netplan-up0.network", netplanUplink)
+	testutil.WriteFile(t, root, "run/systemd/network/10-netplan-up0.network", netplanUplink)
 	doctor := func() (string, int) {
 		return exitCode(n, bin, "doctor", "--config", cfg, "--root", root, "--control", "", "--only", "networkd-foreign")
 	}
@@ -115,7 +115,7 @@ func TestDoctorNetworkdForeign(t *testing.T) {
 			t.Errorf("networkd at its defaults, a CNI's rules and routes: exit %d, want 1 and %q:\n%s", code, want, out)
 		}
 	}
-	writeUnder(t, root, ForeignFixFile, "[Network]\n"+strings.Join(foreignSettingLines(), "\n")+"\n")
+	testutil.WriteFile(t, root, ForeignFixFile, "[Network]\n"+strings.Join(foreignSettingLines(), "\n")+"\n")
 	out, code = doctor()
 	if code != 0 || !strings.Contains(out, "PASS networkd-foreign") || !strings.Contains(out, filepath.Join(root, ForeignFixFile)) {
 		t.Errorf("with %s: exit %d, want 0 and a PASS naming it:\n%s", ForeignFixFile, code, out)

@@ -10,21 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vipproxy/vipproxy/internal/testutil"
 	"github.com/vipproxy/vipproxy/internal/testutil/testconfig"
 )
-
-// writeUnder writes body to path under root, making its directories.
-func writeUnder(t *testing.T, root, path, body string) string {
-	t.Helper()
-	p := filepath.Join(root, path)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // netplanUplink is what netplan writes for a static uplink: the
 // operator's networkd manages up0.
@@ -64,7 +52,7 @@ func TestApplyRefusesWhereNetworkdWouldDeleteNeighbours(t *testing.T) {
 	n, h, fake := hostIn(t, cfg)
 	neighbours(t, n)
 	root := t.TempDir()
-	netplan := writeUnder(t, root, "run/systemd/network/10-netplan-up0.network", netplanUplink)
+	netplan := testutil.WriteFile(t, root, "run/systemd/network/10-netplan-up0.network", netplanUplink)
 	ctx := context.Background()
 	opts := Options{Root: root, Wait: 5 * time.Second}
 
@@ -89,7 +77,7 @@ func TestApplyRefusesWhereNetworkdWouldDeleteNeighbours(t *testing.T) {
 	}
 
 	// The fix the refusal names.
-	fix := writeUnder(t, root, ForeignFixFile, "[Network]\n"+strings.Join(foreignSettingLines(), "\n")+"\n")
+	fix := testutil.WriteFile(t, root, ForeignFixFile, "[Network]\n"+strings.Join(foreignSettingLines(), "\n")+"\n")
 	if res, err = h.Apply(ctx, cfg, opts); err != nil || fake.reloads != 1 || len(res.Notes) != 0 {
 		t.Fatalf("apply with %s: %+v, %v, %d reloads; want applied, one reload, no note", fix, res, err, fake.reloads)
 	}
@@ -130,8 +118,8 @@ func TestFindForeignSparesWhatIsNotForeign(t *testing.T) {
 		n.ip(t, cmd...)
 	}
 	root := t.TempDir()
-	writeUnder(t, root, "run/systemd/network/10-netplan-up0.network", netplanUplink)
-	writeUnder(t, root, "etc/systemd/network/20-lxc.network", "[Match]\nName=lxc*\n\n[Link]\nUnmanaged=yes\n")
+	testutil.WriteFile(t, root, "run/systemd/network/10-netplan-up0.network", netplanUplink)
+	testutil.WriteFile(t, root, "etc/systemd/network/20-lxc.network", "[Match]\nName=lxc*\n\n[Link]\nUnmanaged=yes\n")
 	f, err := FindForeign(h.Netlink, cfg, root)
 	if err != nil {
 		t.Fatal(err)
@@ -160,17 +148,17 @@ func TestReadForeignPolicyPrecedence(t *testing.T) {
 	if p := read(); !p.Rules || !p.Routes {
 		t.Errorf("no file: %+v, want networkd's defaults (yes, yes)", p)
 	}
-	writeUnder(t, root, "etc/systemd/networkd.conf", "[Network]\n#ManageForeignRoutes=no\nManageForeignRoutes=no\n")
-	writeUnder(t, root, "usr/lib/systemd/networkd.conf.d/10-cni.conf", "[Network]\nManageForeignRoutingPolicyRules=off\n")
+	testutil.WriteFile(t, root, "etc/systemd/networkd.conf", "[Network]\n#ManageForeignRoutes=no\nManageForeignRoutes=no\n")
+	testutil.WriteFile(t, root, "usr/lib/systemd/networkd.conf.d/10-cni.conf", "[Network]\nManageForeignRoutingPolicyRules=off\n")
 	if p := read(); p.Rules || p.Routes {
 		t.Errorf("networkd.conf and a /usr/lib drop-in at no: %+v", p)
 	}
-	writeUnder(t, root, "etc/systemd/networkd.conf.d/10-cni.conf", "")
+	testutil.WriteFile(t, root, "etc/systemd/networkd.conf.d/10-cni.conf", "")
 	if p := read(); !p.Rules || p.Routes {
 		t.Errorf("/usr/lib's drop-in masked by an empty one in /etc: %+v, want rules yes, routes no", p)
 	}
-	writeUnder(t, root, "run/systemd/networkd.conf.d/20-x.conf", "[Network]\nManageForeignRoutingPolicyRules=0\nManageForeignRoutes=maybe\n")
-	writeUnder(t, root, "run/systemd/networkd.conf.d/90-y.conf", "[DHCPv4]\nManageForeignRoutes=yes\n[Network]\nManageForeignRoutes=true\n")
+	testutil.WriteFile(t, root, "run/systemd/networkd.conf.d/20-x.conf", "[Network]\nManageForeignRoutingPolicyRules=0\nManageForeignRoutes=maybe\n")
+	testutil.WriteFile(t, root, "run/systemd/networkd.conf.d/90-y.conf", "[DHCPv4]\nManageForeignRoutes=yes\n[Network]\nManageForeignRoutes=true\n")
 	p := read()
 	if p.Rules || !p.Routes {
 		t.Errorf("20-x (rules 0, routes maybe) then 90-y (routes true): %+v, want rules no, routes yes", p)
