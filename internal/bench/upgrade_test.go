@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -129,28 +128,9 @@ func TestUpgradeStormHAProxyReloadAndRestart(t *testing.T) {
 // is gone (refused).
 func TestRequestLoopTimesAndCountsNewConnections(t *testing.T) {
 	ctx, cli, backends := twoWatchBackends(t)
-	front := listenLoopback(t)
-	addr := front.Addr().String()
-	front.Close() // runFloor binds it itself
-	fctx, stopFloor := context.WithCancel(ctx)
-	floorDone := make(chan error, 1)
-	go func() { floorDone <- runFloor(fctx, addr, backends) }()
-	defer stopFloor()
-	if err := waitListening(ctx, addr, 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	stdinR, stdin := io.Pipe()
-	stdoutR, stdout := io.Pipe()
+	addr, stopFloor := startFloor(ctx, t, backends)
 	spec := watchSpec{Targets: []string{addr}, Clients: 4, Sources: 1, Period: watchTestPeriod, Wait: 3 * time.Second, ProbeEvery: 10 * time.Millisecond}
-	done := make(chan error, 1)
-	go func() { done <- runWatchClient(ctx, spec, cli, stdinR, stdout) }()
-	defer func() {
-		stdin.Close()
-		if err := <-done; err != nil {
-			t.Errorf("watch client: %v", err)
-		}
-	}()
-	lines := bufio.NewScanner(stdoutR)
+	stdin, lines := startWatchClient(ctx, t, spec, cli)
 	next := func(cmds ...string) watchResult {
 		t.Helper()
 		for _, c := range cmds {
@@ -175,8 +155,7 @@ func TestRequestLoopTimesAndCountsNewConnections(t *testing.T) {
 	if res.Probes < 1 || res.ProbeFailed != 0 || res.ProbeP50ms <= 0 || res.ProbeMaxMs < res.ProbeP99ms || res.Disrupted != 0 {
 		t.Errorf("through a running proxy: %+v, want new connections tried, none failed, their delays, no watch cut", res)
 	}
-	stopFloor()
-	if err := <-floorDone; err != nil {
+	if err := stopFloor(); err != nil {
 		t.Fatalf("floor proxy: %v", err)
 	}
 	res = next("mark", "wait all")

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"io"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,19 +43,9 @@ func TestWatchStormClientSeesTheCutAndTheReturn(t *testing.T) {
 	stop1 := serve(1)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	stdinR, stdin := io.Pipe()
-	stdoutR, stdout := io.Pipe()
-	done := make(chan error, 1)
+	t.Cleanup(cancel) // after the watch client's end
 	spec := watchSpec{Targets: []string{addr}, Clients: 20, Sources: 1, Period: period, Wait: 20 * time.Second}
-	go func() { done <- runWatchClient(ctx, spec, cli, stdinR, stdout) }()
-	defer func() {
-		stdin.Close()
-		if err := <-done; err != nil {
-			t.Errorf("watch client: %v", err)
-		}
-	}()
-	lines := bufio.NewScanner(stdoutR)
+	stdin, lines := startWatchClient(ctx, t, spec, cli)
 	if !lines.Scan() || lines.Text() != `{"established":20}` {
 		t.Fatalf("want all 20 watches established, got %q", lines.Text())
 	}
@@ -101,25 +92,52 @@ func TestWatchStormClientSpreadsOverTargets(t *testing.T) {
 // carry TLS watches connecting at once to every backend in turn.
 func TestFloorProxyCarriesAWatchStorm(t *testing.T) {
 	ctx, cli, backends := twoWatchBackends(t)
-	front := listenLoopback(t)
-	addr := front.Addr().String()
-	front.Close() // runFloor binds it itself
-	fctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- runFloor(fctx, addr, backends) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("floor proxy: %v", err)
-		}
-	}()
-	if err := waitListening(ctx, addr, 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	addr, _ := startFloor(ctx, t, backends)
 	res := atOnceWatches(ctx, t, cli, []string{addr}, 10)
 	if res.Recovered != 10 || res.Failed != 0 || len(res.Shares) < 2 || res.Shares[0] != 5 || res.Shares[1] != 5 {
 		t.Errorf("10 watches through the floor proxy to 2 backends: %+v, want all working at the first attempt, 5 on each", res)
 	}
+}
+
+// startWatchClient runs the watch client with spec; it reads commands
+// from stdin and its output lines are read from lines. At the end of the
+// test stdin is closed, the client must end, and an error fails the test.
+func startWatchClient(ctx context.Context, t *testing.T, spec watchSpec, cli *tls.Config) (stdin io.Writer, lines *bufio.Scanner) {
+	stdinR, stdinW := io.Pipe()
+	stdoutR, stdout := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- runWatchClient(ctx, spec, cli, stdinR, stdout) }()
+	t.Cleanup(func() {
+		stdinW.Close()
+		if err := <-done; err != nil {
+			t.Errorf("watch client: %v", err)
+		}
+	})
+	return stdinW, bufio.NewScanner(stdoutR)
+}
+
+// startFloor runs the floor proxy on a free loopback address in front of
+// backends and waits until it listens. stop ends it and returns what it
+// returned; it is called at the end of the test too, where an error
+// fails the test.
+func startFloor(ctx context.Context, t *testing.T, backends []string) (addr string, stop func() error) {
+	t.Helper()
+	front := listenLoopback(t)
+	addr = front.Addr().String()
+	front.Close() // runFloor binds it itself
+	fctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- runFloor(fctx, addr, backends) }()
+	stop = sync.OnceValue(func() error { cancel(); return <-done })
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("floor proxy: %v", err)
+		}
+	})
+	if err := waitListening(ctx, addr, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return addr, stop
 }
 
 // watchTestPeriod is the test backends' time between events.
