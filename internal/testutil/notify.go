@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
 // NotifySocket is a NOTIFY_SOCKET that collects sd_notify datagrams, as
@@ -13,6 +14,7 @@ type NotifySocket struct {
 	Path string
 	mu   sync.Mutex
 	msgs []string
+	at   []time.Time // when each of msgs was received
 }
 
 // NewNotifySocket listens on a new socket in the test's directory.
@@ -33,6 +35,7 @@ func NewNotifySocket(t testing.TB) *NotifySocket {
 			}
 			n.mu.Lock()
 			n.msgs = append(n.msgs, string(buf[:k]))
+			n.at = append(n.at, time.Now())
 			n.mu.Unlock()
 		}
 	}()
@@ -47,4 +50,17 @@ func (n *NotifySocket) Messages() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return append([]string(nil), n.msgs...)
+}
+
+// Times returns when each datagram that is msg was received, in order.
+func (n *NotifySocket) Times(msg string) []time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var at []time.Time
+	for i, m := range n.msgs {
+		if m == msg {
+			at = append(at, n.at[i])
+		}
+	}
+	return at
 }
