@@ -256,6 +256,27 @@ func (p *proc) controlSocket() string {
 	return ""
 }
 
+// startStored starts a daemon with a file descriptor store of max
+// descriptors (testutil.FDStore, standing in for systemd's) and the VIP
+// listener systemd keeps across restarts. next starts the daemon that
+// follows with s on an admin port of its own, handed what the store holds.
+func startStored(t *testing.T, s settings, max int) (first *proc, store *testutil.FDStore, next func(settings) *proc) {
+	t.Helper()
+	store = testutil.NewFDStore(t, max)
+	f, err := activation.Socket(context.Background(), s.Port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	next = func(s settings) *proc {
+		t.Helper()
+		s.Admin = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+		files, names := store.Files()
+		return startWithFiles(t, s, store.Env(), f, files, names)
+	}
+	return startWithFiles(t, s, store.Env(), f, nil, nil), store, next
+}
+
 // A restart through the file descriptor store (systemd's, stood in for
 // by testutil.FDStore): every connection open at SIGTERM is handed to the
 // next daemon and goes on byte for byte, both ways, one of them in the
@@ -266,13 +287,7 @@ func TestRestartHandsConnectionsOver(t *testing.T) {
 	a, b := newTCPBackend(t, "b0"), newTCPBackend(t, "b1")
 	s := newSettings(t, a.addr(), b.addr())
 	s.DrainIdle = "0s"
-	store := testutil.NewFDStore(t, 4096)
-	f, err := activation.Socket(context.Background(), s.Port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	first := startWithFiles(t, s, store.Env(), f, nil, nil)
+	first, store, next := startStored(t, s, 4096)
 	pairs := dialPairs(t, first.vip, 8, a, b)
 	var onA []*pairConn
 	for _, p := range pairs {
@@ -312,9 +327,7 @@ func TestRestartHandsConnectionsOver(t *testing.T) {
 
 	// The next start, with b1 gone from the config.
 	s.Backends = s.Backends[:1]
-	s.Admin = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	files, names := store.Files()
-	second := startWithFiles(t, s, store.Env(), f, files, names)
+	second := next(s)
 	second.waitLog("resumed the connections the previous daemon handed over")
 	testutil.WaitFor(t, "every pair out of the store", func() bool { return len(store.Held()) == 0 })
 	if got := len(store.Removed()); got != 2*len(pairs) {
@@ -386,13 +399,7 @@ func wantClosed(t *testing.T, p *pairConn) {
 func TestKilledDaemonLeavesNoPairs(t *testing.T) {
 	a := newTCPBackend(t, "b0")
 	s := newSettings(t, a.addr())
-	store := testutil.NewFDStore(t, 4096)
-	f, err := activation.Socket(context.Background(), s.Port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	first := startWithFiles(t, s, store.Env(), f, nil, nil)
+	first, store, next := startStored(t, s, 4096)
 	pairs := dialPairs(t, first.vip, 3, a)
 	up := startStream(pairs[0].client, pairs[0].backend, 48<<20, 3)
 	testutil.WaitFor(t, "the stream under way", func() bool { return up.read.Load() > 1<<20 })
@@ -401,9 +408,7 @@ func TestKilledDaemonLeavesNoPairs(t *testing.T) {
 	if held := store.Held(); len(held) != 0 {
 		t.Fatalf("a killed daemon left %q in the store", held)
 	}
-	s.Admin = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	files, names := store.Files()
-	second := startWithFiles(t, s, store.Env(), f, files, names)
+	second := next(s)
 	for _, p := range pairs[1:] {
 		wantClosed(t, p)
 	}
@@ -444,21 +449,13 @@ func TestUnitStoreHoldsEveryConnection(t *testing.T) {
 func TestHandoverStoreFull(t *testing.T) {
 	a := newTCPBackend(t, "b0")
 	s := newSettings(t, a.addr())
-	store := testutil.NewFDStore(t, 4) // two pairs
-	f, err := activation.Socket(context.Background(), s.Port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	first := startWithFiles(t, s, store.Env(), f, nil, nil)
+	first, _, next := startStored(t, s, 4) // two pairs
 	pairs := dialPairs(t, first.vip, 3, a)
 	first.stopFor("restart")
 	testutil.WaitFor(t, "the handover logged", func() bool {
 		return strings.Contains(first.log.String(), `handed_over=2 closed=1 reasons="store_full=1"`)
 	})
-	s.Admin = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	files, names := store.Files()
-	startWithFiles(t, s, store.Env(), f, files, names)
+	next(s)
 	resumed := 0
 	for _, p := range pairs {
 		p.client.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
