@@ -49,6 +49,19 @@ func runBin(t *testing.T, args ...string) (string, string, int) {
 	return out.String(), errOut.String(), code
 }
 
+// runBinUntil runs vipproxy with args until it exits 0 with a stdout that
+// ok accepts (nil: any), and returns that stdout.
+func runBinUntil(t *testing.T, what string, ok func(stdout string) bool, args ...string) string {
+	t.Helper()
+	var out string
+	testutil.WaitFor(t, what, func() bool {
+		o, _, code := runBin(t, args...)
+		out = o
+		return code == 0 && (ok == nil || ok(out))
+	})
+	return out
+}
+
 func TestHelpAndVersionConventions(t *testing.T) {
 	for _, tc := range []struct {
 		args   []string
@@ -120,12 +133,7 @@ func TestProbeOfRealDaemonSaysReadyOnce(t *testing.T) {
 		testutil.FreePort(t), testutil.ServeAddr(t, testutil.Close), admin)
 	runDir := t.TempDir()
 	path, logs, _ := startDaemon(t, cfg, "RUNTIME_DIRECTORY="+runDir)
-	var stdout string
-	testutil.WaitFor(t, "probe to pass", func() bool {
-		out, _, code := runBin(t, "probe", "--config", path, "--control", filepath.Join(runDir, "probe.sock"))
-		stdout = out
-		return code == 0
-	})
+	stdout := runBinUntil(t, "probe to pass", nil, "probe", "--config", path, "--control", filepath.Join(runDir, "probe.sock"))
 	if stdout != "ready: 1/1 backends healthy\n" {
 		t.Errorf("probe stdout %q, want %q; daemon log:\n%s", stdout, "ready: 1/1 backends healthy\n", logs())
 	}
@@ -315,10 +323,7 @@ func TestReloadReportsTheDaemonsVerdict(t *testing.T) {
 	control := filepath.Join(runDir, "control.sock")
 	good := adminConfig(testutil.FreePort(t), testutil.ServeAddr(t, testutil.Close), "", false)
 	path, logs, cmd := startDaemon(t, good, "RUNTIME_DIRECTORY="+runDir)
-	testutil.WaitFor(t, "the control socket", func() bool {
-		_, _, code := runBin(t, "probe", "--config", path, "--control", control)
-		return code == 0
-	})
+	runBinUntil(t, "the control socket", nil, "probe", "--config", path, "--control", control)
 	pid := fmt.Sprint(cmd.Process.Pid)
 	reload := func(cfg string) (string, string, int) {
 		return runBin(t, "reload", "--config", cfg, "--pid", pid, "--control", control, "--timeout", "20s")
@@ -364,12 +369,9 @@ func TestStatusForAPerson(t *testing.T) {
 	cfg := adminConfig(testutil.FreePort(t), testutil.ServeAddr(t, testutil.Close), "", false) +
 		fmt.Sprintf("[[backend]]\nname = \"gone\"\naddress = \"127.0.0.1:%d\"\n", dead)
 	path, logs, cmd := startDaemon(t, cfg, "RUNTIME_DIRECTORY="+runDir)
-	var out string
-	testutil.WaitFor(t, "status to show the dead backend down", func() bool {
-		o, _, code := runBin(t, "status", "--config", path, "--control", control)
-		out = o
-		return code == 0 && strings.Contains(out, "gone") && strings.Contains(out, " down ")
-	})
+	out := runBinUntil(t, "status to show the dead backend down", func(out string) bool {
+		return strings.Contains(out, "gone") && strings.Contains(out, " down ")
+	}, "status", "--config", path, "--control", control)
 	for _, want := range []string{"ready, 1/2 backends healthy, 0 connections open", "; loaded ", "no reload since\n",
 		"BACKEND", "LAST CHECK ERROR", fmt.Sprintf("127.0.0.1:%d", dead), "connection refused"} {
 		if !strings.Contains(out, want) {
@@ -395,12 +397,7 @@ func TestStatusNodeLocal(t *testing.T) {
 	port := testutil.FreePort(t)
 	cfg := strings.Replace(adminConfig(port, testutil.ServeAddr(t, testutil.Close), "", false), "[vip]\n", "[vip]\nmode = \"node-local\"\n", 1)
 	path, logs, _ := startDaemon(t, cfg, "RUNTIME_DIRECTORY="+runDir)
-	var out string
-	testutil.WaitFor(t, "status ready", func() bool {
-		o, _, code := runBin(t, "status", "--config", path, "--control", filepath.Join(runDir, "control.sock"))
-		out = o
-		return code == 0
-	})
+	out := runBinUntil(t, "status ready", nil, "status", "--config", path, "--control", filepath.Join(runDir, "control.sock"))
 	want := fmt.Sprintf("VIP 127.0.0.1:%d: node-local (loopback of this node, no VRRP)\n", port)
 	if !strings.Contains(out, want) || strings.Contains(out, "VRRP master") || strings.Contains(out, "keepalived") {
 		t.Errorf("status of a node-local node:\n%s\nwant %q and no VRRP or keepalived line\nlog:\n%s", out, want, logs())
