@@ -1,7 +1,6 @@
 package keepalived
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"os"
 	"strings"
@@ -22,39 +21,32 @@ import (
 func TestAcceptedHostileValuesPassKeepalived(t *testing.T) {
 	ns := keepalivedNS(t)
 	ns.Veth(t, "eth2", "eth2p")
-	seen := map[[32]byte]bool{}
+	seen := 0
 	links := map[string]bool{"eth1": true, "eth2": true}
-	for _, f := range testconfig.Fields {
-		for _, v := range f.Values() {
-			cfg, err := config.Parse("/etc/vipproxy/vipproxy.toml", []byte(f.Config(v)))
-			if err != nil || !cfg.VIP.Mode.UsesKeepalived() || !runnable(cfg.Keepalived.ProbeCommand) {
-				continue
-			}
-			data := Render(cfg)
-			if seen[sha256.Sum256(data)] {
-				continue
-			}
-			seen[sha256.Sum256(data)] = true
-			if iface := cfg.Keepalived.Interface; !links[iface] {
-				links[iface] = true
-				ns.Veth(t, iface, fmt.Sprintf("kp%d", len(links)))
-			}
-			dir := t.TempDir()
-			testutil.WriteFile(t, dir, "vipproxy.conf", string(data))
-			conf := testutil.WriteFile(t, dir, "keepalived.conf", mainConf)
-			if out, err := ns.Exec("keepalived", "--config-test", "-f", conf); err != nil {
-				t.Errorf("%s = %.80q passes check, keepalived --config-test refuses it: %v\n%s\n%s", f.Key, v, err, out, data)
-				continue
-			}
-			if err := readAndCheck(cfg, conf, (*Conf).CheckTracksProbe); err != nil {
-				t.Errorf("%s = %.80q: %v\n%s", f.Key, v, err, data)
-			}
+	for a := range testconfig.Distinct(func(cfg *config.Valid) bool {
+		return cfg.VIP.Mode.UsesKeepalived() && runnable(cfg.Keepalived.ProbeCommand)
+	}, Render) {
+		seen++
+		f, v, cfg, data := a.Field, a.Value, a.Config, a.Data
+		if iface := cfg.Keepalived.Interface; !links[iface] {
+			links[iface] = true
+			ns.Veth(t, iface, fmt.Sprintf("kp%d", len(links)))
+		}
+		dir := t.TempDir()
+		testutil.WriteFile(t, dir, "vipproxy.conf", string(data))
+		conf := testutil.WriteFile(t, dir, "keepalived.conf", mainConf)
+		if out, err := ns.Exec("keepalived", "--config-test", "-f", conf); err != nil {
+			t.Errorf("%s = %.80q passes check, keepalived --config-test refuses it: %v\n%s\n%s", f.Key, v, err, out, data)
+			continue
+		}
+		if err := readAndCheck(cfg, conf, (*Conf).CheckTracksProbe); err != nil {
+			t.Errorf("%s = %.80q: %v\n%s", f.Key, v, err, data)
 		}
 	}
-	if len(seen) < 40 {
-		t.Errorf("only %d distinct snippets rendered; the test needs the hostile values check accepts", len(seen))
+	if seen < 40 {
+		t.Errorf("only %d distinct snippets rendered; the test needs the hostile values check accepts", seen)
 	}
-	t.Logf("keepalived --config-test passed %d distinct snippets", len(seen))
+	t.Logf("keepalived --config-test passed %d distinct snippets", seen)
 }
 
 // runnable: the probe command's program is an executable file. keepalived
