@@ -58,13 +58,8 @@ func TestDeleteSparesThisProcess(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the process that deleted the namespace from inside it: %v (before: signal: killed by its own cleanup)\n%s", err, out)
 	}
-	select {
-	case err := <-ended:
-		if err == nil {
-			t.Errorf("the process inside the namespace ended well instead of being killed")
-		}
-	case <-time.After(20 * time.Second):
-		t.Errorf("the process inside the namespace still runs 20 s after the namespace's cleanup")
+	if err := Await(t, ended, 20*time.Second, "the process inside the namespace to end after the namespace's cleanup"); err == nil {
+		t.Errorf("the process inside the namespace ended well instead of being killed")
 	}
 }
 

@@ -54,6 +54,20 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Fatalf("gave up waiting for %s", what)
 }
 
+// Await returns what ch gives, or fails the test naming what it waited
+// for when ch gives nothing within d (a bound for a hang, not a timing).
+func Await[T any](t testing.TB, ch <-chan T, d time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("gave up after %v waiting for %s", d, what)
+		var zero T
+		return zero
+	}
+}
+
 // Listen listens on addr ("127.0.0.1:0": a free port) until the test ends.
 func Listen(t testing.TB, addr string) net.Listener {
 	t.Helper()

@@ -402,13 +402,8 @@ func TestServeStopsWithContext(t *testing.T) {
 		t.Fatalf("metrics without a registry: %d", code)
 	}
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Serve returned %v after cancel", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Serve did not return after its context was cancelled")
+	if err := testutil.Await(t, done, 10*time.Second, "Serve to return after its context was cancelled"); err != nil {
+		t.Fatalf("Serve returned %v after cancel", err)
 	}
 	if conn, err := net.Dial("tcp", addr); err == nil {
 		conn.Close()

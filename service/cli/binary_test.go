@@ -221,13 +221,9 @@ func TestAdminStrictEndsTheDaemon(t *testing.T) {
 	_, logs, cmd := startDaemon(t, adminConfig(testutil.FreePort(t), testutil.ServeAddr(t, testutil.Close), adminAddr, true))
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != ExitFailure {
-			t.Errorf("strict daemon ended with %v, want exit 1", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("strict daemon still runs with its admin port taken")
+	err := testutil.Await(t, done, 30*time.Second, "the strict daemon to end with its admin port taken")
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != ExitFailure {
+		t.Errorf("strict daemon ended with %v, want exit 1", err)
 	}
 	if !strings.Contains(logs(), "admin.strict = true") {
 		t.Errorf("log does not name admin.strict:\n%s", logs())

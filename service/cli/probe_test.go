@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vipproxy/vipproxy/internal/testutil"
 )
 
 // serveReadyz answers /readyz with code on ln until the test ends.
@@ -80,13 +82,8 @@ func TestProbeTimesOut(t *testing.T) {
 	go func() {
 		done <- Main(context.Background(), Env{Stdout: &out, Stderr: &errOut}, []string{"probe", "--control", sock, "--admin", "unix:" + sock, "--timeout", "200ms"})
 	}()
-	select {
-	case code := <-done:
-		if code != ExitFailure {
-			t.Fatalf("probe of a silent socket: exit %d, want %d; stderr %q", code, ExitFailure, errOut.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("probe did not give up on a silent socket")
+	if code := testutil.Await(t, done, 30*time.Second, "the probe to give up on a silent socket"); code != ExitFailure {
+		t.Fatalf("probe of a silent socket: exit %d, want %d; stderr %q", code, ExitFailure, errOut.String())
 	}
 }
 
