@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"bufio"
 	"context"
 	"net"
 	"net/http"
@@ -35,6 +36,21 @@ func Start(t testing.TB, cmd *exec.Cmd) *Buffer {
 		}
 	})
 	return out
+}
+
+// UnixFirstLine connects to the unix socket at sock and returns the first line
+// it answers before it is sent anything (a probe socket's status line),
+// waiting 30 s at most.
+func UnixFirstLine(t testing.TB, sock string) string {
+	t.Helper()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	return line
 }
 
 // UnixClient speaks HTTP to the unix socket at sock, whatever the URL's

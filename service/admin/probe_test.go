@@ -67,13 +67,7 @@ func TestProbeSocketAnswersAtAccept(t *testing.T) {
 		}
 	}
 	src.set(Status{Ready: true, Backends: backends("down")})
-	c, err := net.Dial("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	if line, _ := bufio.NewReader(c).ReadString('\n'); line != "HTTP/1.1 503 Service Unavailable\r\n" {
+	if line := testutil.UnixFirstLine(t, sock); line != "HTTP/1.1 503 Service Unavailable\r\n" {
 		t.Errorf("not ready: %q", line)
 	}
 }
