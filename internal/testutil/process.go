@@ -1,7 +1,6 @@
 package testutil
 
 import (
-	"bufio"
 	"context"
 	"net"
 	"net/http"
@@ -43,13 +42,7 @@ func Start(t testing.TB, cmd *exec.Cmd) *Buffer {
 // waiting 30 s at most.
 func UnixFirstLine(t testing.TB, sock string) string {
 	t.Helper()
-	c, err := net.Dial("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	line, _ := bufio.NewReader(c).ReadString('\n')
+	line, _ := firstLine(t, "unix", sock, "", 30*time.Second)
 	return line
 }
 

@@ -284,17 +284,26 @@ func FreePortOn(t testing.TB, hosts ...string) int {
 // first line of the answer, trimmed, within 10 s.
 func FirstLine(t testing.TB, addr, request string) (string, error) {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
+	line, err := firstLine(t, "tcp", addr, request, 10*time.Second)
+	return strings.TrimSpace(line), err
+}
+
+// firstLine sends request (if any) on a new connection to addr and
+// returns the first line of the answer as it came, within d.
+func firstLine(t testing.TB, network, addr, request string, d time.Duration) (string, error) {
+	t.Helper()
+	c, err := net.Dial(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, request); err != nil {
-		return "", err
+	c.SetDeadline(time.Now().Add(d))
+	if request != "" {
+		if _, err := io.WriteString(c, request); err != nil {
+			return "", err
+		}
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return strings.TrimSpace(line), err
+	return bufio.NewReader(c).ReadString('\n')
 }
 
 // Tool returns the path of the program name, or skips the test where it
