@@ -1,7 +1,6 @@
 package testutil
 
 import (
-	"bufio"
 	"os"
 	"os/exec"
 	"runtime"
@@ -49,16 +48,15 @@ func deleteFromInside(name string) int {
 // process itself, even when its main thread was left in the namespace.
 func TestDeleteSparesThisProcess(t *testing.T) {
 	ns := NewNetNS(t, "spare")
-	sleeper := startInside(t, ns)
-	ended := make(chan error, 1)
-	go func() { ended <- sleeper.Wait() }()
+	sleeper, ended := startInside(t, ns)
 	child := exec.Command(os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), childNetNS+"="+ns.Name)
 	out, err := child.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the process that deleted the namespace from inside it: %v (before: signal: killed by its own cleanup)\n%s", err, out)
 	}
-	if err := Await(t, ended, 20*time.Second, "the process inside the namespace to end after the namespace's cleanup"); err == nil {
+	Await(t, ended, 20*time.Second, "the process inside the namespace to end after the namespace's cleanup")
+	if sleeper.ProcessState.Success() {
 		t.Errorf("the process inside the namespace ended well instead of being killed")
 	}
 }
@@ -67,20 +65,12 @@ func TestDeleteSparesThisProcess(t *testing.T) {
 // Start alone returns when `ip` has been executed, before it joins the
 // namespace: a cleanup that came first found nothing inside to kill, and
 // the sleep outlived it (project CI, stop 43).
-func startInside(t *testing.T, ns *NetNS) *exec.Cmd {
+func startInside(t *testing.T, ns *NetNS) (*exec.Cmd, <-chan struct{}) {
 	t.Helper()
 	cmd := exec.Command("ip", "netns", "exec", ns.Name, "sh", "-c", "echo inside; exec sleep 60")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	line, err := bufio.NewReader(out).ReadString('\n')
+	line, ended := StartReady(t, cmd, 30*time.Second)
 	if line != "inside\n" {
-		t.Fatalf("the sleep in %s never said it runs there: %q, %v", ns.Name, line, err)
+		t.Fatalf("the sleep in %s never said it runs there: %q", ns.Name, line)
 	}
-	return cmd
+	return cmd, ended
 }

@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"bufio"
 	"context"
 	"net"
 	"net/http"
@@ -35,6 +36,31 @@ func Start(t testing.TB, cmd *exec.Cmd) *Buffer {
 		}
 	})
 	return out
+}
+
+// StartReady starts cmd, which says it is ready with a first line on its
+// stdout, and returns that line (or what came before cmd ended) within d,
+// and a channel closed once cmd has ended (cmd.ProcessState is set then).
+// cmd is killed when the test ends.
+func StartReady(t testing.TB, cmd *exec.Cmd, d time.Duration) (string, <-chan struct{}) {
+	t.Helper()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", cmd.Path, err)
+	}
+	line := make(chan string, 1)
+	ended := make(chan struct{})
+	go func() {
+		s, _ := bufio.NewReader(out).ReadString('\n')
+		line <- s
+		cmd.Wait()
+		close(ended)
+	}()
+	t.Cleanup(func() { cmd.Process.Kill(); <-ended })
+	return Await(t, line, d, "the first line of "+cmd.Path), ended
 }
 
 // UnixFirstLine connects to the unix socket at sock and returns the first line

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
@@ -82,26 +81,13 @@ func startLocalUser(t *testing.T, h probeHome, args ...string) {
 	cmd := asUser(exec.Command(h.localuser, args...), nobody)
 	var errOut testutil.Buffer
 	cmd.Stderr = &errOut
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line := make(chan string, 1)
-	go func() {
-		s, _ := bufio.NewReader(stdout).ReadString('\n')
-		line <- s
-	}()
-	select {
-	case s := <-line:
-		if s != "ready\n" {
-			t.Fatalf("localuser %q as uid %d: %q, stderr %q", args, nobody, s, errOut.String())
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("localuser %q as uid %d: stderr %q", args, nobody, errOut.String())
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("localuser %q as uid %d never got ready; stderr %q", args, nobody, errOut.String())
+	})
+	if s, _ := testutil.StartReady(t, cmd, 30*time.Second); s != "ready\n" {
+		t.Fatalf("localuser %q as uid %d: %q, not ready", args, nobody, s)
 	}
 }
 
