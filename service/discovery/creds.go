@@ -263,28 +263,33 @@ func (d *yamlDoc) named(list, field, name string) (map[string]any, string) {
 // str reads a string: a missing key or null is "", anything else that is
 // not a string (a YAML boolean or number) is refused, as kubectl refuses it.
 func (d *yamlDoc) str(m map[string]any, path, key string) string {
-	switch v := m[key].(type) {
-	case nil:
-	case string:
-		return v
-	default:
-		d.fail(d.errAt(path+"."+key, "%s is a YAML %s (%v), not a string, and kubectl refuses it: quote the value", key, typeName(v), v))
-	}
-	return ""
+	return scalar[string](d, m, key, func(v any) error {
+		return d.errAt(path+"."+key, "%s is a YAML %s (%v), not a string, and kubectl refuses it: quote the value", key, typeName(v), v)
+	})
 }
 
 // boolean reads a boolean: only YAML's booleans (true, false, and YAML
 // 1.1's yes/no/on/off as kubectl's YAML library reads them); the string
 // "true" is refused, as kubectl refuses it.
 func (d *yamlDoc) boolean(m map[string]any, path, key string) bool {
+	return scalar[bool](d, m, key, func(v any) error {
+		return d.errAt(path+"."+key, "%s is a YAML %s (%q), not a boolean, and kubectl refuses it: write true or false without quotes", key, typeName(v), fmt.Sprint(v))
+	})
+}
+
+// scalar reads a T at key of m: a missing key or null is T's zero value;
+// any other value that is not a T is refused with the error refused makes
+// of it.
+func scalar[T string | bool](d *yamlDoc, m map[string]any, key string, refused func(v any) error) T {
 	switch v := m[key].(type) {
 	case nil:
-	case bool:
+	case T:
 		return v
 	default:
-		d.fail(d.errAt(path+"."+key, "%s is a YAML %s (%q), not a boolean, and kubectl refuses it: write true or false without quotes", key, typeName(v), fmt.Sprint(v)))
+		d.fail(refused(v))
 	}
-	return false
+	var zero T
+	return zero
 }
 
 // fail keeps err if it is the first refusal (d.err) and returns the empty
