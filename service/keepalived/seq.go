@@ -247,27 +247,11 @@ func lst(text string) *generation {
 // lstNames reads the variables of a ~LST, a name or names in braces, and
 // the "," after them; it returns the rest, blanks skipped.
 func lstNames(p string) ([]string, string, bool) {
-	endChar := byte(',')
-	if strings.HasPrefix(p, "{") {
-		endChar, p = '}', trimBlanks(p[1:])
+	names, p, ok := lstItems(p, " \t,}", 0)
+	if !ok {
+		return nil, "", false
 	}
-	var names []string
-	for {
-		name := p[:spanNot(p, " \t,}")]
-		names = append(names, name)
-		p = trimBlanks(p[len(name):])
-		if p != "" && p[0] == endChar {
-			break
-		}
-		if !strings.HasPrefix(p, ",") {
-			return nil, "", false
-		}
-		p = trimBlanks(p[1:])
-	}
-	if strings.HasPrefix(p, "}") {
-		p = trimBlanks(p[1:])
-	}
-	p, ok := strings.CutPrefix(p, ",")
+	p, ok = strings.CutPrefix(p, ",")
 	return names, trimBlanks(p), ok
 }
 
@@ -275,30 +259,42 @@ func lstNames(p string) ([]string, string, bool) {
 // values in braces, padded with blanks to n; it returns the rest from the
 // "," or ")" after them.
 func lstValues(p string, n int) ([]string, string, bool) {
-	endChar := byte(',')
-	if strings.HasPrefix(p, "{") {
-		endChar, p = '}', trimBlanks(p[1:])
-	}
-	var set []string
-	for {
-		value := p[:spanNot(p, " \t,})")]
-		set = append(set, value)
-		p = trimBlanks(p[len(value):])
-		if p != "" && (p[0] == endChar || p[0] == ')' && endChar == ',') {
-			break
-		}
-		if !strings.HasPrefix(p, ",") || len(set) >= n { // keepalived: "too many values"
-			return nil, "", false
-		}
-		p = trimBlanks(p[1:])
+	set, p, ok := lstItems(p, " \t,})", n)
+	if !ok {
+		return nil, "", false
 	}
 	for len(set) < n {
 		set = append(set, "")
 	}
-	if endChar == '}' && p[0] == '}' {
+	return set, p, true
+}
+
+// lstItems reads one item, or items in braces, of a ~LST, each ended by a
+// blank or one of stops; at most max items (0: any number; keepalived:
+// "too many values"). It returns the rest from the "," or ")" after them,
+// past the closing brace.
+func lstItems(p, stops string, max int) ([]string, string, bool) {
+	endChar := byte(',')
+	if strings.HasPrefix(p, "{") {
+		endChar, p = '}', trimBlanks(p[1:])
+	}
+	var items []string
+	for {
+		item := p[:spanNot(p, stops)]
+		items = append(items, item)
+		p = trimBlanks(p[len(item):])
+		if p != "" && (p[0] == endChar || p[0] == ')' && endChar == ',') {
+			break
+		}
+		if !strings.HasPrefix(p, ",") || max > 0 && len(items) >= max {
+			return nil, "", false
+		}
 		p = trimBlanks(p[1:])
 	}
-	return set, p, true
+	if endChar == '}' {
+		p = trimBlanks(p[1:])
+	}
+	return items, p, true
 }
 
 // strtol reads a number as C's strtol(s, &end, 0) does: blanks, a sign,
