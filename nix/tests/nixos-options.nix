@@ -33,6 +33,16 @@ let
       else
         lib.mergeEqualOption loc defs';
   };
+  # systemd.services.<name>.environment and systemd.globalEnvironment.
+  environmentType = types.attrsOf (
+    types.nullOr (
+      types.oneOf [
+        types.str
+        types.path
+        types.package
+      ]
+    )
+  );
   boolValues = [
     true
     false
@@ -208,209 +218,73 @@ let
 
   # lib/systemd-unit-options.nix: the [Unit]/[Install] options every unit has.
   commonUnitOptions = {
-    enable = mkOption {
-      type = types.bool;
-      default = true;
-    };
-    description = mkOption {
-      type = types.singleLineStr;
-      default = "";
-    };
-    documentation = mkOption {
-      type = types.listOf types.str;
-      default = [ ];
-    };
-    requires = mkOption {
-      type = types.listOf unitNameType;
-      default = [ ];
-    };
-    wants = mkOption {
-      type = types.listOf unitNameType;
-      default = [ ];
-    };
-    partOf = mkOption {
-      type = types.listOf unitNameType;
-      default = [ ];
-    };
-    after = mkOption {
-      type = types.listOf unitNameType;
-      default = [ ];
-    };
-    before = mkOption {
-      type = types.listOf unitNameType;
-      default = [ ];
-    };
-    wantedBy = mkOption {
-      type = types.listOf unitNameType;
-      default = [ ];
-    };
-    requiredBy = mkOption {
-      type = types.listOf unitNameType;
-      default = [ ];
-    };
-    unitConfig = mkOption {
-      type = types.attrsOf unitOption;
-      default = { };
-    };
+    enable = opt types.bool true;
+    description = opt types.singleLineStr "";
+    documentation = opt (types.listOf types.str) [ ];
+    requires = opt (types.listOf unitNameType) [ ];
+    wants = opt (types.listOf unitNameType) [ ];
+    partOf = opt (types.listOf unitNameType) [ ];
+    after = opt (types.listOf unitNameType) [ ];
+    before = opt (types.listOf unitNameType) [ ];
+    wantedBy = opt (types.listOf unitNameType) [ ];
+    requiredBy = opt (types.listOf unitNameType) [ ];
+    unitConfig = opt (types.attrsOf unitOption) { };
   };
   serviceOptions = commonUnitOptions // {
-    serviceConfig = mkOption {
-      type = checked checkService;
-      default = { };
-    };
+    serviceConfig = opt (checked checkService) { };
     # systemd-unit-options.nix serviceOptions: what switch-to-configuration
     # does with a changed unit (X-RestartIfChanged=, X-StopIfChanged=, ...).
-    restartIfChanged = mkOption {
-      type = types.bool;
-      default = true;
-    };
-    reloadIfChanged = mkOption {
-      type = types.bool;
-      default = false;
-    };
-    stopIfChanged = mkOption {
-      type = types.bool;
-      default = true;
-    };
-    notSocketActivated = mkOption {
-      type = types.bool;
-      default = false;
-    };
-    restartTriggers = mkOption {
-      type = types.listOf unitOption;
-      default = [ ];
-    };
-    reloadTriggers = mkOption {
-      type = types.listOf unitOption;
-      default = [ ];
-    };
-    path = mkOption {
-      type = types.listOf (types.either types.package types.str);
-      default = [ ];
-    };
-    environment = mkOption {
-      type = types.attrsOf (types.nullOr (types.oneOf [
-        types.str
-        types.path
-        types.package
-      ]));
-      default = { };
-    };
+    restartIfChanged = opt types.bool true;
+    reloadIfChanged = opt types.bool false;
+    stopIfChanged = opt types.bool true;
+    notSocketActivated = opt types.bool false;
+    restartTriggers = opt (types.listOf unitOption) [ ];
+    reloadTriggers = opt (types.listOf unitOption) [ ];
+    path = opt (types.listOf (types.either types.package types.str)) [ ];
+    environment = opt environmentType { };
   };
   socketOptions = commonUnitOptions // {
-    listenStreams = mkOption {
-      type = types.listOf types.str;
-      default = [ ];
-    };
-    listenDatagrams = mkOption {
-      type = types.listOf types.str;
-      default = [ ];
-    };
-    socketConfig = mkOption {
-      type = types.attrsOf unitOption;
-      default = { };
-    };
+    listenStreams = opt (types.listOf types.str) [ ];
+    listenDatagrams = opt (types.listOf types.str) [ ];
+    socketConfig = opt (types.attrsOf unitOption) { };
   };
 
   # networkd.nix netdevOptions / networkOptions (the sections a dummy link uses).
   netdevOptions = {
-    enable = mkOption {
-      type = types.bool;
-      default = true;
-    };
-    netdevConfig = mkOption {
-      type = checked checkNetdev;
-      default = { };
-    };
+    enable = opt types.bool true;
+    netdevConfig = opt (checked checkNetdev) { };
   };
   networkOptions = {
-    enable = mkOption {
-      type = types.bool;
-      default = true;
-    };
-    matchConfig = mkOption {
-      type = types.attrsOf unitOption;
-      default = { };
-    };
-    networkConfig = mkOption {
-      type = checked checkNetwork;
-      default = { };
-    };
+    enable = opt types.bool true;
+    matchConfig = opt (types.attrsOf unitOption) { };
+    networkConfig = opt (checked checkNetwork) { };
     # mkSubsectionType "addressConfig" check.network.sectionAddress: the
     # [Address] fields directly (the addressConfig wrapper is deprecated).
-    addresses = mkOption {
-      type = types.listOf (checked checkAddress);
-      default = [ ];
-    };
-    linkConfig = mkOption {
-      type = checked checkNetworkLink;
-      default = { };
-    };
-    address = mkOption {
-      type = types.listOf types.str;
-      default = [ ];
-    };
-    name = mkOption {
-      type = types.nullOr types.str;
-      default = null;
-    };
+    addresses = opt (types.listOf (checked checkAddress)) [ ];
+    linkConfig = opt (checked checkNetworkLink) { };
+    address = opt (types.listOf types.str) [ ];
+    name = opt (types.nullOr types.str) null;
   };
 
   # services/networking/keepalived/vrrp-script-options.nix
   vrrpScriptOptions = {
     script = mkOption { type = types.str; };
-    interval = mkOption {
-      type = types.int;
-      default = 1;
-    };
-    timeout = mkOption {
-      type = types.int;
-      default = 5;
-    };
-    weight = mkOption {
-      type = types.int;
-      default = 0;
-    };
-    rise = mkOption {
-      type = types.int;
-      default = 5;
-    };
-    fall = mkOption {
-      type = types.int;
-      default = 3;
-    };
-    user = mkOption {
-      type = types.str;
-      default = "keepalived_script";
-    };
-    group = mkOption {
-      type = types.nullOr types.str;
-      default = null;
-    };
-    extraConfig = mkOption {
-      type = types.lines;
-      default = "";
-    };
+    interval = opt types.int 1;
+    timeout = opt types.int 5;
+    weight = opt types.int 0;
+    rise = opt types.int 5;
+    fall = opt types.int 3;
+    user = opt types.str "keepalived_script";
+    group = opt (types.nullOr types.str) null;
+    extraConfig = opt types.lines "";
   };
   # .../virtual-ip-options.nix
   virtualIpOptions = {
     addr = mkOption { type = types.str; };
-    brd = mkOption {
-      type = types.nullOr types.str;
-      default = null;
-    };
-    dev = mkOption {
-      type = types.nullOr types.str;
-      default = null;
-    };
-    scope = mkOption {
-      type = types.nullOr types.str;
-      default = null;
-    };
-    label = mkOption {
-      type = types.nullOr types.str;
-      default = null;
-    };
+    brd = opt (types.nullOr types.str) null;
+    dev = opt (types.nullOr types.str) null;
+    scope = opt (types.nullOr types.str) null;
+    label = opt (types.nullOr types.str) null;
   };
   # .../vrrp-instance-options.nix
   vrrpInstanceOptions = {
@@ -423,60 +297,23 @@ let
       default = "BACKUP";
     };
     virtualRouterId = mkOption { type = types.ints.between 1 255; };
-    priority = mkOption {
-      type = types.int;
-      default = 100;
-    };
-    noPreempt = mkOption {
-      type = types.bool;
-      default = false;
-    };
-    useVmac = mkOption {
-      type = types.bool;
-      default = false;
-    };
-    vmacInterface = mkOption {
-      type = types.nullOr types.str;
-      default = null;
-    };
-    vmacXmitBase = mkOption {
-      type = types.bool;
-      default = false;
-    };
-    unicastSrcIp = mkOption {
-      type = types.nullOr types.str;
-      default = null;
-    };
-    unicastPeers = mkOption {
-      type = types.listOf types.str;
-      default = [ ];
-    };
-    virtualIps = mkOption {
-      type = types.listOf (types.submodule { options = virtualIpOptions; });
-      default = [ ];
-    };
-    trackScripts = mkOption {
-      type = types.listOf types.str;
-      default = [ ];
-    };
-    trackInterfaces = mkOption {
-      type = types.listOf types.str;
-      default = [ ];
-    };
-    extraConfig = mkOption {
-      type = types.lines;
-      default = "";
-    };
+    priority = opt types.int 100;
+    noPreempt = opt types.bool false;
+    useVmac = opt types.bool false;
+    vmacInterface = opt (types.nullOr types.str) null;
+    vmacXmitBase = opt types.bool false;
+    unicastSrcIp = opt (types.nullOr types.str) null;
+    unicastPeers = opt (types.listOf types.str) [ ];
+    virtualIps = opt (types.listOf (types.submodule { options = virtualIpOptions; })) [ ];
+    trackScripts = opt (types.listOf types.str) [ ];
+    trackInterfaces = opt (types.listOf types.str) [ ];
+    extraConfig = opt types.lines "";
   };
 
-  bool = default: mkOption {
-    type = types.bool;
-    inherit default;
-  };
-  lines = mkOption {
-    type = types.lines;
-    default = "";
-  };
+  # An option of type and default, as most of those below are declared.
+  opt = type: default: mkOption { inherit type default; };
+  bool = opt types.bool;
+  lines = opt types.lines "";
 in
 {
   # misc/assertions.nix, misc/meta.nix, system/etc/etc.nix, config/system-path.nix
@@ -494,14 +331,8 @@ in
           internal = true;
           default = [ ];
         };
-        meta.maintainers = mkOption {
-          type = types.listOf types.raw;
-          default = [ ];
-        };
-        environment.systemPackages = mkOption {
-          type = types.listOf types.package;
-          default = [ ];
-        };
+        meta.maintainers = opt (types.listOf types.raw) [ ];
+        environment.systemPackages = opt (types.listOf types.package) [ ];
         environment.etc = mkOption {
           default = { };
           type = types.attrsOf (
@@ -509,10 +340,7 @@ in
               options = {
                 enable = bool true;
                 source = mkOption { type = types.path; };
-                mode = mkOption {
-                  type = types.str;
-                  default = "symlink";
-                };
+                mode = opt types.str "symlink";
               };
             }
           );
@@ -545,22 +373,9 @@ in
     { ... }:
     {
       options.systemd = {
-        services = mkOption {
-          type = types.attrsOf (types.submodule { options = serviceOptions; });
-          default = { };
-        };
-        sockets = mkOption {
-          type = types.attrsOf (types.submodule { options = socketOptions; });
-          default = { };
-        };
-        globalEnvironment = mkOption {
-          type = types.attrsOf (types.nullOr (types.oneOf [
-            types.str
-            types.path
-            types.package
-          ]));
-          default = { };
-        };
+        services = opt (types.attrsOf (types.submodule { options = serviceOptions; })) { };
+        sockets = opt (types.attrsOf (types.submodule { options = socketOptions; })) { };
+        globalEnvironment = opt environmentType { };
       };
     };
 
@@ -572,29 +387,17 @@ in
       options = {
         systemd.network = {
           enable = bool false;
-          netdevs = mkOption {
-            type = types.attrsOf (types.submodule { options = netdevOptions; });
-            default = { };
-          };
-          networks = mkOption {
-            type = types.attrsOf (types.submodule { options = networkOptions; });
-            default = { };
-          };
+          netdevs = opt (types.attrsOf (types.submodule { options = netdevOptions; })) { };
+          networks = opt (types.attrsOf (types.submodule { options = networkOptions; })) { };
           # networkd.nix: config = submodule [ { options = networkdOptions; } networkdConfig ]
-          config.networkConfig = mkOption {
-            type = checked checkGlobalNetwork;
-            default = { };
-          };
+          config.networkConfig = opt (checked checkGlobalNetwork) { };
           wait-online.enable = bool true;
           wait-online.anyInterface = bool config.networking.useDHCP;
         };
         services.resolved.enable = bool false;
         networking.useNetworkd = bool false;
         networking.useDHCP = bool true;
-        networking.dhcpcd.denyInterfaces = mkOption {
-          type = types.listOf types.str;
-          default = [ ];
-        };
+        networking.dhcpcd.denyInterfaces = opt (types.listOf types.str) [ ];
       };
       config = lib.mkMerge [
         (mkIf config.networking.useNetworkd { systemd.network.enable = mkDefault true; })
@@ -615,10 +418,7 @@ in
         services.firewalld.enable = bool false;
         networking.nftables = {
           enable = bool false;
-          rulesetFile = mkOption {
-            type = types.nullOr types.path;
-            default = null;
-          };
+          rulesetFile = opt (types.nullOr types.path) null;
         };
         networking.firewall = {
           enable = bool true;
@@ -646,10 +446,7 @@ in
             default = [ ];
             apply = ports: lib.unique (builtins.sort builtins.lessThan ports);
           };
-          trustedInterfaces = mkOption {
-            type = types.listOf types.str;
-            default = [ ];
-          };
+          trustedInterfaces = opt (types.listOf types.str) [ ];
           extraCommands = lines;
           extraStopCommands = lines;
           extraInputRules = lines;
@@ -709,20 +506,11 @@ in
         enable = bool false;
         openFirewall = bool false;
         enableScriptSecurity = bool false;
-        vrrpScripts = mkOption {
-          type = types.attrsOf (types.submodule { options = vrrpScriptOptions; });
-          default = { };
-        };
-        vrrpInstances = mkOption {
-          type = types.attrsOf (types.submodule { options = vrrpInstanceOptions; });
-          default = { };
-        };
+        vrrpScripts = opt (types.attrsOf (types.submodule { options = vrrpScriptOptions; })) { };
+        vrrpInstances = opt (types.attrsOf (types.submodule { options = vrrpInstanceOptions; })) { };
         extraGlobalDefs = lines;
         extraConfig = lines;
-        secretFile = mkOption {
-          type = types.nullOr types.path;
-          default = null;
-        };
+        secretFile = opt (types.nullOr types.path) null;
       };
       config = mkIf cfg.enable {
         assertions = lib.concatLists (lib.mapAttrsToList instanceAssertions cfg.vrrpInstances);
@@ -755,62 +543,20 @@ in
           ];
           default = "server";
         };
-        serverAddr = mkOption {
-          type = types.str;
-          default = "";
-        };
-        token = mkOption {
-          type = types.str;
-          default = "";
-        };
-        tokenFile = mkOption {
-          type = types.nullOr types.path;
-          default = null;
-        };
-        agentToken = mkOption {
-          type = types.str;
-          default = "";
-        };
-        agentTokenFile = mkOption {
-          type = types.nullOr types.path;
-          default = null;
-        };
-        extraFlags = mkOption {
-          type = with types; either str (listOf str);
-          default = [ ];
-        };
-        environmentFile = mkOption {
-          type = types.nullOr types.path;
-          default = null;
-        };
-        configPath = mkOption {
-          type = types.nullOr types.path;
-          default = null;
-        };
-        disable = mkOption {
-          type = types.listOf types.str;
-          default = [ ];
-        };
-        nodeName = mkOption {
-          type = types.nullOr types.str;
-          default = null;
-        };
-        nodeLabel = mkOption {
-          type = types.listOf types.str;
-          default = [ ];
-        };
-        nodeTaint = mkOption {
-          type = types.listOf types.str;
-          default = [ ];
-        };
-        nodeIP = mkOption {
-          type = types.nullOr types.str;
-          default = null;
-        };
-        nodeExternalIP = mkOption {
-          type = types.nullOr types.str;
-          default = null;
-        };
+        serverAddr = opt types.str "";
+        token = opt types.str "";
+        tokenFile = opt (types.nullOr types.path) null;
+        agentToken = opt types.str "";
+        agentTokenFile = opt (types.nullOr types.path) null;
+        extraFlags = opt (with types; either str (listOf str)) [ ];
+        environmentFile = opt (types.nullOr types.path) null;
+        configPath = opt (types.nullOr types.path) null;
+        disable = opt (types.listOf types.str) [ ];
+        nodeName = opt (types.nullOr types.str) null;
+        nodeLabel = opt (types.listOf types.str) [ ];
+        nodeTaint = opt (types.listOf types.str) [ ];
+        nodeIP = opt (types.nullOr types.str) null;
+        nodeExternalIP = opt (types.nullOr types.str) null;
         selinux = bool false;
       };
       rancherUnit =
@@ -912,10 +658,7 @@ in
       ];
       options.services.bird = {
         enable = lib.mkEnableOption "BIRD Internet Routing Daemon";
-        package = mkOption {
-          type = types.package;
-          default = pkgs.bird3;
-        };
+        package = opt types.package pkgs.bird3;
         config = mkOption { type = types.lines; };
         autoReload = bool true;
         checkConfig = bool true;
@@ -942,18 +685,9 @@ in
     {
       options.services.kubernetes.apiserver = {
         enable = lib.mkEnableOption "Kubernetes apiserver";
-        bindAddress = mkOption {
-          type = types.str;
-          default = "0.0.0.0";
-        };
-        securePort = mkOption {
-          type = types.int;
-          default = 6443;
-        };
-        advertiseAddress = mkOption {
-          type = types.nullOr types.str;
-          default = null;
-        };
+        bindAddress = opt types.str "0.0.0.0";
+        securePort = opt types.int 6443;
+        advertiseAddress = opt (types.nullOr types.str) null;
       };
     };
 }
