@@ -41,22 +41,12 @@ HEALTH = {
 
 def config(dist):
     ca, cert, key = HEALTH[dist]
-    return f"""[vip]
-addresses = ["{VIP4}"]
-
-[[backend]]
-name = "cp1"
-address = "{NODE}:6443"
-
-[network]
-uplinks = ["eth1"]
-
-[health]
-type = "https"
+    health = f"""type = "https"
 ca_file = "{CREDS}/{ca}"
 cert_file = "{CREDS}/{cert}"
 key_file = "{CREDS}/{key}"
 """
+    return one_node_config(VIP4, NODE, health)
 
 
 def install_config(dist):

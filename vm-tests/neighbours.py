@@ -58,25 +58,11 @@ iface eth1 inet6 static
 
 # What the CNIs and a routing daemon put on a node (cilium/cilium#18706,
 # flatcar/Flatcar#620: networkd removed exactly these).
-NEIGHBOURS = [
-    "ip rule add fwmark 0x200/0xf00 pref 9 lookup 2004",
-    "ip -6 rule add fwmark 0x200/0xf00 pref 9 lookup 2004",
-    "ip route add local 0.0.0.0/0 dev lo table 2004",
-    "ip -6 route add local ::/0 dev lo table 2004",
-    f"ip route add 10.244.1.0/24 via {PEER} dev eth1 proto bird",
-    "ip route add blackhole 10.244.0.0/26 proto bird",
-    f"ip route add 10.96.0.0/12 via {PEER} dev eth1 proto static",
-    "ip link add cni0 type bridge",
-    "ip addr add 10.244.0.1/24 dev cni0",
-    "ip link set cni0 up",
-    "ip route add 10.244.50.0/24 dev cni0",
-]
+NEIGHBOURS = neighbour_routes(PEER)
 
-# Every rule and route of both families, minus vipproxy's own link.
-STATE = "{ ip rule; ip -6 rule; ip route show table all; ip -6 route show table all; } | grep -v dummyvip0 | sort"
 
 def state():
-    return cp1.succeed(STATE)
+    return cp1.succeed(ROUTING_STATE)
 
 
 def assert_unchanged(before, what):
@@ -105,24 +91,6 @@ def assert_only_dummy_managed(what):
 
 def vip_on_dummy():
     cp1.succeed(f"ip -4 addr show dev dummyvip0 | grep -qw {VIP4}/32", f"ip -6 addr show dev dummyvip0 | grep -qw {VIP6}/128")
-
-
-def load_start():
-    cp1.succeed("rm -f /run/req.log /run/watch*.log")
-    write_reqloop(cp1)
-    write_file(cp1, "/root/watch.sh", WATCH.replace("CURL", CURL))
-    ct, mt = BACKLOG_WAIT["connect_timeout"], BACKLOG_WAIT["max_time"]
-    cp1.succeed(f"{RUN} --unit=reqloop bash /root/reqloop.sh https://{VIP4}:6443 /run/req.log {ct} {mt} 0.3")
-    for i in (1, 2, 3):
-        cp1.succeed(f"{RUN} --unit=watch{i} bash /root/watch.sh {i} https://{VIP4}:6443")
-    cp1.wait_until_succeeds("grep -q ' 0 200 ' /run/req.log", timeout=60)
-    cp1.wait_until_succeeds("test $(cat /run/watch1.log /run/watch2.log /run/watch3.log | grep -c connect) -ge 3", timeout=30)
-
-
-def watch_events():
-    """(connects, ends) summed over the three watches."""
-    out = cp1.succeed("cat /run/watch1.log /run/watch2.log /run/watch3.log")
-    return out.count("connect"), out.count(" end ")
 
 
 def vip_gaps():
@@ -198,7 +166,7 @@ def watch_ends_between(t0, t1):
 def under_load(what, *commands):
     """Run the unit actions under the loop and watches; check the outcome."""
     t0 = float(cp1.succeed("date +%s.%N"))
-    c0, e0 = watch_events()
+    c0, e0 = watch_events(cp1)
     gaps0 = vip_gaps()
     for cmd in commands:
         cp1.succeed(cmd, timeout=120)
@@ -206,7 +174,7 @@ def under_load(what, *commands):
     rows = [l.split() for l in cp1.succeed(f"awk '$1 > {t0}' /run/req.log").splitlines()]
     bad = [r for r in rows if r[1] != "0" or r[2] != "200"]
     refused = [r for r in rows if r[1] == "7"]
-    c1, e1 = watch_events()
+    c1, e1 = watch_events(cp1)
     gaps = vip_gaps() - gaps0
     print(f"RESULT {what}: {len(rows)} requests, {len(bad)} failed, {len(refused)} refused; watches closed {e1 - e0}, reconnected {c1 - c0}; VIP missing from dummyvip0 in {gaps} polls")
     assert not refused, f"{what}: refused connections: {refused[:5]}"
@@ -288,7 +256,7 @@ with subtest("2. upgrades under a request loop and three watches through the VIP
     cp1.succeed(
         f"{RUN} --unit=vipwatch bash -c 'while :; do ip -4 addr show dev dummyvip0 2>/dev/null | grep -qw {VIP4} || echo \"$(date +%s.%N) missing\" >> /run/vipwatch.log; sleep 0.1; done'"
     )
-    load_start()
+    load_start(cp1, VIP4)
     # nixos-rebuild switch, new package: vipproxy.service restarted alone
     # (stopIfChanged = false: the socket is never stopped); networkd
     # restarted only when its files change, which they do not here.

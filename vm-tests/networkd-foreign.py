@@ -53,25 +53,12 @@ IPv6AcceptRA=no
 ConfigureWithoutCarrier=yes
 """
 
-NEIGHBOURS = [
-    "ip rule add fwmark 0x200/0xf00 pref 9 lookup 2004",
-    "ip -6 rule add fwmark 0x200/0xf00 pref 9 lookup 2004",
-    "ip route add local 0.0.0.0/0 dev lo table 2004",
-    "ip -6 route add local ::/0 dev lo table 2004",
-    f"ip route add 10.244.1.0/24 via {PEER} dev eth1 proto bird",
-    "ip route add blackhole 10.244.0.0/26 proto bird",
-    f"ip route add 10.96.0.0/12 via {PEER} dev eth1 proto static",
-    "ip link add cni0 type bridge",
-    "ip addr add 10.244.0.1/24 dev cni0",
-    "ip link set cni0 up",
-    "ip route add 10.244.50.0/24 dev cni0",
-]
+NEIGHBOURS = neighbour_routes(PEER)
 
-STATE = "{ ip rule; ip -6 rule; ip route show table all; ip -6 route show table all; } | grep -v dummyvip0 | sort"
 
 
 def state():
-    return cp1.succeed(STATE)
+    return cp1.succeed(ROUTING_STATE)
 
 
 def lost(before):

@@ -36,21 +36,7 @@ def deb(version):
 
 
 # What the operator writes into /etc/vipproxy/vipproxy.toml.
-CONFIG = f"""[vip]
-addresses = ["{VIP4}"]
-
-[[backend]]
-name = "cp1"
-address = "{NODE}:6443"
-
-[network]
-uplinks = ["eth1"]
-
-# The stand-in apiserver wants a client certificate on every request (a
-# real one answers /readyz anonymously): a TCP check here.
-[health]
-type = "tcp"
-"""
+CONFIG = one_node_config(VIP4, NODE)
 
 # The quick start of README.md for the .deb, in order (the operator's
 # editor is $EDITOR).
@@ -86,29 +72,12 @@ def installed_version():
     return cp1.succeed("dpkg-query -W -f '${Version} ${db:Status-Abbrev}' vipproxy").strip()
 
 
-def load_start():
-    cp1.succeed("rm -f /run/req.log /run/watch*.log")
-    write_file(cp1, "/root/reqloop.sh", REQLOOP.replace("CURL", CURL))
-    write_file(cp1, "/root/watch.sh", WATCH.replace("CURL", CURL))
-    ct, mt = BACKLOG_WAIT["connect_timeout"], BACKLOG_WAIT["max_time"]
-    cp1.succeed(f"{RUN} --unit=reqloop bash /root/reqloop.sh https://{VIP4}:6443 /run/req.log {ct} {mt} 0.3")
-    for i in (1, 2, 3):
-        cp1.succeed(f"{RUN} --unit=watch{i} bash /root/watch.sh {i} https://{VIP4}:6443")
-    cp1.wait_until_succeeds("grep -q ' 0 200 ' /run/req.log", timeout=60)
-    cp1.wait_until_succeeds("test $(cat /run/watch1.log /run/watch2.log /run/watch3.log | grep -c connect) -ge 3", timeout=30)
-
-
-def watch_events():
-    out = cp1.succeed("cat /run/watch1.log /run/watch2.log /run/watch3.log")
-    return out.count("connect"), out.count(" end ")
-
-
 def under_load(what, command):
     """Run one apt command under the loop and watches: every request
     answered, the watches connected again after it, the socket kept."""
     sock = socket_identity()
     t0 = float(cp1.succeed("date +%s.%N"))
-    c0, e0 = watch_events()
+    c0, e0 = watch_events(cp1)
     out = sh(f"cd {DEBS} && {command} </dev/null 2>&1")
     print(out)
     t1 = float(cp1.succeed("date +%s.%N"))
@@ -120,7 +89,7 @@ def under_load(what, command):
         raise
     rows = [r.split() for r in cp1.succeed(f"awk '$1 > {t0}' /run/req.log").splitlines()]
     bad = [r for r in rows if r[1] != "0" or r[2] != "200"]
-    c1, e1 = watch_events()
+    c1, e1 = watch_events(cp1)
     print(f"RESULT {what}: {len(rows)} requests, {len(bad)} failed; watches closed {e1 - e0}, reconnected {c1 - c0}; vipproxy.socket {'kept' if socket_identity() == sock else 'RESTARTED'}")
     assert not bad, f"{what}: failed requests: {bad[:5]}"
     assert socket_identity() == sock, f"{what} restarted vipproxy.socket: {sock} -> {socket_identity()}"
@@ -184,7 +153,7 @@ with subtest("upgrade, downgrade and reinstall under requests and watches"):
     edited = cp1.succeed("sha256sum /etc/vipproxy/vipproxy.toml")
     sock = socket_identity()
     net = show("vipproxy-network.service", "ActiveEnterTimestampMonotonic")
-    load_start()
+    load_start(cp1, VIP4)
     for what, version, command in [
         (f"upgrade {OLD} -> {NEW}", NEW, f"{APT} install {deb(NEW)}"),
         (f"downgrade {NEW} -> {OLD}", OLD, f"{APT} install --allow-downgrades {deb(OLD)}"),

@@ -21,6 +21,54 @@ sysctl_file = "/run/sysctl.d/60-vipproxy.conf"
 socket_dropin = "/run/systemd/system/vipproxy.socket.d/50-listen.conf"
 """
 
+# The stand-in apiserver wants a client certificate on every request (a
+# real one answers /readyz anonymously): one_node_config's check is TCP
+# unless a script names another.
+TCP_CHECK = 'type = "tcp"'
+
+
+def one_node_config(vip, node, health=TCP_CHECK):
+    """What the operator of a one-node cluster writes into
+    /etc/vipproxy/vipproxy.toml: the VIP, the node's own apiserver as the
+    backend, eth1 as the uplink, and health, the [health] table's lines."""
+    return f"""[vip]
+addresses = ["{vip}"]
+
+[[backend]]
+name = "cp1"
+address = "{node}:6443"
+
+[network]
+uplinks = ["eth1"]
+
+[health]
+{health}
+"""
+
+
+def neighbour_routes(peer):
+    """Commands that give a node the rules and routes of its other
+    tenants (Cilium's fwmark rule and local table, BIRD's and static
+    routes via peer, a CNI bridge), which vipproxy must leave alone."""
+    return [
+        "ip rule add fwmark 0x200/0xf00 pref 9 lookup 2004",
+        "ip -6 rule add fwmark 0x200/0xf00 pref 9 lookup 2004",
+        "ip route add local 0.0.0.0/0 dev lo table 2004",
+        "ip -6 route add local ::/0 dev lo table 2004",
+        f"ip route add 10.244.1.0/24 via {peer} dev eth1 proto bird",
+        "ip route add blackhole 10.244.0.0/26 proto bird",
+        f"ip route add 10.96.0.0/12 via {peer} dev eth1 proto static",
+        "ip link add cni0 type bridge",
+        "ip addr add 10.244.0.1/24 dev cni0",
+        "ip link set cni0 up",
+        "ip route add 10.244.50.0/24 dev cni0",
+    ]
+
+
+# Every rule and route of both families, minus vipproxy's own link.
+ROUTING_STATE = "{ ip rule; ip -6 rule; ip route show table all; ip -6 route show table all; } | grep -v dummyvip0 | sort"
+
+
 # reqloop URL LOG CONNECT_TIMEOUT MAX_TIME PAUSE: one mTLS request every
 # PAUSE s, each on a new connection; a line per request:
 #   <start epoch> <curl exit> <http code> <apiserver name>
@@ -66,6 +114,28 @@ def write_file(node, path, text):
 def write_reqloop(node):
     """REQLOOP as /root/reqloop.sh on node, asking with CURL."""
     write_file(node, "/root/reqloop.sh", REQLOOP.replace("CURL", CURL))
+
+
+def load_start(node, vip):
+    """Load through the VIP that a restart must ride out: a request loop
+    (a new connection every 0.3 s, waiting in the socket's backlog) and
+    three watches, /run/req.log and /run/watch{1,2,3}.log; returns once a
+    request passed and every watch connected."""
+    node.succeed("rm -f /run/req.log /run/watch*.log")
+    write_reqloop(node)
+    write_file(node, "/root/watch.sh", WATCH.replace("CURL", CURL))
+    ct, mt = BACKLOG_WAIT["connect_timeout"], BACKLOG_WAIT["max_time"]
+    node.succeed(f"{RUN} --unit=reqloop bash /root/reqloop.sh https://{vip}:6443 /run/req.log {ct} {mt} 0.3")
+    for i in (1, 2, 3):
+        node.succeed(f"{RUN} --unit=watch{i} bash /root/watch.sh {i} https://{vip}:6443")
+    node.wait_until_succeeds("grep -q ' 0 200 ' /run/req.log", timeout=60)
+    node.wait_until_succeeds("test $(cat /run/watch1.log /run/watch2.log /run/watch3.log | grep -c connect) -ge 3", timeout=30)
+
+
+def watch_events(node):
+    """(connects, ends) summed over load_start's three watches."""
+    out = node.succeed("cat /run/watch1.log /run/watch2.log /run/watch3.log")
+    return out.count("connect"), out.count(" end ")
 
 
 def copy_dir(src, dst_nodes, path):

@@ -20,21 +20,7 @@ RUN = "systemd-run --setenv=PATH=$PATH --collect"
 REPO = os.environ.get("VM_REPO", os.getcwd())
 
 # What the operator writes into /etc/vipproxy/vipproxy.toml.
-CONFIG = f"""[vip]
-addresses = ["{VIP4}"]
-
-[[backend]]
-name = "cp1"
-address = "{NODE}:6443"
-
-[network]
-uplinks = ["eth1"]
-
-# The stand-in apiserver wants a client certificate on every request (a
-# real one answers /readyz anonymously): a TCP check here.
-[health]
-type = "tcp"
-"""
+CONFIG = one_node_config(VIP4, NODE)
 
 
 def put(path, data, mode="0644"):

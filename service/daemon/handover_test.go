@@ -347,15 +347,9 @@ func TestRestartHandsConnectionsOver(t *testing.T) {
 		}
 	}
 	wantClosed(t, &pairConn{n: -1, client: &bufConn{Conn: silent, r: bufio.NewReader(silent)}, backend: &bufConn{Conn: silent, r: bufio.NewReader(silent)}, on: "no backend yet"})
-	var st struct {
-		Handover struct {
-			Resumed int            `json:"resumed"`
-			Closed  map[string]int `json:"closed"`
-		} `json:"handover"`
-	}
-	body, _ := second.get("/status")
-	if err := json.Unmarshal([]byte(body), &st); err != nil || st.Handover.Resumed != len(onA) || st.Handover.Closed["backend_gone"] != len(pairs)-len(onA) {
-		t.Errorf("/status handover = %+v (%v), want %d resumed, %d closed as backend_gone", st.Handover, err, len(onA), len(pairs)-len(onA))
+	st, err := second.handoverStatus()
+	if err != nil || st.Resumed != len(onA) || st.Closed["backend_gone"] != len(pairs)-len(onA) {
+		t.Errorf("/status handover = %+v (%v), want %d resumed, %d closed as backend_gone", st, err, len(onA), len(pairs)-len(onA))
 	}
 	log := second.log.String()
 	if want := fmt.Sprintf(`resumed=%d closed="backend_gone=%d"`, len(onA), len(pairs)-len(onA)); !strings.Contains(log, want) {
@@ -646,18 +640,31 @@ func TestHandoverStoreFailsPartway(t *testing.T) {
 	if resumed != handed {
 		t.Errorf("%d connections resumed, the old daemon handed over %d", resumed, handed)
 	}
-	var st struct {
-		Handover struct {
-			Resumed int            `json:"resumed"`
-			Closed  map[string]int `json:"closed"`
-		} `json:"handover"`
-	}
-	body, _ := second.get("/status")
-	if err := json.Unmarshal([]byte(body), &st); err != nil || st.Handover.Resumed != handed || st.Handover.Closed["incomplete"] > 1 {
-		t.Errorf("/status handover = %+v (%v), want %d resumed and at most the one pair cut in two closed", st.Handover, err, handed)
+	st, err := second.handoverStatus()
+	if err != nil || st.Resumed != handed || st.Closed["incomplete"] > 1 {
+		t.Errorf("/status handover = %+v (%v), want %d resumed and at most the one pair cut in two closed", st, err, handed)
 	}
 	metrics, _ := second.get("/metrics")
 	if !strings.Contains(metrics, fmt.Sprintf(`vipproxy_handover_pairs_total{outcome="resumed",reason=""} %d`, handed)) {
 		t.Errorf("metrics lack the %d resumed pairs:\n%s", handed, grepLines(metrics, "handover"))
 	}
+}
+
+// handoverCounts is /status's handover: what a daemon resumed and closed
+// of what the previous one handed over.
+type handoverCounts struct {
+	Resumed int            `json:"resumed"`
+	Closed  map[string]int `json:"closed"`
+}
+
+// handoverStatus reads p's /status handover.
+func (p *proc) handoverStatus() (handoverCounts, error) {
+	var st struct {
+		Handover handoverCounts `json:"handover"`
+	}
+	body, err := p.get("/status")
+	if err != nil {
+		return st.Handover, err
+	}
+	return st.Handover, json.Unmarshal([]byte(body), &st)
 }
