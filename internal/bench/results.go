@@ -166,7 +166,7 @@ func figureSpecs(opt options) []figureSpec {
 	)
 	fs = append(fs, stormSpecs(opt)...)
 	for _, a := range []string{"amd64", "arm64", "riscv64"} {
-		fs = append(fs, figureSpec{key: "size-" + a, label: "stripped static binary MB, linux/" + a, goal: atMost(8, "MB")})
+		fs = append(fs, figureSpec{key: "size-" + a, label: "stripped static binary MB, linux/" + a, goal: atMost(12, "MB")})
 	}
 	return fs
 }
