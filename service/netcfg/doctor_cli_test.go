@@ -35,7 +35,9 @@ func TestDoctorBrokenHostThenFixed(t *testing.T) {
 	}
 	root := t.TempDir()
 	kconf := filepath.Join(root, "keepalived.conf")
-	args := []string{"doctor", "--config", cfg, "--root", root, "--keepalived-conf", kconf, "--control", ""}
+	// The admin endpoint over TCP as an operator names it: doctor asks TCP
+	// only when told to.
+	args := []string{"doctor", "--config", cfg, "--root", root, "--keepalived-conf", kconf, "--control", "", "--admin", "127.0.0.1:6449"}
 
 	out, code := exitCode(n, bin, args...)
 	comm, _ := os.ReadFile("/proc/self/comm")
