@@ -152,12 +152,7 @@ start_all()
 with subtest("boot, stand-in apiservers, config, units"):
     cp1.wait_for_unit("multi-user.target")
     cp1.succeed(f"vipproxy-apiserver pki --dir {PKI} --hosts {NODE},{VIP4}", f"chmod 0644 {PKI}/*")
-    for name, port in BACKENDS.items():
-        cp1.succeed(
-            f"{RUN} --unit={name} vipproxy-apiserver --listen {NODE}:{port} --name {name} --watch-interval {EVENT_EVERY}"
-            f" --cert {PKI}/server.pem --key {PKI}/server-key.pem --client-ca {PKI}/ca.pem"
-        )
-        cp1.wait_for_open_port(port, addr=NODE, timeout=90)
+    start_standins(cp1, NODE, BACKENDS, EVENT_EVERY)
     write_file(cp1, CONF, CONFIG)
     cp1.succeed(f"vipproxy check --config {CONF}", f"vipproxy units write --config {CONF}", "systemctl daemon-reload")
     cp1.succeed(f"systemctl show -p ExecStart vipproxy.service | grep -q 'path={BINARY} '")

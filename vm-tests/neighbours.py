@@ -214,12 +214,7 @@ with subtest("the CNI's rules and routes"):
 
 with subtest("stand-in apiservers, config, units written"):
     cp1.succeed(f"vipproxy-apiserver pki --dir {PKI} --hosts {NODE},{VIP4},{VIP6}", f"chmod 0644 {PKI}/*")
-    for name, port in BACKENDS.items():
-        cp1.succeed(
-            f"{RUN} --unit={name} vipproxy-apiserver --listen {NODE}:{port} --name {name} --watch-interval 10s"
-            f" --cert {PKI}/server.pem --key {PKI}/server-key.pem --client-ca {PKI}/ca.pem"
-        )
-        cp1.wait_for_open_port(port, addr=NODE, timeout=90)
+    start_standins(cp1, NODE, BACKENDS, "10s")
     write_file(cp1, CONF, CONFIG)
     cp1.succeed(f"vipproxy check --config {CONF}", f"vipproxy units write --config {CONF}", "systemctl daemon-reload")
 

@@ -116,6 +116,18 @@ def write_reqloop(node):
     write_file(node, "/root/reqloop.sh", REQLOOP.replace("CURL", CURL))
 
 
+def start_standins(node, address, backends, watch_interval):
+    """The stand-in apiservers of backends ({name: port}) on address as
+    transient units, each with mTLS (PKI) and a watch event every
+    watch_interval; returns once each listens."""
+    for name, port in backends.items():
+        node.succeed(
+            f"{RUN} --unit={name} vipproxy-apiserver --listen {address}:{port} --name {name} --watch-interval {watch_interval}"
+            f" --cert {PKI}/server.pem --key {PKI}/server-key.pem --client-ca {PKI}/ca.pem"
+        )
+        node.wait_for_open_port(port, addr=address, timeout=90)
+
+
 def load_start(node, vip):
     """Load through the VIP that a restart must ride out: a request loop
     (a new connection every 0.3 s, waiting in the socket's backlog) and
