@@ -6,10 +6,14 @@ package daemon
 // which job, StopJobPath), the daemon stops accepting, stops every
 // connection at a quiet point (proxy.Freeze: no byte held in the daemon,
 // so both sockets are the connection's whole state; a client's
-// half-close included), stores each pair's two sockets under
-// names that say which pair, port and backend they are (pairName), and
-// exits at once. The next daemon finds them after the listeners in
-// LISTEN_FDS, takes them out of the store, and relays them on.
+// half-close included), names each pair's two sockets for the pair,
+// port and backend they are (pairName), packs them by the hundred into
+// bundles (notify.Bundle: one store entry each, where systemd's cost
+// grows with the square of its entries), stores the bundles, and exits
+// at once. The next daemon finds the bundles after the listeners in
+// LISTEN_FDS, takes them out of the store, unpacks them, and relays the
+// pairs on. It also takes pairs stored one socket each, as daemons
+// before the bundles did.
 //
 // Why a crash never resumes a corrupted stream: the store holds pairs
 // only between a handover and the next start. A daemon stores a pair
@@ -56,9 +60,13 @@ const quietWait = time.Second
 // TLS handshake timeout.
 const answerWait = 5 * time.Second
 
-// pairPrefix starts the store name of every pair's socket; the socket
-// units' names (vip, a port's, admin) never do.
-const pairPrefix = "pair."
+// pairPrefix starts the name of every pair's socket, and bundlePrefix
+// the store name of every bundle of them; the socket units' names (vip,
+// a port's, admin) start with neither.
+const (
+	pairPrefix   = "pair."
+	bundlePrefix = "pairs."
+)
 
 // Reasons a pair handed over is closed by the next daemon.
 const (
@@ -140,11 +148,12 @@ func unescapeName(s string) (string, error) {
 	return b.String(), nil
 }
 
-// splitPairs sorts the descriptors systemd passed into the pairs a
-// previous daemon handed over and the rest (the socket units').
+// splitPairs sorts the descriptors systemd passed into what a previous
+// daemon handed over (bundles, or pairs' sockets one by one) and the
+// rest (the socket units').
 func splitPairs(files []*os.File) (pairs, rest []*os.File) {
 	for _, f := range files {
-		if strings.HasPrefix(f.Name(), pairPrefix) {
+		if strings.HasPrefix(f.Name(), pairPrefix) || strings.HasPrefix(f.Name(), bundlePrefix) {
 			pairs = append(pairs, f)
 		} else {
 			rest = append(rest, f)
@@ -340,13 +349,30 @@ func (d *Daemon) handOver(store *notify.FDStore) bool {
 }
 
 // storePairs stores the frozen pairs, both sockets of each, as many as
-// the store takes, and returns those it stored. A pair that cannot be
-// (closed meanwhile, or past the store's size) is closed and counted in
-// closed; a store that fails stops it, with the pairs left.
+// the store takes, in bundles of notify.BundleMax sockets, and returns
+// those it stored. A pair that cannot be (closed meanwhile, or past the
+// store's size) is closed and counted in closed; a store that fails
+// stops it, with the pairs left.
 func storePairs(store *notify.FDStore, frozen []frozenPair, closed handoverCount) (stored, left []*proxy.Pair, err error) {
 	room := store.Max() / 2
+	var batch []*proxy.Pair
+	var names []string
+	var files []*os.File
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := storeBundle(store, bundlePrefix+strconv.Itoa(len(stored)), names, files)
+		closeFiles(files)
+		names, files = nil, nil
+		if err != nil {
+			return err // the batch is left, for the drain
+		}
+		stored, batch = append(stored, batch...), nil
+		return nil
+	}
 	for i, fp := range frozen {
-		if len(stored) >= room {
+		if len(stored)+len(batch) >= room {
 			fp.pair.Close()
 			closed[reasonStoreFull]++
 			continue
@@ -358,31 +384,38 @@ func storePairs(store *notify.FDStore, frozen []frozenPair, closed handoverCount
 			continue
 		}
 		k := pairKey{n: i, port: fp.port, backend: fp.pair.Backend.Name, address: fp.pair.Backend.Address}
-		err = storeFiles(store, k, client, backend)
-		client.Close()
-		backend.Close()
-		if err != nil {
-			for _, l := range frozen[i:] {
-				left = append(left, l.pair)
-			}
-			return stored, left, err
+		batch = append(batch, fp.pair)
+		names = append(names, pairName(k, "c"), pairName(k, "b"))
+		files = append(files, client, backend)
+		if len(files)+2 <= notify.BundleMax {
+			continue
 		}
-		stored = append(stored, fp.pair)
+		if err = flush(); err != nil {
+			return stored, append(batch, pairsOf(frozen[i+1:])...), err
+		}
+	}
+	if err = flush(); err != nil {
+		return stored, batch, err
 	}
 	return stored, nil, nil
 }
 
-// storeFiles stores a pair's two sockets; if the second fails, the first
-// is taken out again.
-func storeFiles(store *notify.FDStore, k pairKey, client, backend *os.File) error {
-	if err := store.Store(pairName(k, "c"), client); err != nil {
+// storeBundle stores the files in one bundle under name.
+func storeBundle(store *notify.FDStore, name string, names []string, files []*os.File) error {
+	bundle, err := notify.Bundle(names, files)
+	if err != nil {
 		return err
 	}
-	if err := store.Store(pairName(k, "b"), backend); err != nil {
-		store.Remove(pairName(k, "c"))
-		return err
+	defer bundle.Close()
+	return store.Store(name, bundle)
+}
+
+func pairsOf(frozen []frozenPair) []*proxy.Pair {
+	pairs := make([]*proxy.Pair, len(frozen))
+	for i, fp := range frozen {
+		pairs[i] = fp.pair
 	}
-	return nil
+	return pairs
 }
 
 // countHandover logs nothing itself: it adds to the metrics and to the
@@ -408,14 +441,18 @@ func (d *Daemon) countHandover(outcome string, c handoverCount) {
 // port and backend are still served (and the backend not down) are taken
 // out of the store and relayed on; the others are closed, as a drain
 // would close them.
-func (d *Daemon) resumePairs(files []*os.File) {
-	if len(files) == 0 {
+func (d *Daemon) resumePairs(passed []*os.File) {
+	if len(passed) == 0 {
 		return
 	}
 	closed := handoverCount{}
-	ready := d.matchPairs(files, closed)
+	var stored []string // the store's names, for FDSTOREREMOVE
+	for _, f := range passed {
+		stored = append(stored, f.Name())
+	}
+	ready := d.matchPairs(d.unpack(passed, closed), closed)
 	store, why := notify.OpenFDStore(os.Getenv)
-	if err := removePairs(store, why, files); err != nil {
+	if err := removePairs(store, why, stored); err != nil {
 		// Relayed while still in the store, a pair would come back after
 		// a crash with the bytes relayed meanwhile lost: close instead.
 		d.log.Warn("cannot take handed-over connections out of the file descriptor store; closing them", "err", err)
@@ -439,15 +476,36 @@ func (d *Daemon) resumePairs(files []*os.File) {
 	d.log.Info("resumed the connections the previous daemon handed over", "resumed", resumed, "closed", closed.String())
 }
 
-// removePairs takes every pair's socket out of the store and waits until
-// systemd has done it.
-func removePairs(store *notify.FDStore, why string, files []*os.File) error {
+// unpack replaces each bundle among the files passed by the sockets it
+// carries. A bundle cut short is closed with what it held (counted as
+// one incomplete pair: how many it held is unknown).
+func (d *Daemon) unpack(passed []*os.File, closed handoverCount) []*os.File {
+	var files []*os.File
+	for _, f := range passed {
+		if !strings.HasPrefix(f.Name(), bundlePrefix) {
+			files = append(files, f)
+			continue
+		}
+		got, err := notify.Unbundle(f)
+		if err != nil {
+			d.log.Warn("a bundle of handed-over connections is cut short; what it held is closed", "err", err)
+			closed[reasonIncomplete]++
+		}
+		files = append(files, got...)
+	}
+	return files
+}
+
+// removePairs takes what the previous daemon stored (names: its bundles,
+// or pairs' sockets one by one) out of the store and waits until systemd
+// has done it.
+func removePairs(store *notify.FDStore, why string, names []string) error {
 	if store == nil {
 		return fmt.Errorf("no file descriptor store: %s", why)
 	}
 	defer store.Close()
-	for _, f := range files {
-		if err := store.Remove(f.Name()); err != nil {
+	for _, name := range names {
+		if err := store.Remove(name); err != nil {
 			return err
 		}
 	}
