@@ -121,7 +121,10 @@ func receiveNamed(fd int) ([]*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("receive: %w", err)
 	}
-	fds := unixRights(oob[:oobn])
+	var fds []int // a bundle's message has one SCM_RIGHTS
+	if msgs, err := syscall.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
+		fds, _ = syscall.ParseUnixRights(&msgs[0])
+	}
 	names := strings.Split(string(buf[:n]), "\n")
 	if flags&(syscall.MSG_TRUNC|syscall.MSG_CTRUNC) != 0 || len(names) != len(fds) {
 		for _, fd := range fds {
@@ -134,19 +137,4 @@ func receiveNamed(fd int) ([]*os.File, error) {
 		files[i] = os.NewFile(uintptr(fd), names[i])
 	}
 	return files, nil
-}
-
-// unixRights are the descriptors of a message's SCM_RIGHTS.
-func unixRights(oob []byte) []int {
-	msgs, err := syscall.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var fds []int
-	for _, m := range msgs {
-		if got, err := syscall.ParseUnixRights(&m); err == nil {
-			fds = append(fds, got...)
-		}
-	}
-	return fds
 }
