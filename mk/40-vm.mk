@@ -65,6 +65,10 @@ VM_CI_AMD64_EXTRA ?= vm-tests/package.py vm-tests/neighbours.py vm-tests/credent
 # 2026-12-02: arm64's smoke lost its first connection beside amd64's run, a
 # daemon fault since fixed (TestLastResortStreamKeptUntilAnotherIsUp).
 VM_CI_LANES ?= 2
+# The scripts whose runs never go beside each other (ci.sh): the scenario
+# boots four guests, and two of them at once (eight TCG guests on two
+# cores) starved the guests until a VRRP master gave up the VIP.
+VM_CI_ALONE ?= vm-tests/scenario.py
 
 .PHONY: vm-test-ci vm-images-ci vm-archs-known vm-test-all vm-images
 vm-test-ci: vm-archs-known vm-lint
@@ -74,7 +78,7 @@ vm-test-ci: vm-archs-known vm-lint
 		for a in $(VM_ARCHS); do echo "vm-test-ci: NOT COVERED: $$a ($$why; VM_ARCHS=... to skip it)"; done; \
 		exit 1; fi; \
 	[ -n "$(VM_ARCHS)" ] || { echo "vm-test-ci: PASS: none"; exit 0; }; \
-	VM_CI_WORK=$(VM_CI_WORK) VM_SCRIPTS="$(VM_SCRIPTS)" VM_CI_AMD64_EXTRA="$(VM_CI_AMD64_EXTRA)" \
+	VM_CI_WORK=$(VM_CI_WORK) VM_SCRIPTS="$(VM_SCRIPTS)" VM_CI_AMD64_EXTRA="$(VM_CI_AMD64_EXTRA)" VM_CI_ALONE="$(VM_CI_ALONE)" \
 		VM_LOCKED="$(VM_LOCKED)" VM_CI_LANES="$(VM_CI_LANES)" GO=$(GO) vm-tests/ci.sh $(VM_ARCHS)
 
 # make test starts this in the background (niced): the images vm-test-ci

@@ -9,7 +9,14 @@
 # then amd64's extra scripts, then every architecture's second script, and
 # so on: make lists the longest first (the scenario), so that the short
 # runs fill the end; with the smokes first and the extras last, the two
-# workers ended 440 s apart (2026-12-05). Every architecture but amd64
+# workers ended 440 s apart (2026-12-05). The runs of VM_CI_ALONE's scripts
+# (the scenario: four guests) never go beside each other: the first worker
+# takes them one after the other, then helps with the rest, which the
+# other workers take meanwhile. Two scenarios at once put eight TCG guests
+# on the 2-core machine; in a fresh run of 45ba384 (2026-12-06) the guests
+# stood still for seconds, the VRRP master's health checks timed out
+# against its own apiserver, and the VIP moved away and back under a
+# request loop. Every architecture but amd64
 # runs with VM_SKIP_ARCH_NEUTRAL=1: a script leaves out its steps that test
 # nothing the architecture changes (scenario.py's 10 and 11), which amd64
 # runs. Runs are safe together, two of one architecture too:
@@ -20,7 +27,8 @@
 # names each architecture's verdict and repeats the end of every failed
 # run's output (ARCH-run/NAME.ci.log), so that a CI log's tail says what failed.
 # env: VM_CI_WORK (images and runs), VM_SCRIPTS, VM_CI_AMD64_EXTRA (amd64's
-# extra scripts), VM_CI_LANES, VM_LOCKED (the lock wrapper, may be empty),
+# extra scripts), VM_CI_ALONE (scripts whose runs go one at a time, may
+# be empty), VM_CI_LANES, VM_LOCKED (the lock wrapper, may be empty),
 # GO, VM_CI_RUN (what runs one architecture's scripts: run.sh; mk/make_test.go
 # puts a stand-in there).
 # Exit 0 only if every run passed.
@@ -29,6 +37,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 : "${VM_CI_WORK:?}" "${VM_SCRIPTS:?}"
 VM_CI_AMD64_EXTRA=${VM_CI_AMD64_EXTRA:-}
 VM_CI_LANES=${VM_CI_LANES:-2}
+VM_CI_ALONE=${VM_CI_ALONE:-}
 VM_LOCKED=${VM_LOCKED:-}
 RECAP_LINES=${RECAP_LINES:-40}
 VM_CI_RUN=${VM_CI_RUN:-$HERE/run.sh}
@@ -62,16 +71,24 @@ queue() {
 	done
 }
 
-# take: the number of the next run in the queue (from 1), counted in a
-# file under a lock, since the workers are separate processes.
+# take QUEUE: the number of QUEUE's next run (from 1), counted in a file
+# under a lock, since the workers are separate processes.
 take() {
 	local n
 	{
 		flock 9
-		n=$(($(cat "$STATE/next") + 1))
-		echo "$n" >"$STATE/next"
+		n=$(($(cat "$STATE/$1.next" 2>/dev/null || echo 0) + 1))
+		echo "$n" >"$STATE/$1.next"
 	} 9>>"$STATE/lock"
 	echo "$n"
+}
+
+# alone SCRIPT: whether SCRIPT's runs go one at a time (VM_CI_ALONE).
+alone() {
+	local s
+	# shellcheck disable=SC2086 # a word list
+	for s in $VM_CI_ALONE; do [ "$(basename "$s")" != "$(basename "$1")" ] || return 0; done
+	return 1
 }
 
 # run_file ARCH SCRIPT SUFFIX: a file of that run, VM_CI_WORK/ARCH-run/NAME.SUFFIX.
@@ -91,10 +108,13 @@ run_one() {
 	echo "${PIPESTATUS[0]}" >"$(run_file "$arch" "$script" rc)"
 }
 
+# worker QUEUE...: takes the runs of each QUEUE in turn until none is left.
 worker() {
-	local n arch script
-	while n=$(take) && read -r arch script < <(sed -n "${n}p" "$STATE/queue") && [ -n "$arch" ]; do
-		run_one "$arch" "$script"
+	local q n arch script
+	for q in "$@"; do
+		while n=$(take "$q") && read -r arch script < <(sed -n "${n}p" "$STATE/$q") && [ -n "$arch" ]; do
+			run_one "$arch" "$script"
+		done
 	done
 }
 
@@ -136,14 +156,22 @@ main() {
 	trap stop_workers EXIT
 	trap 'exit 143' TERM INT
 	STATE=$(mktemp -d)
-	echo 0 >"$STATE/next"
 	queue "$@" >"$STATE/queue"
+	# Two queues in that order: the runs that go one at a time, which only
+	# the first worker takes, and the shared ones.
+	: >"$STATE/alone"
+	: >"$STATE/shared"
+	while read -r arch script; do
+		if alone "$script"; then echo "$arch $script" >>"$STATE/alone"; else echo "$arch $script" >>"$STATE/shared"; fi
+	done <"$STATE/queue"
 	# A run stopped before it began leaves no verdict, not an older one.
 	while read -r arch script; do
 		rm -f "$(run_file "$arch" "$script" ci.log)" "$(run_file "$arch" "$script" rc)"
 	done <"$STATE/queue"
-	for ((i = 0; i < VM_CI_LANES; i++)); do
-		worker &
+	worker alone shared &
+	WORKERS+=("$!")
+	for ((i = 1; i < VM_CI_LANES; i++)); do
+		worker shared &
 		WORKERS+=("$!")
 	done
 	for i in "${WORKERS[@]}"; do wait "$i"; done
