@@ -3,7 +3,6 @@ package netcfg
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -81,7 +80,7 @@ func FindForeign(nl *netlink.Handle, cfg *config.Valid, root string) (Foreign, e
 	if f.Policy, err = ReadForeignPolicy(root); err != nil {
 		return f, err
 	}
-	nets, err := readNetworks(others)
+	nets, err := readNetworks(root, others)
 	if err != nil {
 		return f, err
 	}
@@ -164,13 +163,13 @@ type networkFile struct {
 }
 
 // readNetworks reads the files in networkd's order (by file name; the
-// first that matches a link configures it).
-func readNetworks(paths []string) ([]networkFile, error) {
+// first that matches a link configures it), each with its drop-ins.
+func readNetworks(root string, paths []string) ([]networkFile, error) {
 	sorted := slices.Clone(paths)
 	slices.SortStableFunc(sorted, func(a, b string) int { return strings.Compare(filepath.Base(a), filepath.Base(b)) })
 	var out []networkFile
 	for _, p := range sorted {
-		n, err := readNetwork(p)
+		n, err := readNetwork(root, p)
 		if err != nil {
 			return nil, err
 		}
@@ -179,22 +178,32 @@ func readNetworks(paths []string) ([]networkFile, error) {
 	return out, nil
 }
 
-func readNetwork(path string) (networkFile, error) {
+// readNetwork reads a .network file and then its drop-ins,
+// NAME.network.d/*.conf in any of networkd's directories, as networkd
+// merges them: a Gateway= an operator keeps in a drop-in makes the default
+// route networkd's own.
+func readNetwork(root, path string) (networkFile, error) {
+	const what = "the operator's networkd files"
 	n := networkFile{path: path}
-	f, err := os.Open(path)
+	more, err := dropIns(root, networkdDirs, filepath.Base(path)+".d")
 	if err != nil {
-		return n, fmt.Errorf("read the operator's networkd files: %w", err)
+		return n, fmt.Errorf("read %s: %w", what, err)
 	}
-	defer f.Close()
-	opts, err := unit.DeserializeOptions(f)
-	if err != nil {
-		return n, fmt.Errorf("read the operator's networkd files: %s: %w", path, err)
-	}
-	for _, o := range opts {
-		n.apply(o)
+	for _, p := range append([]string{path}, more...) {
+		opts, err := readOptions(p, what)
+		if err != nil {
+			return n, err
+		}
+		for _, o := range opts {
+			n.apply(o)
+		}
 	}
 	return n, nil
 }
+
+// networkdDirs are the directories networkd reads .network files and
+// their drop-ins from, the highest precedence first (systemd.network(5)).
+var networkdDirs = []string{"/etc/systemd/network", "/run/systemd/network", "/usr/local/lib/systemd/network", "/usr/lib/systemd/network"}
 
 // apply reads one setting of a .network file. A Gateway= (in [Network]
 // or [Route] without Destination=) is networkd's default route.

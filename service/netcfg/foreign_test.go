@@ -132,6 +132,43 @@ func TestFindForeignSparesWhatIsNotForeign(t *testing.T) {
 	}
 }
 
+// TestFindForeignReadsDropIns: networkd merges NAME.network.d/*.conf from
+// each of its directories into the .network file, so a Gateway= or a
+// [Route] an operator keeps in a drop-in makes those routes networkd's own
+// (a gateway in a drop-in was reported at risk, and apply refused, on a
+// node whose default route networkd had set itself); a drop-in hidden by
+// an empty one of the same name in /etc counts for nothing.
+func TestFindForeignReadsDropIns(t *testing.T) {
+	needRuleDump(t)
+	cfg := testConfig(t)
+	n, h, _ := hostIn(t, cfg)
+	neighbours(t, n)
+	for _, cmd := range [][]string{
+		{"route", "add", "default", "via", "192.0.2.254", "dev", "up0", "proto", "static"},
+		{"route", "add", "10.50.0.0/16", "via", "192.0.2.254", "dev", "up0", "proto", "static"},
+		{"route", "add", "10.60.0.0/16", "via", "192.0.2.254", "dev", "up0", "proto", "static"},
+	} {
+		n.ip(t, cmd...)
+	}
+	root := t.TempDir()
+	testutil.WriteFile(t, root, "run/systemd/network/10-up0.network", "[Match]\nName=up0\n\n[Network]\nAddress=192.0.2.11/24\n")
+	testutil.WriteFile(t, root, "etc/systemd/network/10-up0.network.d/50-gateway.conf", "[Network]\nGateway=192.0.2.254\n")
+	testutil.WriteFile(t, root, "usr/lib/systemd/network/10-up0.network.d/60-route.conf", "[Route]\nDestination=10.50.0.0/16\nGateway=192.0.2.254\n")
+	testutil.WriteFile(t, root, "usr/lib/systemd/network/10-up0.network.d/70-masked.conf", "[Route]\nDestination=10.60.0.0/16\nGateway=192.0.2.254\n")
+	testutil.WriteFile(t, root, "etc/systemd/network/10-up0.network.d/70-masked.conf", "")
+	f, err := FindForeign(h.Netlink, cfg, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := append(slices.Clone(f.Rules), f.Routes...)
+	want := append(slices.Clone(atRisk), "ip route 10.60.0.0/16 via 192.0.2.254 dev up0 table main proto static")
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("found %q, want exactly %q", got, want)
+	}
+}
+
 // TestReadForeignPolicyPrecedence: networkd.conf, then the drop-ins by
 // name, /etc hiding /usr/lib's of the same name (an empty file masks
 // it), the last setting winning, a value that is no boolean ignored.

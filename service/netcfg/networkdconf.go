@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,11 +54,19 @@ func ReadForeignPolicy(root string) (ForeignPolicy, error) {
 	return p, nil
 }
 
-// networkdDropIns lists the drop-ins networkd reads, in its order.
+// networkdDropIns lists the networkd.conf drop-ins, in networkd's order.
 func networkdDropIns(root string) ([]string, error) {
+	return dropIns(root, networkdConfDirs, "networkd.conf.d")
+}
+
+// dropIns lists the drop-ins of one file as systemd reads them: sub/*.conf
+// under each of dirs (the highest precedence first), by file name, a name
+// in a directory of higher precedence hiding the same name in the others
+// (an empty file or a link to /dev/null masks it).
+func dropIns(root string, dirs []string, sub string) ([]string, error) {
 	byName := map[string]string{}
-	for _, d := range networkdConfDirs {
-		dir := filepath.Join(rootOr(root), d, "networkd.conf.d")
+	for _, d := range dirs {
+		dir := filepath.Join(rootOr(root), d, sub)
 		entries, err := os.ReadDir(dir)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("list %s: %w", dir, err)
@@ -68,28 +77,33 @@ func networkdDropIns(root string) ([]string, error) {
 			}
 		}
 	}
-	var names []string
-	for n := range byName {
-		names = append(names, n)
-	}
-	slices.Sort(names)
 	var out []string
-	for _, n := range names {
-		out = append(out, byName[n])
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		out = append(out, byName[name])
 	}
 	return out, nil
 }
 
-// read applies one file's [Network] ManageForeign* settings to p.
-func (p *ForeignPolicy) read(path string) error {
+// readOptions reads the settings of one systemd-style file; what says
+// whose files they are, for the error.
+func readOptions(path, what string) ([]*unit.UnitOption, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("read networkd's settings: %w", err)
+		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	defer f.Close()
 	opts, err := unit.DeserializeOptions(f)
 	if err != nil {
-		return fmt.Errorf("read networkd's settings: %s: %w", path, err)
+		return nil, fmt.Errorf("read %s: %s: %w", what, path, err)
+	}
+	return opts, nil
+}
+
+// read applies one file's [Network] ManageForeign* settings to p.
+func (p *ForeignPolicy) read(path string) error {
+	opts, err := readOptions(path, "networkd's settings")
+	if err != nil {
+		return err
 	}
 	for _, o := range opts {
 		v, ok := systemdBool(o.Value)
